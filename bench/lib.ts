@@ -1,0 +1,120 @@
+/**
+ * Shared benchmark helpers: percentiles, a table printer, a progress bar on stderr and the JSON
+ * result writer. Every benchmark reports its path beside a baseline measured in the same run,
+ * because our machines are shared and noisy: absolute numbers drift, ratios hold.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'results');
+
+/** Linear-interpolated percentile (p in 0–100) of unsorted samples. */
+export function percentile(samples: readonly number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = (p / 100) * (sorted.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.ceil(rank);
+  const a = sorted[lo] as number;
+  const b = sorted[hi] as number;
+  return a + (b - a) * (rank - lo);
+}
+
+export interface Summary {
+  n: number;
+  mean: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  min: number;
+  max: number;
+}
+
+export function summarize(samples: readonly number[]): Summary {
+  const n = samples.length;
+  const mean = n === 0 ? Number.NaN : samples.reduce((s, x) => s + x, 0) / n;
+  return {
+    n,
+    mean,
+    p50: percentile(samples, 50),
+    p95: percentile(samples, 95),
+    p99: percentile(samples, 99),
+    min: n === 0 ? Number.NaN : Math.min(...samples),
+    max: n === 0 ? Number.NaN : Math.max(...samples),
+  };
+}
+
+export type Row = Record<string, string | number | boolean | null>;
+
+function fmt(v: Row[string]): string {
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) return String(v);
+    if (Number.isInteger(v)) return String(v);
+    return Math.abs(v) >= 100 ? v.toFixed(1) : v.toFixed(3);
+  }
+  return String(v);
+}
+
+/** Prints rows as an aligned text table on stdout. */
+export function printTable(title: string, rows: Row[]): void {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cells = rows.map((r) => cols.map((c) => fmt(r[c] ?? '')));
+  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => (row[i] ?? '').length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ');
+  console.log(`\n${title}`);
+  console.log(line(cols));
+  console.log(line(widths.map((w) => '-'.repeat(w))));
+  for (const row of cells) console.log(line(row));
+}
+
+/** Writes `bench/results/<name>-<timestamp>.json` and `<name>-latest.json`; returns the path. */
+export function writeResult(name: string, result: unknown): string {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const body = JSON.stringify({ name, at: new Date().toISOString(), host: hostInfo(), result }, null, 2);
+  const path = join(RESULTS_DIR, `${name}-${stamp}.json`);
+  writeFileSync(path, body);
+  writeFileSync(join(RESULTS_DIR, `${name}-latest.json`), body);
+  return path;
+}
+
+function hostInfo() {
+  return { node: process.version, platform: process.platform, arch: process.arch };
+}
+
+/** A progress bar on stderr (stdout stays a clean table). `tick()` advances; `done()` ends the line. */
+export function progress(label: string, total: number) {
+  let n = 0;
+  const draw = () => {
+    const width = 30;
+    const filled = Math.round((n / Math.max(total, 1)) * width);
+    process.stderr.write(`\r${label} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${n}/${total}`);
+  };
+  draw();
+  return {
+    tick(k = 1) {
+      n = Math.min(total, n + k);
+      draw();
+    },
+    done() {
+      n = total;
+      draw();
+      process.stderr.write('\n');
+    },
+  };
+}
+
+/** Parses `--name value` / `--flag` arguments into a map. */
+export function parseArgs(argv: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (!a.startsWith('--')) continue;
+    const eq = a.indexOf('=');
+    if (eq > 0) out.set(a.slice(2, eq), a.slice(eq + 1));
+    else if (i + 1 < argv.length && !(argv[i + 1] as string).startsWith('--')) out.set(a.slice(2), argv[++i] as string);
+    else out.set(a.slice(2), 'true');
+  }
+  return out;
+}

@@ -1,0 +1,236 @@
+import type {
+  Account,
+  ApiKeyRecord,
+  Page,
+  PageRequest,
+  SongRecord,
+  StreamRecord,
+  WebhookDeliveryRecord,
+  WebhookEndpointRecord,
+  DeliveryStatus,
+} from './records.ts';
+
+/**
+ * The storage contract every part talks to. Two implementations pass one contract suite
+ * (test/store/contract.ts): `EmbeddedStore` (SQLite in WAL mode under DATA_DIR, the default)
+ * and `RedisStore` (REDIS_URL, for scale-out). Code above the store never knows which it has.
+ *
+ * Atomicity: a method that takes `effects` writes them in the same transaction as its own change.
+ * That is our outbox: an event that must follow a state change is a job written with it
+ * (queue `events`), so a crash can never keep one without the other.
+ */
+export interface Store {
+  readonly kind: 'embedded' | 'redis';
+  readonly accounts: AccountRepo;
+  readonly songs: SongRepo;
+  readonly streams: StreamRepo;
+  readonly webhooks: WebhookRepo;
+  readonly queue: JobQueue;
+  readonly bus: Bus;
+  readonly rateLimits: RateLimiter;
+  /** Round-trips to the backing store; throws when it is unreachable (for /healthz). */
+  ping(): Promise<void>;
+  /** Idempotent. Stops waiters, closes connections. */
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** Clock in ms since the epoch; injectable so retries and leases are tested without waiting. */
+  now?: () => number;
+}
+
+/** Writes that ride along with a state change (the outbox). */
+export interface Effects {
+  jobs?: NewJob[];
+}
+
+// ───────────────────────────── accounts and keys
+
+export interface AccountRepo {
+  create(account: Account): Promise<void>;
+  get(id: string): Promise<Account | null>;
+  setPlan(id: string, plan: Account['plan']): Promise<void>;
+  addKey(key: ApiKeyRecord): Promise<void>;
+  /** Looks a key up by its SHA-256 digest (hex). */
+  findKey(digest: string): Promise<ApiKeyRecord | null>;
+  /** How many accounts exist (the embedded default creates one on first start). */
+  count(): Promise<number>;
+}
+
+// ───────────────────────────── songs and monthly usage
+
+export interface SongCreateRules {
+  /** `YYYY-MM` (UTC) to count against. */
+  month: string;
+  /** Songs allowed this month; null = unlimited. */
+  monthlyLimit: number | null;
+  /** Songs of the account allowed in `queued` or `rendering` at once. */
+  maxActive: number;
+}
+
+export type SongCreateResult =
+  | { ok: true; song: SongRecord; position: number }
+  | { ok: false; reason: 'quota'; used: number; limit: number }
+  | { ok: false; reason: 'busy'; active: number };
+
+export interface SongRepo {
+  /**
+   * Atomically: checks the account's active songs against `maxActive` and the month's usage
+   * against `monthlyLimit`, then inserts the song (status `queued`), counts one song for the
+   * month, and writes `effects` (the render job). Concurrent creates never exceed either limit.
+   */
+  create(song: SongRecord, rules: SongCreateRules, effects?: Effects): Promise<SongCreateResult>;
+  get(id: string): Promise<SongRecord | null>;
+  /** The account's songs, newest first. */
+  list(accountId: string, page: PageRequest): Promise<Page<SongRecord>>;
+  /** Merges `patch` into the song; returns the new record, or null if missing. */
+  update(id: string, patch: Partial<Omit<SongRecord, 'id' | 'accountId'>>): Promise<SongRecord | null>;
+  /**
+   * Marks the song failed with `error` and gives its count back to `song.usageMonth`, atomically
+   * and at most once (a song already `failed` is left as is and nothing is given back twice).
+   */
+  fail(id: string, error: SongRecord['error'], finishedAt: string): Promise<SongRecord | null>;
+  /** 1-based place among all `queued` songs in creation order (1 is next); null if not queued. */
+  position(id: string): Promise<number | null>;
+  /** Songs counted against `month` for the account. */
+  used(accountId: string, month: string): Promise<number>;
+  /** Songs of the account in `queued` or `rendering`. */
+  active(accountId: string): Promise<number>;
+}
+
+// ───────────────────────────── streams
+
+export interface StreamRepo {
+  create(stream: StreamRecord): Promise<void>;
+  get(id: string): Promise<StreamRecord | null>;
+  getByKey(streamKey: string): Promise<StreamRecord | null>;
+  getByPlaybackId(playbackId: string): Promise<StreamRecord | null>;
+  /** The account's streams that are not deleted, newest first. */
+  list(accountId: string, page: PageRequest): Promise<Page<StreamRecord>>;
+  /**
+   * Compare-and-set: applies `patch` only if the stream's current state is in `fromStates`
+   * (any state when omitted), writing `effects` with it. Returns the new record, or null when
+   * the stream is missing or in another state (so two detectors cannot both end a session).
+   */
+  update(
+    id: string,
+    patch: Partial<Omit<StreamRecord, 'id' | 'accountId'>>,
+    opts?: { fromStates?: StreamRecord['state'][]; effects?: Effects },
+  ): Promise<StreamRecord | null>;
+  /** Streams in any of `states` (e.g. `started`, for the lifecycle supervisor). */
+  listByState(states: StreamRecord['state'][]): Promise<StreamRecord[]>;
+}
+
+// ───────────────────────────── webhooks
+
+export interface DeliveryFilter {
+  status?: DeliveryStatus;
+  eventType?: string;
+  streamId?: string;
+}
+
+export interface WebhookRepo {
+  /** Inserts unless the account already has `maxPerAccount` endpoints (atomic). */
+  createEndpoint(endpoint: WebhookEndpointRecord, maxPerAccount: number): Promise<boolean>;
+  getEndpoint(id: string): Promise<WebhookEndpointRecord | null>;
+  listEndpoints(accountId: string): Promise<WebhookEndpointRecord[]>;
+  updateEndpoint(
+    id: string,
+    patch: Partial<Omit<WebhookEndpointRecord, 'id' | 'accountId'>>,
+  ): Promise<WebhookEndpointRecord | null>;
+  /** Deletes the endpoint and its delivery log. */
+  deleteEndpoint(id: string): Promise<boolean>;
+  /**
+   * Counts one finished delivery: success resets `consecutiveFailures` to 0; failure adds one
+   * and sets `isActive` false when it reaches `disableAt`. Atomic; returns the new record.
+   */
+  recordOutcome(id: string, success: boolean, disableAt: number): Promise<WebhookEndpointRecord | null>;
+  /**
+   * Inserts deliveries with their jobs atomically. Idempotent on (eventId, endpointId):
+   * a pair that already has a delivery is skipped with its job. Returns those inserted.
+   */
+  createDeliveries(
+    deliveries: WebhookDeliveryRecord[],
+    jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
+  ): Promise<WebhookDeliveryRecord[]>;
+  getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
+  updateDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
+  ): Promise<WebhookDeliveryRecord | null>;
+  /** Newest first. */
+  listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>>;
+  /** Deletes deliveries created before `beforeIso`; returns how many. */
+  purgeDeliveries(beforeIso: string): Promise<number>;
+}
+
+// ───────────────────────────── jobs
+
+export interface NewJob {
+  queue: string;
+  /** Idempotency key within the queue: enqueueing an id that is still queued or leased is a no-op. */
+  id: string;
+  payload: unknown;
+  /** Earliest run time, ms since the epoch; default now. */
+  runAtMs?: number;
+}
+
+export interface LeasedJob {
+  queue: string;
+  id: string;
+  payload: unknown;
+  /** Times this job has been leased, this lease included (1 on the first). */
+  attempts: number;
+  /** Proves this lease: ack/retry/extend with a stale token do nothing. */
+  token: string;
+  leasedUntilMs: number;
+}
+
+/**
+ * A durable queue with delays and leases (visibility timeouts), at least once:
+ * a leased job that is neither acked nor retried before its lease ends is leased again.
+ */
+export interface JobQueue {
+  /** Returns true if enqueued, false if a job with that id is already queued or leased. */
+  enqueue(job: NewJob): Promise<boolean>;
+  /** Leases the due job with the earliest run time (FIFO among equals), or null. */
+  lease(queue: string, leaseMs: number): Promise<LeasedJob | null>;
+  /** Removes the job; false when the lease is no longer ours. */
+  ack(job: LeasedJob): Promise<boolean>;
+  /** Releases the job to run again at `runAtMs`; false when the lease is no longer ours. */
+  retry(job: LeasedJob, runAtMs: number): Promise<boolean>;
+  /** Extends our lease by `leaseMs` from now; false when the lease is no longer ours. */
+  extend(job: LeasedJob, leaseMs: number): Promise<boolean>;
+  /** Counts: `ready` (due), `delayed` (not yet due), `leased`. */
+  stats(queue: string): Promise<{ ready: number; delayed: number; leased: number }>;
+  /**
+   * Resolves when a job may have become available in `queue` (an enqueue or retry was seen),
+   * or after `maxWaitMs`, or when `signal` aborts. Workers use it instead of busy polling.
+   */
+  waitForWork(queue: string, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
+}
+
+// ───────────────────────────── pub/sub
+
+export type Unsubscribe = () => Promise<void>;
+
+/** Fire-and-forget messages between processes (parameter channel, live status). Not durable. */
+export interface Bus {
+  publish(channel: string, message: unknown): Promise<void>;
+  subscribe(channel: string, handler: (message: unknown) => void): Promise<Unsubscribe>;
+}
+
+// ───────────────────────────── rate limits
+
+export interface RateLimitResult {
+  allowed: boolean;
+  /** Requests left in the window after this one. */
+  remaining: number;
+  /** When refused: ms until one more request would be allowed. */
+  retryAfterMs: number;
+}
+
+/** Sliding-window limiter: at most `max` hits within any `windowMs` span, so no burst at a window edge. */
+export interface RateLimiter {
+  hit(key: string, max: number, windowMs: number): Promise<RateLimitResult>;
+}

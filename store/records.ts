@@ -1,0 +1,164 @@
+/**
+ * Plain data shapes kept by the store. They carry no behaviour: the parts that own them
+ * (control/, songs/, webhooks/, media/) hold the rules. Times are ISO 8601 strings (UTC)
+ * unless the name ends in `Ms` (milliseconds since the Unix epoch).
+ */
+
+/** Account plans (spec, Area A Usage). `internal` is for our own tools and smoke tests. */
+export type Plan = 'anonymous' | 'free' | 'songs' | 'pro' | 'max' | 'internal';
+export const PLANS = ['anonymous', 'free', 'songs', 'pro', 'max', 'internal'] as const satisfies readonly Plan[];
+
+export interface Account {
+  id: string; // acc_<id>
+  plan: Plan;
+  name: string;
+  createdAt: string;
+}
+
+/** An API key as stored: only the SHA-256 digest of the secret is kept; the secret is shown once. */
+export interface ApiKeyRecord {
+  /** Lowercase hex SHA-256 of the whole key string. */
+  digest: string;
+  accountId: string;
+  /** The first characters of the key (`rv_live_ab12`), for listing keys without revealing them. */
+  preview: string;
+  createdAt: string;
+}
+
+/**
+ * Song lifecycle (spec "States and transitions", Area A):
+ * - `queued`: in line, `position` 1 is next;
+ * - `rendering`: a worker holds its render job;
+ * - `done`: every take rendered, files stored;
+ * - `failed`: gave up; the month's count was given back.
+ */
+export type SongState = 'queued' | 'rendering' | 'done' | 'failed';
+
+export interface ErrorRecord {
+  error: string;
+  message: string;
+}
+
+export interface TakeRecord {
+  n: 1 | 2;
+  seed: number;
+  /** Seconds, as rendered (whole bars). */
+  duration: number;
+  /** 200 peaks in [0, 1]. */
+  waveform: number[];
+  /** Blob keys of the files. */
+  mp3Key: string;
+  wavKey: string;
+}
+
+export interface SongRecord {
+  id: string; // sng_<id>
+  accountId: string;
+  status: SongState;
+  prompt: string;
+  /** Seconds asked for (10–120). */
+  duration: number;
+  bpm: number;
+  key: string | null;
+  loop: boolean;
+  seed: number;
+  variations: 1 | 2;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  error: ErrorRecord | null;
+  takes: TakeRecord[];
+  /** Render progress 0–1 while `rendering`. */
+  progress: number;
+  /** The month (`YYYY-MM`, UTC) this song was counted against; given back there on failure. */
+  usageMonth: string;
+  /** Render attempts so far. */
+  attempts: number;
+  /** The engine's plan for this song (genre, sections…), opaque to the store. */
+  plan: unknown;
+}
+
+/**
+ * Stream session state (spec "Stream session and webhook lifecycle"):
+ * - `created`: no ingest yet (the client may never connect);
+ * - `started`: ingest connected and the pipeline produced its first output frame;
+ * - `ended`: timed out, deleted or out of credits; a reconnect moves it back to `started`.
+ */
+export type StreamState = 'created' | 'started' | 'ended';
+export type StreamEndReason = 'timeout' | 'deleted' | 'credits_exhausted';
+
+export interface StreamRecord {
+  id: string; // str_<id>
+  accountId: string;
+  name: string;
+  pipeline: 'streamdiffusion';
+  /** Full params with defaults filled in. */
+  params: Record<string, unknown>;
+  streamKey: string;
+  playbackId: string;
+  outputRtmpUrl: string | null;
+  fromPlayground: boolean;
+  isSmokeTest: boolean;
+  gatewayHost: string;
+  /** The media node that owns the stream, or null if unplaced. */
+  nodeId: string | null;
+  state: StreamState;
+  createdAt: string;
+  updatedAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+  endReason: StreamEndReason | null;
+  /** Last moment the stream was confirmed live. */
+  lastLiveAt: string | null;
+  /** Set by DELETE; a deleted stream is never listed nor started again. */
+  deleted: boolean;
+}
+
+export interface WebhookEndpointRecord {
+  id: string; // whk_<id>
+  accountId: string;
+  url: string;
+  events: string[];
+  name: string;
+  /** Full `whsec_…` secret; only the control plane decides when to show it. */
+  secret: string;
+  isActive: boolean;
+  consecutiveFailures: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Delivery states (spec "Webhook delivery"). */
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+export interface WebhookDeliveryRecord {
+  id: string; // dlv_<id>
+  endpointId: string;
+  accountId: string;
+  eventId: string;
+  eventType: string;
+  streamId: string | null;
+  /** The exact JSON body sent (the signed bytes). */
+  payload: string;
+  status: DeliveryStatus;
+  attempts: number;
+  responseStatus: number | null;
+  responseBody: string | null;
+  error: string | null;
+  createdAt: string;
+  updatedAt: string;
+  lastAttemptAt: string | null;
+  nextAttemptAt: string | null;
+}
+
+/** A page of results, newest first; `nextCursor` is opaque and null on the last page. */
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+export interface PageRequest {
+  /** 1–100. */
+  limit: number;
+  cursor?: string | null;
+}

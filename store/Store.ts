@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type {
   Account,
   ApiKeyRecord,
@@ -18,6 +19,11 @@ import type {
  * Atomicity: a method that takes `effects` writes them in the same transaction as its own change.
  * That is our outbox: an event that must follow a state change is a job written with it
  * (queue `events`), so a crash can never keep one without the other.
+ *
+ * Errors: a taken unique value (id, stream key, playback id, key digest) throws `StoreError`
+ * `conflict`; a cursor not handed out by this store throws `invalid_cursor`; a patch that
+ * touches an immutable sort key (`createdAt`, a delivery's `eventId`) throws `invalid_argument`.
+ * Pages are newest first by (createdAt, id); `limit` is clamped to 1–100.
  */
 export interface Store {
   readonly kind: 'embedded' | 'redis';
@@ -28,6 +34,7 @@ export interface Store {
   readonly queue: JobQueue;
   readonly bus: Bus;
   readonly rateLimits: RateLimiter;
+  readonly counters: CounterRepo;
   /** Round-trips to the backing store; throws when it is unreachable (for /healthz). */
   ping(): Promise<void>;
   /** Idempotent. Stops waiters, closes connections. */
@@ -37,6 +44,8 @@ export interface Store {
 export interface StoreOptions {
   /** Clock in ms since the epoch; injectable so retries and leases are tested without waiting. */
   now?: () => number;
+  /** Where a bus subscriber's exception is reported (it never reaches the publisher). */
+  logger?: Logger;
 }
 
 /** Writes that ride along with a state change (the outbox). */
@@ -78,13 +87,15 @@ export interface SongRepo {
    * Atomically: checks the account's active songs against `maxActive` and the month's usage
    * against `monthlyLimit`, then inserts the song (status `queued`), counts one song for the
    * month, and writes `effects` (the render job). Concurrent creates never exceed either limit.
+   * The song is stored as `queued` whatever `song.status` says. When both limits are hit the
+   * answer is `quota` (the lasting reason; `busy` passes on its own).
    */
   create(song: SongRecord, rules: SongCreateRules, effects?: Effects): Promise<SongCreateResult>;
   get(id: string): Promise<SongRecord | null>;
   /** The account's songs, newest first. */
   list(accountId: string, page: PageRequest): Promise<Page<SongRecord>>;
   /** Merges `patch` into the song; returns the new record, or null if missing. */
-  update(id: string, patch: Partial<Omit<SongRecord, 'id' | 'accountId'>>): Promise<SongRecord | null>;
+  update(id: string, patch: Partial<Omit<SongRecord, 'id' | 'accountId' | 'createdAt'>>): Promise<SongRecord | null>;
   /**
    * Marks the song failed with `error` and gives its count back to `song.usageMonth`, atomically
    * and at most once (a song already `failed` is left as is and nothing is given back twice).
@@ -114,10 +125,10 @@ export interface StreamRepo {
    */
   update(
     id: string,
-    patch: Partial<Omit<StreamRecord, 'id' | 'accountId'>>,
+    patch: Partial<Omit<StreamRecord, 'id' | 'accountId' | 'createdAt'>>,
     opts?: { fromStates?: StreamRecord['state'][]; effects?: Effects },
   ): Promise<StreamRecord | null>;
-  /** Streams in any of `states` (e.g. `started`, for the lifecycle supervisor). */
+  /** Streams in any of `states` (e.g. `started`, for the lifecycle supervisor), deleted ones included. */
   listByState(states: StreamRecord['state'][]): Promise<StreamRecord[]>;
 }
 
@@ -133,21 +144,24 @@ export interface WebhookRepo {
   /** Inserts unless the account already has `maxPerAccount` endpoints (atomic). */
   createEndpoint(endpoint: WebhookEndpointRecord, maxPerAccount: number): Promise<boolean>;
   getEndpoint(id: string): Promise<WebhookEndpointRecord | null>;
+  /** Oldest first (creation order). */
   listEndpoints(accountId: string): Promise<WebhookEndpointRecord[]>;
   updateEndpoint(
     id: string,
-    patch: Partial<Omit<WebhookEndpointRecord, 'id' | 'accountId'>>,
+    patch: Partial<Omit<WebhookEndpointRecord, 'id' | 'accountId' | 'createdAt'>>,
   ): Promise<WebhookEndpointRecord | null>;
   /** Deletes the endpoint and its delivery log. */
   deleteEndpoint(id: string): Promise<boolean>;
   /**
    * Counts one finished delivery: success resets `consecutiveFailures` to 0; failure adds one
-   * and sets `isActive` false when it reaches `disableAt`. Atomic; returns the new record.
+   * and sets `isActive` false when it reaches `disableAt`. Atomic; returns the new record
+   * (null if missing). `updatedAt` is left to the caller.
    */
   recordOutcome(id: string, success: boolean, disableAt: number): Promise<WebhookEndpointRecord | null>;
   /**
    * Inserts deliveries with their jobs atomically. Idempotent on (eventId, endpointId):
    * a pair that already has a delivery is skipped with its job. Returns those inserted.
+   * `jobsFor` is called for every delivery (inserted or not), so it must not have side effects.
    */
   createDeliveries(
     deliveries: WebhookDeliveryRecord[],
@@ -156,7 +170,7 @@ export interface WebhookRepo {
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
   updateDelivery(
     id: string,
-    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
   ): Promise<WebhookDeliveryRecord | null>;
   /** Newest first. */
   listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>>;
@@ -167,6 +181,7 @@ export interface WebhookRepo {
 // ───────────────────────────── jobs
 
 export interface NewJob {
+  /** `[A-Za-z0-9_.-]{1,64}` (it is part of Redis keys). */
   queue: string;
   /** Idempotency key within the queue: enqueueing an id that is still queued or leased is a no-op. */
   id: string;
@@ -189,6 +204,9 @@ export interface LeasedJob {
 /**
  * A durable queue with delays and leases (visibility timeouts), at least once:
  * a leased job that is neither acked nor retried before its lease ends is leased again.
+ * A lease stays ours until the job is leased again (its token changes), acked or retried: a
+ * holder whose lease ran out may still ack if nobody took the job meanwhile. A lease is expired
+ * when `leasedUntilMs <= now()`; a job is due when `runAtMs <= now()`.
  */
 export interface JobQueue {
   /** Returns true if enqueued, false if a job with that id is already queued or leased. */
@@ -201,11 +219,13 @@ export interface JobQueue {
   retry(job: LeasedJob, runAtMs: number): Promise<boolean>;
   /** Extends our lease by `leaseMs` from now; false when the lease is no longer ours. */
   extend(job: LeasedJob, leaseMs: number): Promise<boolean>;
-  /** Counts: `ready` (due), `delayed` (not yet due), `leased`. */
+  /** Counts: `ready` (due, expired leases included), `delayed` (not yet due), `leased` (unexpired leases). */
   stats(queue: string): Promise<{ ready: number; delayed: number; leased: number }>;
   /**
    * Resolves when a job may have become available in `queue` (an enqueue or retry was seen),
    * or after `maxWaitMs`, or when `signal` aborts. Workers use it instead of busy polling.
+   * It may resolve early (the Redis store's first wait on a queue returns once subscribed), so
+   * callers loop: lease, and wait only when there was nothing to lease.
    */
   waitForWork(queue: string, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
 }
@@ -233,4 +253,16 @@ export interface RateLimitResult {
 /** Sliding-window limiter: at most `max` hits within any `windowMs` span, so no burst at a window edge. */
 export interface RateLimiter {
   hit(key: string, max: number, windowMs: number): Promise<RateLimitResult>;
+}
+
+// ───────────────────────────── counters
+
+/**
+ * Named integer counters (e.g. streaming seconds an account used in a month). Adds are atomic:
+ * concurrent adds never lose a count. A counter that was never added to reads 0.
+ */
+export interface CounterRepo {
+  /** Adds `delta` (an integer, may be negative) and returns the new value. */
+  add(name: string, delta: number): Promise<number>;
+  get(name: string): Promise<number>;
 }

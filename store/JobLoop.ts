@@ -1,0 +1,96 @@
+/**
+ * Consumes one store queue with at most `concurrency` jobs in flight. Leases until the queue is
+ * empty, then sleeps in `queue.waitForWork` (woken by enqueues and retries, or after
+ * `idleWaitMs`, which is also how delayed jobs that just became due are noticed). A handler
+ * that throws leaves its job leased; the lease runs out and the job is leased again (at least
+ * once), so handlers must be idempotent.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { LeasedJob, Store } from './Store.ts';
+
+export interface JobLoopOptions {
+  store: Store;
+  queue: string;
+  logger: Logger;
+  handler: (job: LeasedJob) => Promise<unknown>;
+  /** Jobs handled at once. */
+  concurrency: number;
+  /** Lease per job, ms; must outlast the slowest handler (a send is cut at 10 s). */
+  leaseMs: number;
+  /** Longest sleep when the queue looks empty, ms. */
+  idleWaitMs: number;
+}
+
+export class JobLoop {
+  readonly #o: JobLoopOptions;
+  readonly #inflight = new Set<Promise<void>>();
+  readonly #abort = new AbortController();
+  #running: Promise<void> | null = null;
+  #closing: Promise<void> | null = null;
+
+  constructor(options: JobLoopOptions) {
+    this.#o = options;
+  }
+
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  start(): void {
+    if (this.#running || this.#closing) return;
+    this.#running = this.#run();
+  }
+
+  /** Idempotent: stops leasing, waits for the jobs in flight to finish. */
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#abort.abort();
+    this.#closing = (async () => {
+      await this.#running;
+      await Promise.allSettled([...this.#inflight]);
+    })();
+    return this.#closing;
+  }
+
+  async #run(): Promise<void> {
+    const { store, queue, logger, concurrency, leaseMs, idleWaitMs } = this.#o;
+    const signal = this.#abort.signal;
+    while (!signal.aborted) {
+      if (this.#inflight.size >= concurrency) {
+        await Promise.race(this.#inflight);
+        continue;
+      }
+      let job: LeasedJob | null;
+      try {
+        job = await store.queue.lease(queue, leaseMs);
+      } catch (err) {
+        logger.error({ err, queue }, `run() | lease failed [queue:${queue}]`);
+        await sleep(idleWaitMs, undefined, { signal }).catch(() => undefined);
+        continue;
+      }
+      if (job === null) {
+        try {
+          await store.queue.waitForWork(queue, idleWaitMs, signal);
+        } catch (err) {
+          if (!signal.aborted) {
+            logger.error({ err, queue }, `run() | waitForWork failed [queue:${queue}]`);
+            await sleep(idleWaitMs, undefined, { signal }).catch(() => undefined);
+          }
+        }
+        continue;
+      }
+      const leased = job;
+      const p: Promise<void> = this.#o
+        .handler(leased)
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            logger.error({ err, queue, jobId: leased.id }, `run() | handler failed, job left to its lease [jobId:${leased.id}]`);
+          },
+        )
+        .finally(() => this.#inflight.delete(p));
+      this.#inflight.add(p);
+    }
+  }
+}

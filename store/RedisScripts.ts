@@ -1,0 +1,418 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/**
+ * Lua scripts of the Redis store: every multi-key change is one script, so it is atomic.
+ *
+ * Calling convention: ARGV[1] = key prefix, ARGV[2] = the store's clock (ms), then each script's
+ * own arguments, read in order with `arg()`. Time always comes from the caller's clock, never
+ * Redis TIME, so an injected clock drives leases and rate limits. Scripts compute their keys
+ * from the prefix (so they do not run on Redis Cluster; one primary, with replicas, is the
+ * deployment we support).
+ *
+ * Records are hashes with one field per top-level property holding its JSON encoding, so a
+ * patch is an HSET and no script ever re-encodes JSON (cjson would turn `[]` into `{}` and round
+ * numbers). Fields starting with `_` are index bookkeeping, not record properties.
+ */
+const PRELUDE = `
+local P = ARGV[1]
+local NOW = tonumber(ARGV[2])
+local argi = 3
+local function arg() local v = ARGV[argi]; argi = argi + 1; return v end
+local function argn() return tonumber(arg()) end
+local function argfields()
+  local n = argn()
+  local out = {}
+  for i = 1, n * 2 do out[i] = arg() end
+  return out
+end
+local function argjobs()
+  local n = argn()
+  local jobs = {}
+  for i = 1, n do
+    local q = arg(); local id = arg(); local payload = arg(); local runAt = arg()
+    jobs[i] = { q, id, payload, tonumber(runAt) }
+  end
+  return jobs
+end
+local function hset_fields(key, fields)
+  if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
+end
+local notified = {}
+local function notify(queue)
+  if not notified[queue] then
+    notified[queue] = true
+    redis.call('PUBLISH', P .. 'notify:' .. queue, '1')
+  end
+end
+-- A job: hash job:<queue>:<id> {payload, attempts, m, token?}; m = 16-digit seq | id orders ties FIFO.
+local function enqueue_job(queue, id, payload, runAt)
+  local jk = P .. 'job:' .. queue .. ':' .. id
+  if redis.call('EXISTS', jk) == 1 then return 0 end
+  local seq = redis.call('INCR', P .. 'jobseq')
+  local m = string.format('%016d', seq) .. '|' .. id
+  redis.call('HSET', jk, 'payload', payload, 'attempts', 0, 'm', m)
+  redis.call('ZADD', P .. 'q:' .. queue .. ':wait', runAt, m)
+  notify(queue)
+  return 1
+end
+local function enqueue_all(jobs)
+  for _, j in ipairs(jobs) do enqueue_job(j[1], j[2], j[3], j[4]) end
+end
+`;
+
+function lua(body: string): LuaScript {
+  return new LuaScript(PRELUDE + body);
+}
+
+/** EVALSHA with a fallback to EVAL when the server lost its script cache (restart, failover). */
+export class LuaScript {
+  readonly sha: string;
+
+  constructor(readonly source: string) {
+    this.sha = createHash('sha1').update(source).digest('hex');
+  }
+
+  async run(redis: Redis, args: (string | number)[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(this.sha, 0, ...args);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return redis.eval(this.source, 0, ...args);
+      throw err;
+    }
+  }
+}
+
+export const scripts = {
+  /** key, setKey ('' for none), setMember, fields → 1, or 0 when the key exists. */
+  insert: lua(`
+local key = arg(); local setKey = arg(); local setMember = arg(); local fields = argfields()
+if redis.call('EXISTS', key) == 1 then return 0 end
+hset_fields(key, fields)
+if setKey ~= '' then redis.call('SADD', setKey, setMember) end
+return 1
+`),
+
+  /** key, fields → the record after the patch, or nil when missing. */
+  update: lua(`
+local key = arg(); local fields = argfields()
+if redis.call('EXISTS', key) == 0 then return false end
+hset_fields(key, fields)
+return redis.call('HGETALL', key)
+`),
+
+  /**
+   * id, accountId, month, limit ('' = unlimited), maxActive, listMember, fields, jobs
+   * → {'ok', position} | {'quota', used, limit} | {'busy', active} | {'conflict'}.
+   */
+  songCreate: lua(`
+local id = arg(); local acct = arg(); local month = arg(); local limit = arg(); local maxActive = argn()
+local member = arg(); local fields = argfields(); local jobs = argjobs()
+local sk = P .. 'sng:' .. id
+local usageKey = P .. 'usage:' .. acct .. ':' .. month
+local activeKey = P .. 'sng:active:' .. acct
+local used = tonumber(redis.call('GET', usageKey) or '0')
+if limit ~= '' and used >= tonumber(limit) then return { 'quota', used, tonumber(limit) } end
+local active = redis.call('SCARD', activeKey)
+if active >= maxActive then return { 'busy', active } end
+if redis.call('EXISTS', sk) == 1 then return { 'conflict' } end
+local seq = redis.call('INCR', P .. 'sng:seq')
+hset_fields(sk, fields)
+redis.call('HSET', sk, '_seq', seq, '_acct', acct, '_m', member)
+redis.call('ZADD', P .. 'sng:queued', seq, id)
+redis.call('SADD', activeKey, id)
+redis.call('INCR', usageKey)
+redis.call('ZADD', P .. 'sng:acct:' .. acct, 0, member)
+enqueue_all(jobs)
+return { 'ok', redis.call('ZRANK', P .. 'sng:queued', id) + 1 }
+`),
+
+  /** id, newStatus ('' when unchanged), fields → record or nil. Keeps the queued and active indexes. */
+  songUpdate: lua(`
+local id = arg(); local status = arg(); local fields = argfields()
+local sk = P .. 'sng:' .. id
+if redis.call('EXISTS', sk) == 0 then return false end
+hset_fields(sk, fields)
+if status ~= '' then
+  local acct = redis.call('HGET', sk, '_acct')
+  if status == 'queued' or status == 'rendering' then
+    redis.call('SADD', P .. 'sng:active:' .. acct, id)
+  else
+    redis.call('SREM', P .. 'sng:active:' .. acct, id)
+  end
+  if status == 'queued' then
+    redis.call('ZADD', P .. 'sng:queued', redis.call('HGET', sk, '_seq'), id)
+  else
+    redis.call('ZREM', P .. 'sng:queued', id)
+  end
+end
+return redis.call('HGETALL', sk)
+`),
+
+  /** id, errorJson, finishedAtJson → record or nil; gives the month's count back once. */
+  songFail: lua(`
+local id = arg(); local err = arg(); local finishedAt = arg()
+local sk = P .. 'sng:' .. id
+if redis.call('EXISTS', sk) == 0 then return false end
+if redis.call('HGET', sk, 'status') == '"failed"' then return redis.call('HGETALL', sk) end
+local acct = redis.call('HGET', sk, '_acct')
+redis.call('HSET', sk, 'status', '"failed"', 'error', err, 'finishedAt', finishedAt)
+redis.call('SREM', P .. 'sng:active:' .. acct, id)
+redis.call('ZREM', P .. 'sng:queued', id)
+local month = cjson.decode(redis.call('HGET', sk, 'usageMonth'))
+local usageKey = P .. 'usage:' .. acct .. ':' .. month
+if tonumber(redis.call('GET', usageKey) or '0') > 0 then redis.call('DECR', usageKey) end
+return redis.call('HGETALL', sk)
+`),
+
+  /** id, accountId, streamKey, playbackId, listMember, state, deleted ('1'|'0'), fields → 1 | {'conflict'}. */
+  streamCreate: lua(`
+local id = arg(); local acct = arg(); local skey = arg(); local pb = arg(); local member = arg()
+local state = arg(); local deleted = arg(); local fields = argfields()
+local rk = P .. 'str:' .. id
+if redis.call('EXISTS', rk) == 1 or redis.call('EXISTS', P .. 'str:bykey:' .. skey) == 1
+  or redis.call('EXISTS', P .. 'str:bypb:' .. pb) == 1 then
+  return { 'conflict' }
+end
+hset_fields(rk, fields)
+redis.call('HSET', rk, '_acct', acct, '_m', member)
+redis.call('SET', P .. 'str:bykey:' .. skey, id)
+redis.call('SET', P .. 'str:bypb:' .. pb, id)
+if deleted == '0' then redis.call('ZADD', P .. 'str:acct:' .. acct, 0, member) end
+redis.call('SADD', P .. 'str:state:' .. state, id)
+return 1
+`),
+
+  /**
+   * id, nFrom (-1 = any), fromStates as JSON..., then optional values as '' (unchanged) or
+   * '=' .. value: state, deleted ('1'|'0'), streamKey, playbackId; fields, jobs
+   * → {'ok', record} | {'conflict'} | nil (missing or in another state).
+   */
+  streamUpdate: lua(`
+local id = arg(); local nfrom = argn(); local froms = {}
+for i = 1, math.max(nfrom, 0) do froms[i] = arg() end
+local newState = arg(); local newDeleted = arg(); local newKey = arg(); local newPb = arg()
+local fields = argfields(); local jobs = argjobs()
+local rk = P .. 'str:' .. id
+if redis.call('EXISTS', rk) == 0 then return false end
+local cur = redis.call('HGET', rk, 'state')
+if nfrom >= 0 then
+  local ok = false
+  for _, s in ipairs(froms) do if s == cur then ok = true end end
+  if not ok then return false end
+end
+local oldKey = cjson.decode(redis.call('HGET', rk, 'streamKey'))
+local oldPb = cjson.decode(redis.call('HGET', rk, 'playbackId'))
+if newKey ~= '' then newKey = string.sub(newKey, 2) else newKey = oldKey end
+if newPb ~= '' then newPb = string.sub(newPb, 2) else newPb = oldPb end
+if newKey ~= oldKey and redis.call('EXISTS', P .. 'str:bykey:' .. newKey) == 1 then return { 'conflict' } end
+if newPb ~= oldPb and redis.call('EXISTS', P .. 'str:bypb:' .. newPb) == 1 then return { 'conflict' } end
+if newKey ~= oldKey then
+  redis.call('DEL', P .. 'str:bykey:' .. oldKey)
+  redis.call('SET', P .. 'str:bykey:' .. newKey, id)
+end
+if newPb ~= oldPb then
+  redis.call('DEL', P .. 'str:bypb:' .. oldPb)
+  redis.call('SET', P .. 'str:bypb:' .. newPb, id)
+end
+if newState ~= '' then
+  redis.call('SREM', P .. 'str:state:' .. cjson.decode(cur), id)
+  redis.call('SADD', P .. 'str:state:' .. string.sub(newState, 2), id)
+end
+if newDeleted ~= '' then
+  local listKey = P .. 'str:acct:' .. redis.call('HGET', rk, '_acct')
+  local member = redis.call('HGET', rk, '_m')
+  if newDeleted == '=1' then redis.call('ZREM', listKey, member) else redis.call('ZADD', listKey, 0, member) end
+end
+hset_fields(rk, fields)
+enqueue_all(jobs)
+return { 'ok', redis.call('HGETALL', rk) }
+`),
+
+  /** id, accountId, listMember, max, fields → 1 | 0 (cap reached) | -1 (id taken). */
+  endpointCreate: lua(`
+local id = arg(); local acct = arg(); local member = arg(); local max = argn(); local fields = argfields()
+local listKey = P .. 'whk:acct:' .. acct
+if redis.call('ZCARD', listKey) >= max then return 0 end
+local ek = P .. 'whk:' .. id
+if redis.call('EXISTS', ek) == 1 then return -1 end
+hset_fields(ek, fields)
+redis.call('HSET', ek, '_acct', acct, '_m', member)
+redis.call('ZADD', listKey, 0, member)
+return 1
+`),
+
+  /** id, success ('1'|'0'), disableAt → record or nil. */
+  recordOutcome: lua(`
+local id = arg(); local success = arg(); local disableAt = argn()
+local ek = P .. 'whk:' .. id
+if redis.call('EXISTS', ek) == 0 then return false end
+if success == '1' then
+  redis.call('HSET', ek, 'consecutiveFailures', '0')
+else
+  local failures = tonumber(redis.call('HGET', ek, 'consecutiveFailures') or '0') + 1
+  redis.call('HSET', ek, 'consecutiveFailures', string.format('%d', failures))
+  if failures >= disableAt then redis.call('HSET', ek, 'isActive', 'false') end
+end
+return redis.call('HGETALL', ek)
+`),
+
+  /** id → 1 | 0; removes the endpoint and its delivery log. */
+  endpointDelete: lua(`
+local id = arg()
+local ek = P .. 'whk:' .. id
+if redis.call('EXISTS', ek) == 0 then return 0 end
+local logKey = P .. 'dlv:ep:' .. id
+for _, m in ipairs(redis.call('ZRANGE', logKey, 0, -1)) do
+  local did = string.sub(m, 17)
+  local dk = P .. 'dlv:' .. did
+  local pair = redis.call('HGET', dk, '_pair')
+  if pair then redis.call('DEL', pair) end
+  redis.call('DEL', dk)
+  redis.call('ZREM', P .. 'dlv:all', did)
+end
+redis.call('DEL', logKey)
+redis.call('ZREM', P .. 'whk:acct:' .. redis.call('HGET', ek, '_acct'), redis.call('HGET', ek, '_m'))
+redis.call('DEL', ek)
+return 1
+`),
+
+  /**
+   * n, then per delivery: id, endpointId, pairKey, createdMs, listMember, fields, jobs
+   * → the 1-based indexes of the deliveries inserted.
+   */
+  deliveriesCreate: lua(`
+local n = argn()
+local inserted = {}
+for i = 1, n do
+  local id = arg(); local ep = arg(); local pair = arg(); local ms = arg(); local member = arg()
+  local fields = argfields(); local jobs = argjobs()
+  if redis.call('SET', P .. pair, id, 'NX') then
+    local dk = P .. 'dlv:' .. id
+    hset_fields(dk, fields)
+    redis.call('HSET', dk, '_pair', P .. pair, '_ep', ep, '_m', member)
+    redis.call('ZADD', P .. 'dlv:ep:' .. ep, 0, member)
+    redis.call('ZADD', P .. 'dlv:all', ms, id)
+    enqueue_all(jobs)
+    inserted[#inserted + 1] = i
+  end
+end
+return inserted
+`),
+
+  /** beforeMs, batch → deliveries removed (at most batch; call again while it returns batch). */
+  deliveriesPurge: lua(`
+local before = arg(); local batch = argn()
+local ids = redis.call('ZRANGEBYSCORE', P .. 'dlv:all', '-inf', '(' .. before, 'LIMIT', 0, batch)
+for _, id in ipairs(ids) do
+  local dk = P .. 'dlv:' .. id
+  local pair = redis.call('HGET', dk, '_pair')
+  if pair then redis.call('DEL', pair) end
+  local ep = redis.call('HGET', dk, '_ep')
+  if ep then redis.call('ZREM', P .. 'dlv:ep:' .. ep, redis.call('HGET', dk, '_m')) end
+  redis.call('DEL', dk)
+  redis.call('ZREM', P .. 'dlv:all', id)
+end
+return #ids
+`),
+
+  /** queue, id, payload, runAtMs → 1 | 0 (id already queued or leased). */
+  enqueue: lua(`
+local q = arg(); local id = arg(); local payload = arg(); local runAt = argn()
+return enqueue_job(q, id, payload, runAt)
+`),
+
+  /**
+   * queue, leaseMs, token → {id, payload, attempts, leasedUntilMs} | nil. Expired leases go back
+   * to the wait set first, scored by their expiry, so they compete by time like any due job.
+   */
+  lease: lua(`
+local q = arg(); local leaseMs = argn(); local token = arg()
+local wait = P .. 'q:' .. q .. ':wait'
+local leased = P .. 'q:' .. q .. ':leased'
+local expired = redis.call('ZRANGEBYSCORE', leased, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0, 100)
+for i = 1, #expired, 2 do
+  redis.call('ZADD', wait, expired[i + 1], expired[i])
+  redis.call('ZREM', leased, expired[i])
+end
+local top = redis.call('ZRANGEBYSCORE', wait, '-inf', NOW, 'LIMIT', 0, 1)
+if #top == 0 then return false end
+local m = top[1]
+local id = string.sub(m, 18)
+local jk = P .. 'job:' .. q .. ':' .. id
+local untilMs = NOW + leaseMs
+redis.call('ZREM', wait, m)
+redis.call('ZADD', leased, untilMs, m)
+local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
+redis.call('HSET', jk, 'token', token)
+return { id, redis.call('HGET', jk, 'payload'), attempts, untilMs }
+`),
+
+  /** queue, id, token → 1 | 0 (not our lease). */
+  ack: lua(`
+local q = arg(); local id = arg(); local token = arg()
+local jk = P .. 'job:' .. q .. ':' .. id
+if redis.call('HGET', jk, 'token') ~= token then return 0 end
+local m = redis.call('HGET', jk, 'm')
+redis.call('ZREM', P .. 'q:' .. q .. ':wait', m)
+redis.call('ZREM', P .. 'q:' .. q .. ':leased', m)
+redis.call('DEL', jk)
+return 1
+`),
+
+  /** queue, id, token, runAtMs → 1 | 0. Requeues behind jobs already waiting for the same time. */
+  retry: lua(`
+local q = arg(); local id = arg(); local token = arg(); local runAt = argn()
+local jk = P .. 'job:' .. q .. ':' .. id
+if redis.call('HGET', jk, 'token') ~= token then return 0 end
+local old = redis.call('HGET', jk, 'm')
+redis.call('ZREM', P .. 'q:' .. q .. ':wait', old)
+redis.call('ZREM', P .. 'q:' .. q .. ':leased', old)
+local m = string.format('%016d', redis.call('INCR', P .. 'jobseq')) .. '|' .. id
+redis.call('HSET', jk, 'm', m)
+redis.call('HDEL', jk, 'token')
+redis.call('ZADD', P .. 'q:' .. q .. ':wait', runAt, m)
+notify(q)
+return 1
+`),
+
+  /** queue, id, token, leaseMs → 1 | 0. */
+  extend: lua(`
+local q = arg(); local id = arg(); local token = arg(); local leaseMs = argn()
+local jk = P .. 'job:' .. q .. ':' .. id
+if redis.call('HGET', jk, 'token') ~= token then return 0 end
+local m = redis.call('HGET', jk, 'm')
+redis.call('ZREM', P .. 'q:' .. q .. ':wait', m)
+redis.call('ZADD', P .. 'q:' .. q .. ':leased', NOW + leaseMs, m)
+return 1
+`),
+
+  /** queue → {ready, delayed, leased}. */
+  stats: lua(`
+local q = arg()
+local wait = P .. 'q:' .. q .. ':wait'
+local leased = P .. 'q:' .. q .. ':leased'
+local ready = redis.call('ZCOUNT', wait, '-inf', NOW) + redis.call('ZCOUNT', leased, '-inf', NOW)
+return { ready, redis.call('ZCOUNT', wait, '(' .. NOW, '+inf'), redis.call('ZCOUNT', leased, '(' .. NOW, '+inf') }
+`),
+
+  /**
+   * key, max, windowMs, member → {allowed (1|0), remaining, retryAfterMs}. Sliding log: a hit
+   * counts while now - t < windowMs. The key's TTL is only cleanup, so it is generous.
+   */
+  rateHit: lua(`
+local key = P .. 'rl:' .. arg(); local max = argn(); local windowMs = argn(); local member = arg()
+redis.call('ZREMRANGEBYSCORE', key, '-inf', NOW - windowMs)
+local count = redis.call('ZCARD', key)
+if count < max then
+  redis.call('ZADD', key, NOW, member)
+  redis.call('PEXPIRE', key, windowMs + 60000)
+  return { 1, max - count - 1, 0 }
+end
+local blocker = redis.call('ZRANGE', key, count - max, count - max, 'WITHSCORES')
+local retry = windowMs
+if blocker[2] then retry = tonumber(blocker[2]) + windowMs - NOW end
+if retry < 1 then retry = 1 end
+return { 0, 0, retry }
+`),
+} as const;

@@ -1,0 +1,747 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { StoreError } from './errors.ts';
+import { checkQueueName, cleanPatch, createdMs, decodeCursor, encodeCursor, pageLimit, sortMember } from './paging.ts';
+import { scripts } from './RedisScripts.ts';
+import type { LuaScript } from './RedisScripts.ts';
+import { WorkSignal } from './WorkSignal.ts';
+import type {
+  Account,
+  ApiKeyRecord,
+  Page,
+  PageRequest,
+  SongRecord,
+  StreamRecord,
+  WebhookDeliveryRecord,
+  WebhookEndpointRecord,
+} from './records.ts';
+import type {
+  AccountRepo,
+  CounterRepo,
+  Bus,
+  DeliveryFilter,
+  Effects,
+  JobQueue,
+  LeasedJob,
+  NewJob,
+  RateLimiter,
+  RateLimitResult,
+  SongCreateResult,
+  SongCreateRules,
+  SongRepo,
+  Store,
+  StoreOptions,
+  StreamRepo,
+  Unsubscribe,
+  WebhookRepo,
+} from './Store.ts';
+
+export interface RedisStoreOptions extends StoreOptions {
+  /** `redis://[:password@]host:port[/db]`. */
+  url: string;
+  /** Prefix of every key and channel; default `rv:`. Lets tests and deployments share a server. */
+  prefix?: string;
+  /** How long `ping()` waits before calling Redis unreachable; default 2000 ms. */
+  pingTimeoutMs?: number;
+}
+
+/** Flat HGETALL reply (or an ioredis object) → record; `_` fields are index bookkeeping. */
+function decodeRecord<T>(reply: unknown): T | null {
+  const out: Record<string, unknown> = {};
+  let any = false;
+  const put = (field: string, value: string): void => {
+    any = true;
+    if (!field.startsWith('_')) out[field] = JSON.parse(value);
+  };
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) put(String(reply[i]), String(reply[i + 1]));
+  } else if (reply && typeof reply === 'object') {
+    for (const [field, value] of Object.entries(reply as Record<string, string>)) put(field, value);
+  } else {
+    return null;
+  }
+  return any ? (out as T) : null;
+}
+
+/** Record → `[n, field, json, field, json…]` for the scripts' `argfields()`. */
+function fieldArgs(record: object): (string | number)[] {
+  const flat: string[] = [];
+  for (const [field, value] of Object.entries(record)) {
+    if (value === undefined) continue;
+    flat.push(field, JSON.stringify(value));
+  }
+  return [flat.length / 2, ...flat];
+}
+
+function jobArgs(jobs: readonly NewJob[], now: number): (string | number)[] {
+  const out: (string | number)[] = [jobs.length];
+  for (const job of jobs) {
+    checkQueueName(job.queue);
+    out.push(job.queue, job.id, JSON.stringify(job.payload) ?? 'null', Math.round(job.runAtMs ?? now));
+  }
+  return out;
+}
+
+/** `'='+value` when the patch sets the property, else `''` (see `streamUpdate`). */
+function optional(value: string | undefined): string {
+  return value === undefined ? '' : `=${value}`;
+}
+
+/**
+ * The scale-out store: Redis through ioredis, every multi-key change one Lua script (see
+ * RedisScripts.ts). One command connection and one subscriber connection (bus messages and
+ * per-queue work notifications).
+ */
+export class RedisStore implements Store {
+  readonly kind = 'redis' as const;
+  readonly accounts: AccountRepo;
+  readonly songs: SongRepo;
+  readonly streams: StreamRepo;
+  readonly webhooks: WebhookRepo;
+  readonly queue: JobQueue;
+  readonly bus: Bus;
+  readonly rateLimits: RateLimiter;
+  readonly counters: CounterRepo;
+
+  private readonly ctx: Ctx;
+  private readonly subscriber: Subscriber;
+  private readonly pingTimeoutMs: number;
+  private closing: Promise<void> | null = null;
+
+  static async open(options: RedisStoreOptions): Promise<RedisStore> {
+    const connect = async (client: Redis): Promise<void> => {
+      client.on('error', (err: unknown) => options.logger?.warn({ err }, 'redis | connection error'));
+      try {
+        await client.connect();
+      } catch (cause) {
+        client.disconnect();
+        throw new StoreError('closed', `cannot reach Redis [url:${redactUrl(options.url)}]`, { cause });
+      }
+    };
+    const redis = new Redis(options.url, { lazyConnect: true, maxRetriesPerRequest: 20 });
+    await connect(redis);
+    const sub = redis.duplicate();
+    try {
+      await connect(sub);
+    } catch (err) {
+      redis.disconnect();
+      throw err;
+    }
+    return new RedisStore(redis, sub, options);
+  }
+
+  private constructor(redis: Redis, sub: Redis, options: RedisStoreOptions) {
+    const ctx: Ctx = {
+      redis,
+      prefix: options.prefix ?? 'rv:',
+      now: options.now ?? Date.now,
+      run: async (script, args) => {
+        if (this.closing) throw new StoreError('closed', 'store is closed');
+        return script.run(redis, [ctx.prefix, ctx.now(), ...args]);
+      },
+    };
+    this.ctx = ctx;
+    const subscriber = new Subscriber(sub, redis, ctx.prefix, options.logger);
+    this.subscriber = subscriber;
+    this.pingTimeoutMs = options.pingTimeoutMs ?? 2000;
+    this.accounts = new Accounts(ctx);
+    this.songs = new Songs(ctx);
+    this.streams = new Streams(ctx);
+    this.webhooks = new Webhooks(ctx);
+    this.queue = new Jobs(ctx, subscriber);
+    this.bus = subscriber;
+    this.rateLimits = new Limiter(ctx);
+    this.counters = new Counters(ctx, () => this.closing !== null);
+  }
+
+  async ping(): Promise<void> {
+    if (this.closing) throw new StoreError('closed', 'store is closed');
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StoreError('closed', `Redis did not answer PING in ${this.pingTimeoutMs} ms`)), this.pingTimeoutMs);
+    });
+    try {
+      await Promise.race([this.ctx.redis.ping(), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.subscriber.close();
+      const quit = async (client: Redis): Promise<void> => {
+        try {
+          await client.quit();
+        } catch {
+          client.disconnect();
+        }
+      };
+      await Promise.all([quit(this.subscriber.client), quit(this.ctx.redis)]);
+    })();
+    return this.closing;
+  }
+}
+
+function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@');
+}
+
+interface Ctx {
+  redis: Redis;
+  prefix: string;
+  now: () => number;
+  run(script: LuaScript, args: (string | number)[]): Promise<unknown>;
+}
+
+/**
+ * Newest-first page over a lex-sorted index of `sortMember`s, loading each record's hash;
+ * `filter` pages over the matching records only (scanning in batches).
+ */
+async function pageIndex<T>(
+  ctx: Ctx,
+  indexKey: string,
+  recordKey: (id: string) => string,
+  page: PageRequest,
+  filter?: (record: T) => boolean,
+): Promise<Page<T>> {
+  const limit = pageLimit(page.limit);
+  let max = '+';
+  if (page.cursor) {
+    const { ms, id } = decodeCursor(page.cursor);
+    max = `(${sortMember(ms, id)}`;
+  }
+  const items: { member: string; record: T }[] = [];
+  let more = false;
+  for (;;) {
+    const batch = filter ? 200 : limit + 1 - items.length;
+    const members = await ctx.redis.zrevrangebylex(indexKey, max, '-', 'LIMIT', 0, batch);
+    if (members.length === 0) break;
+    const records = await loadAll<T>(ctx, members.map((m) => recordKey(m.slice(16))));
+    for (let i = 0; i < members.length; i++) {
+      const record = records[i];
+      if (!record || (filter && !filter(record))) continue;
+      if (items.length === limit) {
+        more = true;
+        break;
+      }
+      items.push({ member: members[i] as string, record });
+    }
+    if (more || members.length < batch) break;
+    max = `(${members[members.length - 1] as string}`;
+  }
+  const last = items[items.length - 1];
+  return {
+    items: items.map((i) => i.record),
+    nextCursor: more && last ? encodeCursor(Number(last.member.slice(0, 15)), last.member.slice(16)) : null,
+  };
+}
+
+async function loadAll<T>(ctx: Ctx, keys: string[]): Promise<(T | null)[]> {
+  if (keys.length === 0) return [];
+  const replies = await ctx.redis.pipeline(keys.map((key) => ['hgetall', key])).exec();
+  return (replies ?? []).map(([err, reply]) => {
+    if (err) throw err;
+    return decodeRecord<T>(reply);
+  });
+}
+
+async function load<T>(ctx: Ctx, key: string): Promise<T | null> {
+  return decodeRecord<T>(await ctx.redis.hgetall(key));
+}
+
+function conflict(what: string): StoreError {
+  return new StoreError('conflict', what);
+}
+
+// ───────────────────────────── accounts
+
+class Accounts implements AccountRepo {
+  constructor(private readonly ctx: Ctx) {}
+
+  async create(account: Account): Promise<void> {
+    const p = this.ctx.prefix;
+    const ok = await this.ctx.run(scripts.insert, [`${p}acct:${account.id}`, `${p}accts`, account.id, ...fieldArgs(account)]);
+    if (ok !== 1) throw conflict(`account exists [accountId:${account.id}]`);
+  }
+
+  async get(id: string): Promise<Account | null> {
+    return load<Account>(this.ctx, `${this.ctx.prefix}acct:${id}`);
+  }
+
+  async setPlan(id: string, plan: Account['plan']): Promise<void> {
+    await this.ctx.run(scripts.update, [`${this.ctx.prefix}acct:${id}`, ...fieldArgs({ plan })]);
+  }
+
+  async addKey(key: ApiKeyRecord): Promise<void> {
+    const ok = await this.ctx.run(scripts.insert, [`${this.ctx.prefix}apikey:${key.digest}`, '', '', ...fieldArgs(key)]);
+    if (ok !== 1) throw conflict(`key digest exists [accountId:${key.accountId}]`);
+  }
+
+  async findKey(digest: string): Promise<ApiKeyRecord | null> {
+    return load<ApiKeyRecord>(this.ctx, `${this.ctx.prefix}apikey:${digest}`);
+  }
+
+  async count(): Promise<number> {
+    return this.ctx.redis.scard(`${this.ctx.prefix}accts`);
+  }
+}
+
+// ───────────────────────────── songs
+
+class Songs implements SongRepo {
+  constructor(private readonly ctx: Ctx) {}
+
+  private key(id: string): string {
+    return `${this.ctx.prefix}sng:${id}`;
+  }
+
+  async create(song: SongRecord, rules: SongCreateRules, effects?: Effects): Promise<SongCreateResult> {
+    const record: SongRecord = { ...song, status: 'queued' };
+    const member = sortMember(createdMs(record.createdAt), record.id);
+    const reply = (await this.ctx.run(scripts.songCreate, [
+      record.id,
+      record.accountId,
+      rules.month,
+      rules.monthlyLimit === null ? '' : rules.monthlyLimit,
+      rules.maxActive,
+      member,
+      ...fieldArgs(record),
+      ...jobArgs(effects?.jobs ?? [], this.ctx.now()),
+    ])) as [string, ...number[]];
+    switch (reply[0]) {
+      case 'ok':
+        return { ok: true, song: record, position: reply[1] as number };
+      case 'quota':
+        return { ok: false, reason: 'quota', used: reply[1] as number, limit: reply[2] as number };
+      case 'busy':
+        return { ok: false, reason: 'busy', active: reply[1] as number };
+      default:
+        throw conflict(`song exists [songId:${record.id}]`);
+    }
+  }
+
+  async get(id: string): Promise<SongRecord | null> {
+    return load<SongRecord>(this.ctx, this.key(id));
+  }
+
+  async list(accountId: string, page: PageRequest): Promise<Page<SongRecord>> {
+    return pageIndex<SongRecord>(this.ctx, `${this.ctx.prefix}sng:acct:${accountId}`, (id) => this.key(id), page);
+  }
+
+  async update(id: string, patch: Partial<Omit<SongRecord, 'id' | 'accountId' | 'createdAt'>>): Promise<SongRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'accountId', 'createdAt']);
+    const reply = await this.ctx.run(scripts.songUpdate, [id, clean.status ?? '', ...fieldArgs(clean)]);
+    return decodeRecord<SongRecord>(reply);
+  }
+
+  async fail(id: string, error: SongRecord['error'], finishedAt: string): Promise<SongRecord | null> {
+    const reply = await this.ctx.run(scripts.songFail, [id, JSON.stringify(error), JSON.stringify(finishedAt)]);
+    return decodeRecord<SongRecord>(reply);
+  }
+
+  async position(id: string): Promise<number | null> {
+    const rank = await this.ctx.redis.zrank(`${this.ctx.prefix}sng:queued`, id);
+    return rank === null ? null : rank + 1;
+  }
+
+  async used(accountId: string, month: string): Promise<number> {
+    return Number((await this.ctx.redis.get(`${this.ctx.prefix}usage:${accountId}:${month}`)) ?? 0);
+  }
+
+  async active(accountId: string): Promise<number> {
+    return this.ctx.redis.scard(`${this.ctx.prefix}sng:active:${accountId}`);
+  }
+}
+
+// ───────────────────────────── streams
+
+class Streams implements StreamRepo {
+  constructor(private readonly ctx: Ctx) {}
+
+  private key(id: string): string {
+    return `${this.ctx.prefix}str:${id}`;
+  }
+
+  async create(stream: StreamRecord): Promise<void> {
+    const reply = await this.ctx.run(scripts.streamCreate, [
+      stream.id,
+      stream.accountId,
+      stream.streamKey,
+      stream.playbackId,
+      sortMember(createdMs(stream.createdAt), stream.id),
+      stream.state,
+      stream.deleted ? '1' : '0',
+      ...fieldArgs(stream),
+    ]);
+    if (reply !== 1) throw conflict(`stream id, key or playback id taken [streamId:${stream.id}]`);
+  }
+
+  async get(id: string): Promise<StreamRecord | null> {
+    return load<StreamRecord>(this.ctx, this.key(id));
+  }
+
+  async getByKey(streamKey: string): Promise<StreamRecord | null> {
+    const id = await this.ctx.redis.get(`${this.ctx.prefix}str:bykey:${streamKey}`);
+    return id === null ? null : this.get(id);
+  }
+
+  async getByPlaybackId(playbackId: string): Promise<StreamRecord | null> {
+    const id = await this.ctx.redis.get(`${this.ctx.prefix}str:bypb:${playbackId}`);
+    return id === null ? null : this.get(id);
+  }
+
+  async list(accountId: string, page: PageRequest): Promise<Page<StreamRecord>> {
+    return pageIndex<StreamRecord>(this.ctx, `${this.ctx.prefix}str:acct:${accountId}`, (id) => this.key(id), page);
+  }
+
+  async update(
+    id: string,
+    patch: Partial<Omit<StreamRecord, 'id' | 'accountId' | 'createdAt'>>,
+    opts?: { fromStates?: StreamRecord['state'][]; effects?: Effects },
+  ): Promise<StreamRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'accountId', 'createdAt']);
+    const from = opts?.fromStates;
+    const reply = (await this.ctx.run(scripts.streamUpdate, [
+      id,
+      from ? from.length : -1,
+      ...(from ?? []).map((s) => JSON.stringify(s)),
+      optional(clean.state),
+      optional(clean.deleted === undefined ? undefined : clean.deleted ? '1' : '0'),
+      optional(clean.streamKey),
+      optional(clean.playbackId),
+      ...fieldArgs(clean),
+      ...jobArgs(opts?.effects?.jobs ?? [], this.ctx.now()),
+    ])) as [string, unknown] | null;
+    if (reply === null) return null;
+    if (reply[0] === 'conflict') throw conflict(`stream key or playback id taken [streamId:${id}]`);
+    return decodeRecord<StreamRecord>(reply[1]);
+  }
+
+  async listByState(states: StreamRecord['state'][]): Promise<StreamRecord[]> {
+    if (states.length === 0) return [];
+    const ids = await this.ctx.redis.sunion(...states.map((s) => `${this.ctx.prefix}str:state:${s}`));
+    const keys = ids.map((id) => this.key(id));
+    const records = (await loadAll<StreamRecord>(this.ctx, keys)).filter((r): r is StreamRecord => r !== null);
+    // Same order as the embedded store: creation order.
+    const order = (r: StreamRecord): string => sortMember(createdMs(r.createdAt), r.id);
+    return records.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  }
+}
+
+// ───────────────────────────── webhooks
+
+class Webhooks implements WebhookRepo {
+  constructor(private readonly ctx: Ctx) {}
+
+  private key(id: string): string {
+    return `${this.ctx.prefix}whk:${id}`;
+  }
+
+  private deliveryKey(id: string): string {
+    return `${this.ctx.prefix}dlv:${id}`;
+  }
+
+  async createEndpoint(endpoint: WebhookEndpointRecord, maxPerAccount: number): Promise<boolean> {
+    const reply = await this.ctx.run(scripts.endpointCreate, [
+      endpoint.id,
+      endpoint.accountId,
+      sortMember(createdMs(endpoint.createdAt), endpoint.id),
+      maxPerAccount,
+      ...fieldArgs(endpoint),
+    ]);
+    if (reply === -1) throw conflict(`endpoint exists [endpointId:${endpoint.id}]`);
+    return reply === 1;
+  }
+
+  async getEndpoint(id: string): Promise<WebhookEndpointRecord | null> {
+    return load<WebhookEndpointRecord>(this.ctx, this.key(id));
+  }
+
+  async listEndpoints(accountId: string): Promise<WebhookEndpointRecord[]> {
+    const members = await this.ctx.redis.zrange(`${this.ctx.prefix}whk:acct:${accountId}`, 0, -1);
+    const records = await loadAll<WebhookEndpointRecord>(
+      this.ctx,
+      members.map((m) => this.key(m.slice(16))),
+    );
+    return records.filter((r): r is WebhookEndpointRecord => r !== null);
+  }
+
+  async updateEndpoint(
+    id: string,
+    patch: Partial<Omit<WebhookEndpointRecord, 'id' | 'accountId' | 'createdAt'>>,
+  ): Promise<WebhookEndpointRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'accountId', 'createdAt']);
+    return decodeRecord<WebhookEndpointRecord>(await this.ctx.run(scripts.update, [this.key(id), ...fieldArgs(clean)]));
+  }
+
+  async deleteEndpoint(id: string): Promise<boolean> {
+    return (await this.ctx.run(scripts.endpointDelete, [id])) === 1;
+  }
+
+  async recordOutcome(id: string, success: boolean, disableAt: number): Promise<WebhookEndpointRecord | null> {
+    const reply = await this.ctx.run(scripts.recordOutcome, [id, success ? '1' : '0', disableAt]);
+    return decodeRecord<WebhookEndpointRecord>(reply);
+  }
+
+  async createDeliveries(
+    deliveries: WebhookDeliveryRecord[],
+    jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
+  ): Promise<WebhookDeliveryRecord[]> {
+    if (deliveries.length === 0) return [];
+    const now = this.ctx.now();
+    const args: (string | number)[] = [deliveries.length];
+    for (const d of deliveries) {
+      const ms = createdMs(d.createdAt);
+      // Length-prefixed so no (endpointId, eventId) pair can spell another.
+      const pair = `dlv:pair:${d.endpointId.length}:${d.endpointId}:${d.eventId}`;
+      args.push(d.id, d.endpointId, pair, ms, sortMember(ms, d.id), ...fieldArgs(d), ...jobArgs(jobsFor(d), now));
+    }
+    const inserted = (await this.ctx.run(scripts.deliveriesCreate, args)) as number[];
+    return inserted.map((i) => deliveries[i - 1] as WebhookDeliveryRecord);
+  }
+
+  async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
+    return load<WebhookDeliveryRecord>(this.ctx, this.deliveryKey(id));
+  }
+
+  async updateDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+  ): Promise<WebhookDeliveryRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    return decodeRecord<WebhookDeliveryRecord>(
+      await this.ctx.run(scripts.update, [this.deliveryKey(id), ...fieldArgs(clean)]),
+    );
+  }
+
+  async listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>> {
+    const filtered = filter.status !== undefined || filter.eventType !== undefined || filter.streamId !== undefined;
+    return pageIndex<WebhookDeliveryRecord>(
+      this.ctx,
+      `${this.ctx.prefix}dlv:ep:${endpointId}`,
+      (id) => this.deliveryKey(id),
+      page,
+      filtered
+        ? (d) =>
+            (filter.status === undefined || d.status === filter.status) &&
+            (filter.eventType === undefined || d.eventType === filter.eventType) &&
+            (filter.streamId === undefined || d.streamId === filter.streamId)
+        : undefined,
+    );
+  }
+
+  async purgeDeliveries(beforeIso: string): Promise<number> {
+    const before = createdMs(beforeIso);
+    const batch = 500;
+    let total = 0;
+    for (;;) {
+      const removed = (await this.ctx.run(scripts.deliveriesPurge, [before, batch])) as number;
+      total += removed;
+      if (removed < batch) return total;
+    }
+  }
+}
+
+// ───────────────────────────── jobs
+
+class Jobs implements JobQueue {
+  constructor(
+    private readonly ctx: Ctx,
+    private readonly subscriber: Subscriber,
+  ) {}
+
+  async enqueue(job: NewJob): Promise<boolean> {
+    const [, queue, id, payload, runAt] = jobArgs([job], this.ctx.now());
+    return (await this.ctx.run(scripts.enqueue, [queue as string, id as string, payload as string, runAt as number])) === 1;
+  }
+
+  async lease(queue: string, leaseMs: number): Promise<LeasedJob | null> {
+    checkQueueName(queue);
+    const token = randomUUID();
+    const reply = (await this.ctx.run(scripts.lease, [queue, Math.round(leaseMs), token])) as
+      | [string, string, number, number]
+      | null;
+    if (!reply) return null;
+    const [id, payload, attempts, leasedUntilMs] = reply;
+    return { queue, id, payload: JSON.parse(payload), attempts, token, leasedUntilMs };
+  }
+
+  async ack(job: LeasedJob): Promise<boolean> {
+    return (await this.ctx.run(scripts.ack, [job.queue, job.id, job.token])) === 1;
+  }
+
+  async retry(job: LeasedJob, runAtMs: number): Promise<boolean> {
+    return (await this.ctx.run(scripts.retry, [job.queue, job.id, job.token, Math.round(runAtMs)])) === 1;
+  }
+
+  async extend(job: LeasedJob, leaseMs: number): Promise<boolean> {
+    return (await this.ctx.run(scripts.extend, [job.queue, job.id, job.token, Math.round(leaseMs)])) === 1;
+  }
+
+  async stats(queue: string): Promise<{ ready: number; delayed: number; leased: number }> {
+    checkQueueName(queue);
+    const [ready, delayed, leased] = (await this.ctx.run(scripts.stats, [queue])) as [number, number, number];
+    return { ready, delayed, leased };
+  }
+
+  async waitForWork(queue: string, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
+    checkQueueName(queue);
+    // The first wait on a queue returns once subscribed: a job enqueued before the subscription
+    // took effect would otherwise be missed until maxWaitMs. The caller leases again.
+    if (await this.subscriber.watchQueue(queue)) return;
+    await this.subscriber.work.wait(queue, maxWaitMs, signal);
+  }
+}
+
+// ───────────────────────────── pub/sub
+
+/**
+ * Owns the subscriber connection: bus channels (`<prefix>bus:<channel>`, JSON messages) and
+ * work notifications (`<prefix>notify:<queue>`, published by the scripts on enqueue/retry).
+ * A queue once watched stays subscribed, so a worker loop never misses a notification between
+ * two waits. SUBSCRIBE/UNSUBSCRIBE run one at a time so counts and server state agree.
+ */
+class Subscriber implements Bus {
+  readonly work = new WorkSignal();
+  private readonly handlers = new Map<string, Set<(message: unknown) => void>>();
+  private readonly watched = new Map<string, Promise<void>>();
+  private chain: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    readonly client: Redis,
+    private readonly commands: Redis,
+    private readonly prefix: string,
+    private readonly logger?: Logger,
+  ) {
+    client.on('message', (channel: string, message: string) => this.onMessage(channel, message));
+  }
+
+  private onMessage(channel: string, message: string): void {
+    const notifyPrefix = `${this.prefix}notify:`;
+    if (channel.startsWith(notifyPrefix)) {
+      this.work.notify(channel.slice(notifyPrefix.length));
+      return;
+    }
+    const set = this.handlers.get(channel);
+    if (!set) return;
+    for (const handler of [...set]) {
+      try {
+        handler(JSON.parse(message));
+      } catch (err) {
+        this.logger?.error({ err, channel }, `subscribe() | handler threw [channel:${channel}]`);
+      }
+    }
+  }
+
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(task, task);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Subscribes to the queue's notify channel once; true for the call that subscribed. */
+  async watchQueue(queue: string): Promise<boolean> {
+    const existing = this.watched.get(queue);
+    if (existing) {
+      await existing;
+      return false;
+    }
+    const done = this.serial(async () => {
+      await this.client.subscribe(`${this.prefix}notify:${queue}`);
+    });
+    this.watched.set(queue, done);
+    try {
+      await done;
+    } catch (err) {
+      this.watched.delete(queue);
+      throw err;
+    }
+    return true;
+  }
+
+  async publish(channel: string, message: unknown): Promise<void> {
+    if (this.closed) throw new StoreError('closed', 'store is closed');
+    // Publishing goes over the command connection; the subscriber one cannot send PUBLISH.
+    await this.commands.publish(`${this.prefix}bus:${channel}`, JSON.stringify(message) ?? 'null');
+  }
+
+  async subscribe(channel: string, handler: (message: unknown) => void): Promise<Unsubscribe> {
+    if (this.closed) throw new StoreError('closed', 'store is closed');
+    const full = `${this.prefix}bus:${channel}`;
+    // Own wrapper per subscription, so subscribing one function twice gives two subscriptions.
+    const own = (message: unknown): void => handler(message);
+    await this.serial(async () => {
+      let set = this.handlers.get(full);
+      if (!set) {
+        set = new Set();
+        this.handlers.set(full, set);
+        await this.client.subscribe(full);
+      }
+      set.add(own);
+    });
+    let done = false;
+    return async () => {
+      if (done) return;
+      done = true;
+      await this.serial(async () => {
+        const set = this.handlers.get(full);
+        if (!set) return;
+        set.delete(own);
+        if (set.size === 0) {
+          this.handlers.delete(full);
+          if (!this.closed) await this.client.unsubscribe(full);
+        }
+      });
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    this.work.close();
+    this.handlers.clear();
+  }
+}
+
+// ───────────────────────────── rate limits
+
+class Limiter implements RateLimiter {
+  private seq = 0;
+
+  constructor(private readonly ctx: Ctx) {}
+
+  async hit(key: string, max: number, windowMs: number): Promise<RateLimitResult> {
+    // Unique member per hit: two hits in the same ms must both count.
+    const member = `${this.ctx.now()}:${randomUUID()}:${this.seq++}`;
+    const [allowed, remaining, retryAfterMs] = (await this.ctx.run(scripts.rateHit, [key, max, windowMs, member])) as [
+      number,
+      number,
+      number,
+    ];
+    return { allowed: allowed === 1, remaining, retryAfterMs };
+  }
+}
+
+// ───────────────────────────── counters
+
+class Counters implements CounterRepo {
+  constructor(
+    private readonly ctx: Ctx,
+    private readonly isClosing: () => boolean,
+  ) {}
+
+  async add(name: string, delta: number): Promise<number> {
+    if (this.isClosing()) throw new StoreError('closed', 'store is closed');
+    if (!Number.isSafeInteger(delta)) throw new StoreError('invalid_argument', `counter delta must be an integer [name:${name}]`);
+    // INCRBY is atomic on its own; no script needed.
+    return this.ctx.redis.incrby(`${this.ctx.prefix}counter:${name}`, delta);
+  }
+
+  async get(name: string): Promise<number> {
+    if (this.isClosing()) throw new StoreError('closed', 'store is closed');
+    const v = await this.ctx.redis.get(`${this.ctx.prefix}counter:${name}`);
+    return v === null ? 0 : Number(v);
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * Diffusion engine bench on the tiny demo models (CPU): per-frame pipeline time vs the raw ONNX
+ * Runtime `run` time inside the same frames (orchestration overhead), PATCH-to-first-changed-frame
+ * latency, and the longest output gap during a background reload, in frame intervals.
+ *   npm run bench -- diffusion [--size 512] [--frames 30] [--steps 12,20,32]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { buildTinyModel, createFramePipeline, type Frame } from '../native/index.ts';
+import { percentile, printTable, progress, summarize, writeResult } from './lib.ts';
+
+export default async function (args: Map<string, string>): Promise<void> {
+  const size = Number(args.get('size') ?? 512);
+  const frames = Number(args.get('frames') ?? 30);
+  const tIndex = (args.get('steps') ?? '12,20,32').split(',').map(Number);
+  const dir = mkdtempSync(join(tmpdir(), 'bench-diffusion-'));
+  buildTinyModel(dir, 'demo/tiny');
+  const logger = pino({ level: 'silent' });
+  const mk = (seed: number, pts: number): Frame => {
+    const data = new Uint8Array(size * size * 3);
+    for (let i = 0; i < data.length; i++) data[i] = (Math.sin(i * 0.011 + seed) * 100 + 128) | 0;
+    return { width: size, height: size, data, ptsMs: pts };
+  };
+  const input = [mk(1, 0), mk(2, 0), mk(3, 0)];
+  const p = await createFramePipeline({
+    modelsDir: dir,
+    params: { model_id: 'demo/tiny', width: size, height: size, acceleration: 'none', t_index_list: tIndex, use_safety_checker: false },
+    logger,
+  });
+  try {
+    // Warm up (JIT, ORT arenas, Stream Batch fill).
+    for (let i = 0; i < 8; i++) await p.process(input[i % 3] as Frame);
+
+    // 1. Overhead: wall time of process() vs the ORT run time inside it.
+    const wall: number[] = [];
+    const ort: number[] = [];
+    const bar = progress('frames', frames);
+    for (let i = 0; i < frames; i++) {
+      const t0 = performance.now();
+      await p.process(input[i % 3] as Frame);
+      wall.push(performance.now() - t0);
+      ort.push(p.status().stageMs.ort);
+      bar.tick();
+    }
+    bar.done();
+    const frameMs = percentile(wall, 50);
+    const overhead = wall.map((w, i) => (w - (ort[i] as number)) / w);
+
+    // 2. PATCH → first changed frame (same input every frame, so only the prompt can change it).
+    const patchLat: number[] = [];
+    const prompts = ['a photo of a cat', 'neon city at night', 'oil painting of a forest'];
+    let prev = await p.process(input[0] as Frame);
+    for (let k = 0; k < 10; k++) {
+      prev = await p.process(input[0] as Frame);
+      const t0 = performance.now();
+      p.update({ prompt: prompts[k % 3] as string });
+      let out: Frame | null = null;
+      let n = 0;
+      do {
+        out = await p.process(input[0] as Frame);
+        n++;
+      } while (out && prev && Buffer.compare(out.data, prev.data) === 0 && n < 10);
+      patchLat.push(performance.now() - t0);
+    }
+
+    // 3. Reload gap: frames keep flowing while a reload (do_add_noise toggle) builds in the background.
+    const outTimes: number[] = [];
+    let toggle = false;
+    for (let r = 0; r < 3; r++) {
+      toggle = !toggle;
+      p.update({ do_add_noise: !toggle });
+      const idle = p.whenIdle();
+      let done = false;
+      void idle.then(() => (done = true));
+      let extra = 3;
+      while (!done || extra-- > 0) {
+        const out = await p.process(input[0] as Frame);
+        if (out) outTimes.push(performance.now());
+      }
+    }
+    const gaps = outTimes.slice(1).map((t, i) => t - (outTimes[i] as number));
+    const w = summarize(wall);
+    const result = {
+      size,
+      tIndex,
+      frames,
+      frameMs: w,
+      ortMs: summarize(ort),
+      overheadP50: percentile(overhead, 50),
+      overheadP95: percentile(overhead, 95),
+      patchToChangeMs: summarize(patchLat),
+      patchToChangeFramesP95: percentile(patchLat, 95) / frameMs,
+      reloadMaxGapMs: Math.max(...gaps),
+      reloadMaxGapFrames: Math.max(...gaps) / frameMs,
+      status: p.status(),
+    };
+    printTable(`diffusion ${size}x${size}, t_index ${tIndex.join(',')}, tiny demo models, CPU`, [
+      { metric: 'pipeline frame (ms)', p50: w.p50, p95: w.p95, target: '' },
+      { metric: 'ORT run sum (baseline, ms)', p50: percentile(ort, 50), p95: percentile(ort, 95), target: '' },
+      { metric: 'orchestration overhead (ratio)', p50: result.overheadP50, p95: result.overheadP95, target: '<= 0.10' },
+      { metric: 'PATCH→changed frame (ms)', p50: result.patchToChangeMs.p50, p95: result.patchToChangeMs.p95, target: '' },
+      { metric: 'PATCH→changed (frame intervals)', p50: result.patchToChangeMs.p50 / frameMs, p95: result.patchToChangeFramesP95, target: '<= 2' },
+      { metric: 'reload max gap (frame intervals)', p50: '', p95: result.reloadMaxGapFrames, target: '<= 2' },
+    ]);
+    console.log(`\nwrote ${writeResult('diffusion', result)}`);
+  } finally {
+    await p.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

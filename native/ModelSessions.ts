@@ -1,0 +1,299 @@
+/**
+ * The ONNX Runtime sessions of one model directory (diffusers/optimum layout) plus everything we
+ * learn from the files: tensor dtypes, embedding width D, latent channels C, VAE scale factor f,
+ * sequence length. Nothing here is hard-coded to a model family (reference/live-diffusion.md §5).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import type { Logger } from 'pino';
+import { ClipTokenizer } from './ClipTokenizer.ts';
+import { InferenceError, ModelLoadError } from './errors.ts';
+
+/** Daydream `acceleration`: 'none'/'xformers' mean plain GPU attention upstream; here they map to the default provider. */
+export type Acceleration = 'none' | 'xformers' | 'tensorrt';
+/** ONNX Runtime execution providers we know how to ask for. */
+export type ProviderName = 'cpu' | 'cuda' | 'tensorrt';
+
+/** ONNX Runtime tuning knobs (not part of the public params). */
+export interface SessionSettings {
+  /** Threads per session for intra-op parallelism; default 0 = ORT's choice (all cores). */
+  intraOpNumThreads?: number;
+  /** Default 'all'. */
+  graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
+  /** Where TensorRT caches engines (TRT EP only). Default `<modelDir>/.trt-cache`. */
+  trtCacheDir?: string;
+  /**
+   * Let ORT's intra-op threads spin after a run. Default false: spinning steals the cores our own
+   * per-frame JS (tensor conversion, scheduler math, processors) runs on, measured 10–50× slower
+   * JS stages on the 2-core dev VM with spinning on.
+   */
+  allowSpinning?: boolean;
+}
+
+export type ModelPart = 'text_encoder' | 'unet' | 'vae_encoder' | 'vae_decoder';
+
+/** What the model files told us. */
+export interface ModelInfo {
+  modelDir: string;
+  /** model_index.json says `_demo: true` (tiny random-weight model). */
+  demo: boolean;
+  /** Text embedding width D (cross_attention_dim). */
+  embedDim: number;
+  /** Tokens per prompt (CLIP max_position_embeddings, 77). */
+  maxLength: number;
+  /** Latent channels C. */
+  latentChannels: number;
+  /** VAE spatial factor f, measured by running the encoder once. */
+  vaeScaleFactor: number;
+  /** VAE latent scaling factor (SD 0.18215, SDXL 0.13025, TAESD/demo 1.0). */
+  scalingFactor: number;
+  /** The encoder returns distribution parameters (mean‖logvar) instead of a sample. */
+  encoderReturnsParameters: boolean;
+  inputIdsType: 'int32' | 'int64';
+  timestepType: 'float32' | 'int64' | 'float16';
+  /** Providers the sessions were created with, in preference order. */
+  providers: ProviderName[];
+  /** Set when the requested providers could not be used; says what happened. */
+  providerNote: string | null;
+}
+
+export interface RunTiming {
+  /** Sum of time spent inside `session.run`, ms, since the last reset. */
+  runMs: number;
+  runs: number;
+}
+
+/** Provider preference for an `acceleration` value. */
+export function providersFor(acceleration: Acceleration): ProviderName[] {
+  return acceleration === 'tensorrt' ? ['tensorrt', 'cuda', 'cpu'] : ['cpu'];
+}
+
+export class ModelSessions {
+  readonly info: ModelInfo;
+  readonly tokenizer: ClipTokenizer;
+  readonly timing: RunTiming = { runMs: 0, runs: 0 };
+  readonly #sessions: Record<ModelPart, ort.InferenceSession>;
+  readonly #names: { latentOut: string };
+  #closed = false;
+
+  private constructor(info: ModelInfo, tokenizer: ClipTokenizer, sessions: Record<ModelPart, ort.InferenceSession>, latentOut: string) {
+    this.info = info;
+    this.tokenizer = tokenizer;
+    this.#sessions = sessions;
+    this.#names = { latentOut };
+  }
+
+  /**
+   * Opens the four sessions. `width`/`height` are used to measure the VAE factor with one encoder
+   * run (which also warms it up).
+   */
+  static async load(o: {
+    modelDir: string;
+    providers: ProviderName[];
+    width: number;
+    height: number;
+    settings?: SessionSettings;
+    logger: Logger;
+  }): Promise<ModelSessions> {
+    const { modelDir, logger } = o;
+    if (!existsSync(join(modelDir, 'model_index.json')) && !existsSync(join(modelDir, 'unet', 'model.onnx'))) {
+      throw new ModelLoadError(modelDir, 'no model_index.json or unet/model.onnx');
+    }
+    const index = readJson(join(modelDir, 'model_index.json')) as { _demo?: boolean } | null;
+    const { providers, note, sessions } = await openWithFallback(modelDir, o.providers, o.settings ?? {}, logger);
+    const tokenizer = ClipTokenizer.fromDir(join(modelDir, 'tokenizer'));
+
+    const meta = (s: ort.InferenceSession, name: string, io: 'in' | 'out') => {
+      const list = io === 'in' ? s.inputMetadata : s.outputMetadata;
+      const m = list.find((x) => x.name === name);
+      if (!m || !m.isTensor) throw new ModelLoadError(modelDir, `missing tensor ${io}put '${name}'`);
+      return m;
+    };
+    const ids = meta(sessions.text_encoder, 'input_ids', 'in');
+    const ts = meta(sessions.unet, 'timestep', 'in');
+    meta(sessions.unet, 'sample', 'in');
+    meta(sessions.vae_decoder, 'latent_sample', 'in');
+    const ehs = meta(sessions.unet, 'encoder_hidden_states', 'in');
+    const inputIdsType = ids.type === 'int64' ? 'int64' : ids.type === 'int32' ? 'int32' : null;
+    if (!inputIdsType) throw new ModelLoadError(modelDir, `unsupported input_ids type ${ids.type}`);
+    const timestepType = ts.type === 'float32' || ts.type === 'int64' || ts.type === 'float16' ? ts.type : null;
+    if (!timestepType) throw new ModelLoadError(modelDir, `unsupported timestep type ${ts.type}`);
+    if (ts.shape.length !== 1) {
+      // optimum's default export declares a scalar timestep, which cannot carry per-slot timesteps.
+      throw new ModelLoadError(modelDir, `unet timestep must be shaped [batch] for Stream Batch (got rank ${ts.shape.length}); re-export with a dynamic batch timestep`);
+    }
+    const seqDim = ids.shape[1];
+    const maxLength = typeof seqDim === 'number' ? seqDim : tokenizer.maxLength;
+    const latentOut = sessions.vae_encoder.outputNames.includes('latent_sample')
+      ? 'latent_sample'
+      : sessions.vae_encoder.outputNames.includes('latent_parameters')
+        ? 'latent_parameters'
+        : null;
+    if (!latentOut) throw new ModelLoadError(modelDir, `vae_encoder outputs ${sessions.vae_encoder.outputNames.join(',')}: need latent_sample or latent_parameters`);
+
+    // D from the UNet input shape, else by running the text encoder once.
+    let embedDim = typeof ehs.shape[2] === 'number' ? ehs.shape[2] : 0;
+    if (!embedDim) {
+      const out = await sessions.text_encoder.run({ input_ids: idsTensor(inputIdsType, tokenizer.encode(''), 1) });
+      embedDim = (out.last_hidden_state as ort.Tensor).dims[2] as number;
+    }
+    // C and f by running the encoder once at the stream size.
+    const probe = await sessions.vae_encoder.run({
+      sample: new ort.Tensor('float32', new Float32Array(3 * o.width * o.height), [1, 3, o.height, o.width]),
+    });
+    const ld = (probe[latentOut] as ort.Tensor).dims;
+    const encChannels = ld[1] as number;
+    const latentChannels = latentOut === 'latent_parameters' ? encChannels / 2 : encChannels;
+    const vaeScaleFactor = o.height / (ld[2] as number);
+    if (!Number.isInteger(vaeScaleFactor) || o.width / (ld[3] as number) !== vaeScaleFactor) {
+      throw new ModelLoadError(modelDir, `VAE latent ${ld.join('x')} does not divide ${o.width}x${o.height} evenly`);
+    }
+    const cfg = (readJson(join(modelDir, 'vae_decoder', 'config.json')) ?? readJson(join(modelDir, 'vae_encoder', 'config.json'))) as { scaling_factor?: number } | null;
+    const info: ModelInfo = {
+      modelDir,
+      demo: index?._demo === true,
+      embedDim,
+      maxLength,
+      latentChannels,
+      vaeScaleFactor,
+      // SD 1.x/2.x default when the export carries no config.
+      scalingFactor: cfg?.scaling_factor ?? 0.18215,
+      encoderReturnsParameters: latentOut === 'latent_parameters',
+      inputIdsType,
+      timestepType,
+      providers,
+      providerNote: note,
+    };
+    logger.info({ ...info }, `ModelSessions.load() | ready [dir:${modelDir}] [providers:${providers.join(',')}]${info.demo ? ' [DEMO model]' : ''}`);
+    return new ModelSessions(info, tokenizer, sessions, latentOut);
+  }
+
+  async #run(part: ModelPart, feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.OnnxValueMapType> {
+    const t0 = performance.now();
+    try {
+      return await this.#sessions[part].run(feeds);
+    } catch (err) {
+      throw new InferenceError(part, (err as Error).message, { cause: err });
+    } finally {
+      this.timing.runMs += performance.now() - t0;
+      this.timing.runs++;
+    }
+  }
+
+  /** CLIP: ids [B, L] → last_hidden_state [B, L, D] (flattened). */
+  async encodeText(ids: Int32Array, batch: number): Promise<Float32Array> {
+    const out = await this.#run('text_encoder', { input_ids: idsTensor(this.info.inputIdsType, ids, batch) });
+    return (out.last_hidden_state as ort.Tensor).data as Float32Array;
+  }
+
+  /** VAE encode: image [1,3,H,W] in [-1,1] → unscaled latent [1,C,h,w] (the mean when the export returns parameters). */
+  async encodeImage(image: Float32Array, width: number, height: number): Promise<Float32Array> {
+    const out = await this.#run('vae_encoder', { sample: new ort.Tensor('float32', image, [1, 3, height, width]) });
+    const data = (out[this.#names.latentOut] as ort.Tensor).data as Float32Array;
+    // mean‖logvar along channels: with batch 1 the mean is the first half of the buffer.
+    return this.info.encoderReturnsParameters ? data.subarray(0, data.length / 2) : data;
+  }
+
+  /** UNet: one batched call. */
+  async predictNoise(sample: Float32Array, dims: [number, number, number, number], timesteps: readonly number[], embeds: Float32Array): Promise<Float32Array> {
+    const B = dims[0];
+    let t: ort.Tensor;
+    if (this.info.timestepType === 'int64') t = new ort.Tensor('int64', BigInt64Array.from(timesteps.map((v) => BigInt(Math.round(v)))), [B]);
+    else if (this.info.timestepType === 'float32') t = new ort.Tensor('float32', Float32Array.from(timesteps), [B]);
+    else throw new InferenceError('unet', 'float16 timestep models are not supported yet (export in float32)');
+    const out = await this.#run('unet', {
+      sample: new ort.Tensor('float32', sample, dims),
+      timestep: t,
+      encoder_hidden_states: new ort.Tensor('float32', embeds, [B, this.info.maxLength, this.info.embedDim]),
+    });
+    return (out.out_sample as ort.Tensor).data as Float32Array;
+  }
+
+  /** VAE decode: latent [1,C,h,w] (already divided by the scaling factor) → image [1,3,H,W]. */
+  async decodeLatent(latent: Float32Array, h: number, w: number): Promise<Float32Array> {
+    const out = await this.#run('vae_decoder', { latent_sample: new ort.Tensor('float32', latent, [1, this.info.latentChannels, h, w]) });
+    return (out.sample as ort.Tensor).data as Float32Array;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const s of Object.values(this.#sessions)) {
+      try {
+        await s.release();
+      } catch {
+        // Every session gets its release even if one fails.
+      }
+    }
+  }
+}
+
+function idsTensor(type: 'int32' | 'int64', ids: Int32Array, batch: number): ort.Tensor {
+  const L = ids.length / batch;
+  return type === 'int32'
+    ? new ort.Tensor('int32', ids, [batch, L])
+    : new ort.Tensor('int64', BigInt64Array.from(ids, (v) => BigInt(v)), [batch, L]);
+}
+
+function readJson(path: string): unknown {
+  return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as unknown) : null;
+}
+
+const PARTS: ModelPart[] = ['text_encoder', 'unet', 'vae_encoder', 'vae_decoder'];
+
+/**
+ * Opens all parts with the requested providers; if that fails (no CUDA/TensorRT binaries, no GPU)
+ * falls back to CPU and returns a note saying so — never silently.
+ */
+async function openWithFallback(
+  modelDir: string,
+  wanted: ProviderName[],
+  settings: SessionSettings,
+  logger: Logger,
+): Promise<{ providers: ProviderName[]; note: string | null; sessions: Record<ModelPart, ort.InferenceSession> }> {
+  const open = async (providers: ProviderName[]) => {
+    const eps: ort.InferenceSession.ExecutionProviderConfig[] = providers.map((p) =>
+      p === 'tensorrt'
+        ? {
+            name: 'tensorrt',
+            trt_engine_cache_enable: true,
+            trt_timing_cache_enable: true,
+            trt_engine_cache_path: settings.trtCacheDir ?? join(modelDir, '.trt-cache'),
+          } as ort.InferenceSession.ExecutionProviderConfig
+        : p,
+    );
+    const opts: ort.InferenceSession.SessionOptions = {
+      executionProviders: eps,
+      graphOptimizationLevel: settings.graphOptimizationLevel ?? 'all',
+      ...(settings.intraOpNumThreads ? { intraOpNumThreads: settings.intraOpNumThreads } : {}),
+      extra: { session: { intra_op: { allow_spinning: settings.allowSpinning ? '1' : '0' }, inter_op: { allow_spinning: settings.allowSpinning ? '1' : '0' } } },
+    };
+    const out = {} as Record<ModelPart, ort.InferenceSession>;
+    try {
+      for (const part of PARTS) {
+        const file = join(modelDir, part, 'model.onnx');
+        if (!existsSync(file)) throw new ModelLoadError(modelDir, `missing ${part}/model.onnx`);
+        out[part] = await ort.InferenceSession.create(file, opts);
+      }
+    } catch (err) {
+      await Promise.allSettled(Object.values(out).map((s) => s.release()));
+      throw err;
+    }
+    return out;
+  };
+  if (wanted.length === 1 && wanted[0] === 'cpu') return { providers: ['cpu'], note: null, sessions: await open(['cpu']) };
+  const available = new Set(ort.listSupportedBackends().map((b) => b.name));
+  const usable = wanted.filter((p) => p === 'cpu' || available.has(p));
+  try {
+    if (usable.some((p) => p !== 'cpu')) return { providers: usable, note: null, sessions: await open(usable) };
+  } catch (err) {
+    if (err instanceof ModelLoadError) throw err;
+    const note = `providers ${usable.join(',')} failed (${(err as Error).message}); running on cpu`;
+    logger.warn({ err }, `ModelSessions.load() | ${note}`);
+    return { providers: ['cpu'], note, sessions: await open(['cpu']) };
+  }
+  const note = `providers ${wanted.filter((p) => p !== 'cpu').join(',')} not available in this onnxruntime-node build; running on cpu`;
+  logger.warn(`ModelSessions.load() | ${note}`);
+  return { providers: ['cpu'], note, sessions: await open(['cpu']) };
+}

@@ -1,0 +1,44 @@
+/**
+ * native/: the inference engine. Public API for the media node and the control plane.
+ */
+export type { Frame, LatentTensor } from './Frame.ts';
+export { createFrame, assertFrame } from './Frame.ts';
+export {
+  createFramePipeline,
+  type FramePipeline,
+  type FramePipelineOptions,
+  type FramePipelineState,
+  type FramePipelineStatus,
+  type StageMs,
+} from './FramePipeline.ts';
+export {
+  type StreamParams,
+  type CfgType,
+  type ControlNetParams,
+  DEFAULT_STREAM_PARAMS,
+  HOT_KEYS,
+  classifyChanges,
+  mergeParams,
+  checkParams,
+} from './StreamParams.ts';
+export {
+  createProcessorChain,
+  IMAGE_PROCESSOR_TYPES,
+  LATENT_PROCESSOR_TYPES,
+  type ProcessorChain,
+  type ProcessingBlock,
+  type ProcessorConfig,
+} from './processors/ProcessorChain.ts';
+export type { ProcessorKind, ImageProcessor, LatentProcessor } from './processors/Processor.ts';
+export { type Acceleration, type ProviderName, type SessionSettings, type ModelInfo, providersFor } from './ModelSessions.ts';
+export { buildTinyModel, DEMO_MODEL_IDS, type TinyModelOptions } from './tiny/TinyModelBuilder.ts';
+export {
+  NativeError,
+  type NativeErrorCode,
+  UnsupportedProcessorError,
+  InvalidProcessorParamsError,
+  ModelLoadError,
+  InvalidParamsError,
+  InvalidStateError,
+  InferenceError,
+} from './errors.ts';

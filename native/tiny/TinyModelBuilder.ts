@@ -1,0 +1,227 @@
+/**
+ * Writes small random-weight (seeded) Stable Diffusion ONNX models with the real I/O contract, in
+ * the diffusers/optimum layout, for tests and the demo default. They are NOT generative models:
+ * the VAE is a fixed 8×8 average-pool / linear-resize pair (so the picture survives the round
+ * trip), the UNet predicts ≈ √(1−ᾱ_t)·sample plus a prompt-conditioned residual through real
+ * cross-attention, so prompts and seeds visibly change the output. Every folder's config says
+ * `"_demo": true`.
+ *
+ * Layout (reference/live-diffusion.md §5.1):
+ *   <modelsDir>/<model_id>/model_index.json, scheduler/scheduler_config.json,
+ *   tokenizer/{vocab.json,merges.txt,special_tokens_map.json,tokenizer_config.json},
+ *   text_encoder/model.onnx, unet/model.onnx, vae_encoder/model.onnx, vae_decoder/model.onnx
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LcmScheduler } from '../LcmScheduler.ts';
+import { SeededRandom } from '../SeededNoise.ts';
+import { OnnxGraph } from './OnnxGraph.ts';
+import { buildTinyVocab } from './TinyVocab.ts';
+
+export interface TinyModelOptions {
+  /** Text embedding width D (cross_attention_dim). Default 32 (real: 768 sd15, 1024 sd2.1). */
+  embedDim?: number;
+  /** Latent channels C. Default 4. */
+  latentChannels?: number;
+  /** VAE spatial scale factor f (pool/resize factor). Default 8, as the real VAEs. */
+  vaeScaleFactor?: number;
+  /** UNet hidden channels. Default 32. */
+  unetChannels?: number;
+  /** Weight seed. Default 1234. */
+  seed?: number;
+  /** `timestep` input dtype: float32 (diffusers script, StreamDiffusion TRT) or int64. Default float32. */
+  timestepType?: 'float32' | 'int64';
+  /** Text encoder `input_ids` dtype: int32 (diffusers script) or int64 (optimum). Default int32. */
+  inputIdsType?: 'int32' | 'int64';
+  /** Text sequence length (max_position_embeddings). Default 77. */
+  maxLength?: number;
+}
+
+/** Real Daydream model ids; the CLI writes a demo model under each unless told otherwise. */
+export const DEMO_MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'] as const;
+
+/** Writes one tiny model under `<modelsDir>/<modelId>/`; returns that directory. */
+export function buildTinyModel(modelsDir: string, modelId: string, options: TinyModelOptions = {}): string {
+  const o = {
+    embedDim: options.embedDim ?? 32,
+    latentChannels: options.latentChannels ?? 4,
+    vaeScaleFactor: options.vaeScaleFactor ?? 8,
+    unetChannels: options.unetChannels ?? 32,
+    seed: options.seed ?? 1234,
+    timestepType: options.timestepType ?? 'float32',
+    inputIdsType: options.inputIdsType ?? 'int32',
+    maxLength: options.maxLength ?? 77,
+  };
+  const dir = join(modelsDir, modelId);
+  const rng = new SeededRandom(o.seed);
+  const randn = (n: number, scale: number) => {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i += 2) {
+      const r = Math.sqrt(-2 * Math.log(1 - rng.next()));
+      const th = 2 * Math.PI * rng.next();
+      out[i] = r * Math.cos(th) * scale;
+      if (i + 1 < n) out[i + 1] = r * Math.sin(th) * scale;
+    }
+    return out;
+  };
+  const write = (sub: string, file: string, data: Uint8Array | string) => {
+    mkdirSync(join(dir, sub), { recursive: true });
+    writeFileSync(join(dir, sub, file), data);
+  };
+  const demoNote = 'DEMO model: random weights with the real I/O contract; not a generative model';
+
+  // --- tokenizer ---
+  const { vocab, merges } = buildTinyVocab();
+  const vocabSize = Math.max(...Object.values(vocab)) + 1;
+  write('tokenizer', 'vocab.json', JSON.stringify(vocab));
+  write('tokenizer', 'merges.txt', `#version: 0.2\n${merges.join('\n')}\n`);
+  write('tokenizer', 'special_tokens_map.json', JSON.stringify({ bos_token: '<|startoftext|>', eos_token: '<|endoftext|>', unk_token: '<|endoftext|>', pad_token: '<|endoftext|>' }));
+  write('tokenizer', 'tokenizer_config.json', JSON.stringify({ model_max_length: o.maxLength, do_lower_case: true, tokenizer_class: 'CLIPTokenizer', _demo: true }));
+
+  write('text_encoder', 'model.onnx', textEncoder(o, vocabSize, randn));
+  write('unet', 'model.onnx', unet(o, randn));
+  write('vae_encoder', 'model.onnx', vaeEncoder(o, randn));
+  write('vae_decoder', 'model.onnx', vaeDecoder(o, randn));
+
+  const vaeConfig = { _demo: true, latent_channels: o.latentChannels, scaling_factor: 1.0, note: demoNote };
+  write('vae_encoder', 'config.json', JSON.stringify(vaeConfig, null, 2));
+  write('vae_decoder', 'config.json', JSON.stringify(vaeConfig, null, 2));
+  write('text_encoder', 'config.json', JSON.stringify({ _demo: true, hidden_size: o.embedDim, max_position_embeddings: o.maxLength, vocab_size: vocabSize }, null, 2));
+  write('unet', 'config.json', JSON.stringify({ _demo: true, in_channels: o.latentChannels, out_channels: o.latentChannels, cross_attention_dim: o.embedDim }, null, 2));
+  write(
+    'scheduler',
+    'scheduler_config.json',
+    JSON.stringify({ _class_name: 'LCMScheduler', beta_start: 0.00085, beta_end: 0.012, beta_schedule: 'scaled_linear', num_train_timesteps: 1000, original_inference_steps: 50, timestep_scaling: 10 }, null, 2),
+  );
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, 'model_index.json'),
+    JSON.stringify(
+      {
+        _class_name: 'OnnxStableDiffusionPipeline',
+        _demo: true,
+        _note: demoNote,
+        _model_id: modelId,
+        text_encoder: ['onnx', 'tiny'],
+        tokenizer: ['transformers', 'CLIPTokenizer'],
+        unet: ['onnx', 'tiny'],
+        vae_encoder: ['onnx', 'tiny'],
+        vae_decoder: ['onnx', 'tiny'],
+        scheduler: ['diffusers', 'LCMScheduler'],
+      },
+      null,
+      2,
+    ),
+  );
+  return dir;
+}
+
+type Opts = Required<TinyModelOptions>;
+type Randn = (n: number, scale: number) => Float32Array;
+
+function textEncoder(o: Opts, vocabSize: number, randn: Randn): Uint8Array {
+  const D = o.embedDim;
+  const g = new OnnxGraph('text_encoder');
+  const ids = g.input('input_ids', o.inputIdsType, ['batch', 'sequence']);
+  const tok = g.op1('Gather', [g.f32('token_embedding', [vocabSize, D], randn(vocabSize * D, 1)), ids], { axis: 0 });
+  // Position embeddings sliced to the actual sequence length (dynamic axis).
+  const seqLen = g.op1('Slice', [g.op1('Shape', [ids]), g.i64('one', [1], [1]), g.i64('two', [1], [2])]);
+  const pos = g.op1('Slice', [g.f32('position_embedding', [o.maxLength, D], randn(o.maxLength * D, 0.5)), g.i64('zero', [1], [0]), seqLen, g.i64('axis0', [1], [0])]);
+  const h = g.op1('Add', [tok, pos]);
+  const ones = g.f32('ln_scale', [D], new Float32Array(D).fill(1));
+  const zeros = g.f32('ln_bias', [D], new Float32Array(D));
+  const ln = g.op1('LayerNormalization', [h, ones, zeros], { axis: -1, epsilon: 1e-5 });
+  // A cheap stand-in for self-attention: every token sees the sequence mean.
+  const ctx = g.op1('MatMul', [g.op1('ReduceMean', [ln], { axes: [1], keepdims: 1 }), g.f32('w_ctx', [D, D], randn(D * D, 1 / Math.sqrt(D)))]);
+  const mlp = g.op1('Tanh', [g.op1('MatMul', [ln, g.f32('w_mlp', [D, D], randn(D * D, 1 / Math.sqrt(D)))])]);
+  const h2 = g.op1('Add', [h, g.op1('Add', [mlp, ctx])]);
+  const last = g.op1('LayerNormalization', [h2, ones, zeros], { axis: -1, epsilon: 1e-5 }, 'last_hidden_state');
+  g.op1('ReduceMean', [last], { axes: [1], keepdims: 0 }, 'pooler_output');
+  g.output('last_hidden_state', 'float32', ['batch', 'sequence', D]);
+  g.output('pooler_output', 'float32', ['batch', D]);
+  return g.encode({ demo: 'true' });
+}
+
+function unet(o: Opts, randn: Randn): Uint8Array {
+  const C = o.latentChannels;
+  const H = o.unetChannels;
+  const D = o.embedDim;
+  const g = new OnnxGraph('unet');
+  const sample = g.input('sample', 'float32', ['batch', C, 'height', 'width']);
+  const timestep = g.input('timestep', o.timestepType, ['batch']);
+  const enc = g.input('encoder_hidden_states', 'float32', ['batch', 'sequence', D]);
+  const tF = o.timestepType === 'float32' ? timestep : g.op1('Cast', [timestep], { to: 1 });
+  // Sinusoidal timestep embedding → linear → SiLU → per-channel bias.
+  const half = H / 2;
+  const freqs = Float32Array.from({ length: half }, (_, i) => Math.exp((-Math.log(10000) * i) / half));
+  const arg = g.op1('Mul', [g.op1('Unsqueeze', [tF, g.i64('ax1', [1], [1])]), g.f32('freqs', [1, half], freqs)]);
+  const temb0 = g.op1('MatMul', [g.op1('Concat', [g.op1('Sin', [arg]), g.op1('Cos', [arg])], { axis: 1 }), g.f32('w_temb', [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
+  const temb = g.op1('Reshape', [silu(g, temb0), g.i64('temb_shape', [4], [-1, H, 1, 1])]);
+  // √(1−ᾱ_t) lookup, so the prediction scales like the noise it stands for.
+  const sched = new LcmScheduler();
+  const betaTable = Float32Array.from(sched.alphasCumprod, (a) => Math.sqrt(1 - a));
+  const tIdx = g.op1('Cast', [g.op1('Clip', [g.op1('Round', [tF]), g.f32('tmin', [], [0]), g.f32('tmax', [], [999])])], { to: 7 });
+  const betaT = g.op1('Reshape', [g.op1('Gather', [g.f32('beta_table', [1000], betaTable), tIdx], { axis: 0 }), g.i64('b_shape', [4], [-1, 1, 1, 1])]);
+
+  const h0 = g.op1('Conv', [sample, g.f32('w_in', [H, C, 3, 3], randn(H * C * 9, 1 / Math.sqrt(C * 9))), g.f32('b_in', [H], randn(H, 0.1))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
+  const h1 = silu(g, g.op1('Add', [h0, temb]));
+  // Cross-attention: queries from the latent pixels, keys/values from the text embeddings.
+  const hShape = g.op1('Shape', [h1]);
+  const q0 = g.op1('Transpose', [g.op1('Reshape', [h1, g.i64('flat', [3], [0, 0, -1])])], { perm: [0, 2, 1] });
+  const q = g.op1('MatMul', [q0, g.f32('w_q', [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
+  const k = g.op1('MatMul', [enc, g.f32('w_k', [D, H], randn(D * H, 1 / Math.sqrt(D)))]);
+  const v = g.op1('MatMul', [enc, g.f32('w_v', [D, H], randn(D * H, 1 / Math.sqrt(D)))]);
+  const scores = g.op1('Mul', [g.op1('MatMul', [q, g.op1('Transpose', [k], { perm: [0, 2, 1] })]), g.f32('attn_scale', [], [1 / Math.sqrt(H)])]);
+  const attn = g.op1('MatMul', [g.op1('MatMul', [g.op1('Softmax', [scores], { axis: -1 }), v]), g.f32('w_o', [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
+  const h2 = g.op1('Add', [h1, g.op1('Reshape', [g.op1('Transpose', [attn], { perm: [0, 2, 1] }), hShape])]);
+  const r = g.op1('Conv', [h2, g.f32('w_out', [C, H, 3, 3], randn(C * H * 9, 0.05 / Math.sqrt(H * 9))), g.f32('b_out', [C], new Float32Array(C))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
+  g.op1('Add', [g.op1('Mul', [sample, betaT]), r], {}, 'out_sample');
+  g.output('out_sample', 'float32', ['batch', C, 'height', 'width']);
+  return g.encode({ demo: 'true' });
+}
+
+/** RGB → latent mixing: channels 0–2 carry the colour, the rest luma; decoder uses the left inverse. */
+function mixMatrix(C: number): number[][] {
+  return Array.from({ length: C }, (_, c) => (c < 3 ? [0, 1, 2].map((j) => (j === c ? 1 : 0)) : [0.299, 0.587, 0.114]));
+}
+
+function vaeEncoder(o: Opts, randn: Randn): Uint8Array {
+  const C = o.latentChannels;
+  const f = o.vaeScaleFactor;
+  const g = new OnnxGraph('vae_encoder');
+  const x = g.input('sample', 'float32', ['batch', 3, 'height', 'width']);
+  const pooled = g.op1('AveragePool', [x], { kernel_shape: [f, f], strides: [f, f] });
+  const mix = mixMatrix(C).flat();
+  const noise = randn(C * 3, 0.02);
+  const z = g.op1('Conv', [pooled, g.f32('w_mix', [C, 3, 1, 1], mix.map((m, i) => m + (noise[i] as number)))]);
+  const ident = nearIdentity(C, randn);
+  g.op1('Conv', [z, g.f32('w_refine', [C, C, 3, 3], ident)], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] }, 'latent_sample');
+  g.output('latent_sample', 'float32', ['batch', C, 'latent_height', 'latent_width']);
+  return g.encode({ demo: 'true' });
+}
+
+function vaeDecoder(o: Opts, randn: Randn): Uint8Array {
+  const C = o.latentChannels;
+  const f = o.vaeScaleFactor;
+  const g = new OnnxGraph('vae_decoder');
+  const z = g.input('latent_sample', 'float32', ['batch', C, 'latent_height', 'latent_width']);
+  const refined = g.op1('Conv', [z, g.f32('w_refine', [C, C, 3, 3], nearIdentity(C, randn))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
+  // Left inverse of the encoder mix: take the colour channels.
+  const unmix = Array.from({ length: 3 * C }, (_, i) => (Math.floor(i / C) === i % C ? 1 : 0));
+  const noise = randn(3 * C, 0.02);
+  const rgb = g.op1('Conv', [refined, g.f32('w_unmix', [3, C, 1, 1], unmix.map((m, i) => m + (noise[i] as number)))]);
+  g.op1('Resize', [rgb, '', g.f32('scales', [4], [1, 1, f, f])], { mode: 'linear' }, 'sample');
+  g.output('sample', 'float32', ['batch', 3, 'height', 'width']);
+  return g.encode({ demo: 'true' });
+}
+
+/** A 3×3 conv kernel close to identity (centre tap 1) with small random taps. */
+function nearIdentity(C: number, randn: Randn): Float32Array {
+  const w = randn(C * C * 9, 0.01);
+  for (let c = 0; c < C; c++) w[(c * C + c) * 9 + 4] = (w[(c * C + c) * 9 + 4] as number) + 1;
+  return w;
+}
+
+function silu(g: OnnxGraph, x: string): string {
+  return g.op1('Mul', [x, g.op1('Sigmoid', [x])]);
+}

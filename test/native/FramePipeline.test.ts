@@ -1,0 +1,143 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import t from 'tap';
+import { buildTinyModel, createFramePipeline, createProcessorChain, type Frame, type FramePipeline, type StreamParams } from '../../native/index.ts';
+
+// Tiny demo models on CPU at 128×128 (16×16 latents with the f=8 VAE) keep each frame ~ms.
+const dir = mkdtempSync(join(tmpdir(), 'reverie-native-'));
+buildTinyModel(dir, 'demo/tiny');
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const logger = pino({ level: 'silent' });
+const W = 128;
+
+function frame(seed: number, ptsMs = 0): Frame {
+  const data = new Uint8Array(W * W * 3);
+  for (let i = 0; i < data.length; i++) data[i] = (Math.sin(i * 0.013 + seed) * 100 + 128) | 0;
+  return { width: W, height: W, data, ptsMs };
+}
+
+const base: Partial<StreamParams> = { model_id: 'demo/tiny', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [12, 20, 32] };
+
+async function open(t: Tap, params: Partial<StreamParams> = {}): Promise<FramePipeline> {
+  const p = await createFramePipeline({ modelsDir: dir, params: { ...base, ...params }, logger });
+  t.teardown(() => p.close());
+  return p;
+}
+type Tap = { teardown(fn: () => unknown): void };
+
+async function run(p: FramePipeline, seeds: number[]): Promise<(Frame | null)[]> {
+  const out: (Frame | null)[] = [];
+  for (const [i, s] of seeds.entries()) out.push(await p.process(frame(s, i)));
+  return out;
+}
+
+const same = (a: Frame | null, b: Frame | null) => !!a && !!b && Buffer.compare(a.data, b.data) === 0;
+
+void t.test('Stream Batch lag equals len(t_index_list) − 1: output k comes from input k − lag', { timeout: 60_000 }, async (t) => {
+  const a = await open(t);
+  const b = await open(t);
+  t.equal(a.status().lag, 2);
+  const ra = await run(a, [7, 1, 1, 1, 1]);
+  const rb = await run(b, [1, 1, 1, 1, 1]);
+  t.same(ra.slice(0, 2), [null, null], 'first lag frames are null while the batch fills');
+  t.ok(ra[2] && rb[2], 'output from frame lag on');
+  t.notOk(same(ra[2] ?? null, rb[2] ?? null), 'output 2 carries input 0');
+  t.ok(same(ra[3] ?? null, rb[3] ?? null) && same(ra[4] ?? null, rb[4] ?? null), 'later outputs no longer depend on input 0');
+  const one = await open(t, { t_index_list: [20] });
+  t.equal(one.status().lag, 0);
+  t.ok(await one.process(frame(1)), 'a single step has no lag');
+});
+
+void t.test('same seed and input give the same output; another seed differs', { timeout: 60_000 }, async (t) => {
+  const [a, b, c] = [await open(t, { seed: 42 }), await open(t, { seed: 42 }), await open(t, { seed: 43 })];
+  const ra = await run(a, [1, 2, 3, 4]);
+  const rb = await run(b, [1, 2, 3, 4]);
+  const rc = await run(c, [1, 2, 3, 4]);
+  t.ok(same(ra[3] ?? null, rb[3] ?? null));
+  t.notOk(same(ra[3] ?? null, rc[3] ?? null));
+});
+
+void t.test('a prompt change changes the output from the very next frame, without a reload', { timeout: 60_000 }, async (t) => {
+  const a = await open(t, { prompt: 'a photo of a cat' });
+  const b = await open(t, { prompt: 'a photo of a cat' });
+  await run(a, [1, 2, 3]);
+  await run(b, [1, 2, 3]);
+  const r = a.update({ prompt: 'neon cyberpunk city at night' });
+  t.same(r, { hot: ['prompt'], reload: [] });
+  const fa = await a.process(frame(4));
+  const fb = await b.process(frame(4));
+  t.notOk(same(fa, fb), 'changed on the first frame after update()');
+  t.equal(a.status().restartCount, 0);
+});
+
+void t.test('weighted prompt and seed lists blend and differ from either end', { timeout: 60_000 }, async (t) => {
+  const p = await open(t, { t_index_list: [20], prompt: [['a cat', 0.5], ['a dog', 0.5]], seed: [[1, 0.5], [2, 0.5]] });
+  const q = await open(t, { t_index_list: [20], prompt: 'a cat', seed: 1 });
+  t.notOk(same(await p.process(frame(1)), await q.process(frame(1))));
+});
+
+void t.test('skip_diffusion returns the processed input', { timeout: 60_000 }, async (t) => {
+  const post = { processors: [{ type: 'upscale', params: { scale_factor: 2 } }] };
+  const p = await open(t, { skip_diffusion: true, image_postprocessing: post, model_id: 'not/loaded' });
+  const f = frame(3);
+  const out = await p.process(f);
+  const want = createProcessorChain(post, 'image').apply(f);
+  t.ok(same(out, want));
+  t.equal(out?.width, 2 * W);
+  t.same(p.status().providers, [], 'no model loaded');
+});
+
+void t.test('similarity filter skips identical frames (returns null) but never more than max in a row', { timeout: 60_000 }, async (t) => {
+  const p = await open(t, { t_index_list: [20], enable_similar_image_filter: true, similar_image_filter_threshold: 0.5, similar_image_filter_max_skip_frame: 2 });
+  const r = await run(p, [1, 1, 1, 1, 1, 1, 1]);
+  t.same(r.map((x) => x !== null), [true, false, false, true, false, false, true]);
+  t.equal(p.status().framesSkipped, 4);
+});
+
+void t.test('a reload keeps serving, then swaps between two frames with the new size', { timeout: 60_000 }, async (t) => {
+  const p = await open(t);
+  await run(p, [1, 2, 3]);
+  const r = p.update({ width: 64, height: 64 });
+  t.same(r.reload, ['width', 'height']);
+  t.equal(p.status().state, 'reloading');
+  const during = await p.process(frame(4));
+  t.equal(during?.width, W, 'old pipeline still serving');
+  await p.whenIdle();
+  const after = await p.process(frame(5));
+  t.equal(after?.width, 64, 'swapped, primed: no null gap');
+  t.equal(p.status().restartCount, 1);
+  t.equal(p.status().lastError, null);
+});
+
+void t.test('a failed reload keeps the old pipeline and records the error', { timeout: 60_000 }, async (t) => {
+  const p = await open(t);
+  await run(p, [1, 2, 3]);
+  p.update({ model_id: 'missing/model' });
+  await p.whenIdle();
+  const s = p.status();
+  t.equal(s.restartCount, 1);
+  t.match(s.lastError, /missing\/model/);
+  t.ok(s.lastRestartLogs.some((l) => l.includes('failed')));
+  t.equal(p.params.model_id, 'demo/tiny', 'requested params revert to what is served');
+  t.ok(await p.process(frame(4)), 'still serving');
+});
+
+void t.test('tensorrt acceleration without TensorRT falls back to cpu and says so', { timeout: 60_000 }, async (t) => {
+  const p = await open(t, { acceleration: 'tensorrt' });
+  const s = p.status();
+  t.same(s.providers, ['cpu']);
+  t.match(s.providerNote, /cpu/);
+  t.equal(s.demo, true);
+});
+
+void t.test('bad updates throw synchronously and change nothing', { timeout: 60_000 }, async (t) => {
+  const p = await open(t);
+  t.throws(() => p.update({ t_index_list: [30, 10] }), { code: 'INVALID_PARAMS' });
+  t.throws(() => p.update({ image_preprocessing: { processors: [{ type: 'depth' }] } }), { code: 'UNSUPPORTED_PROCESSOR' });
+  t.same(p.params.t_index_list, [12, 20, 32]);
+  await p.close();
+  await p.close();
+  await t.rejects(p.process(frame(1)), { code: 'INVALID_STATE' });
+});

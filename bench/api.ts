@@ -1,0 +1,111 @@
+/**
+ * `npm run bench -- api [--seconds 5] [--connections 32]`: requests/s and p50/p99 latency of an
+ * authenticated trivial route (GET /music/v1/usage: auth lookup + one store read) against a bare
+ * fastify route in the same run, over real HTTP on loopback, as a ratio.
+ */
+import { request, Agent } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Fastify from 'fastify';
+import pino from 'pino';
+import { createAccountWithKey } from '../control/ApiKeys.ts';
+import { buildApp } from '../control/buildApp.ts';
+import { loadConfig } from '../control/config.ts';
+import { LinkSigner } from '../control/LinkSigner.ts';
+import { Metrics } from '../control/Metrics.ts';
+import { SongService } from '../songs/SongService.ts';
+import { createStore, FsBlobStore } from '../store/index.ts';
+import { printTable, progress, summarize, writeResult } from './lib.ts';
+
+interface LoadResult {
+  requests: number;
+  errors: number;
+  rps: number;
+  latenciesMs: number[];
+}
+
+/** Closed-loop load: `connections` clients each send the next request when the last answered. */
+async function load(url: string, headers: Record<string, string>, seconds: number, connections: number): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  const latenciesMs: number[] = [];
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const t0 = performance.now();
+      const req = request(url, { agent, headers }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) errors++;
+          latenciesMs.push(performance.now() - t0);
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        errors++;
+        resolve();
+      });
+      req.end();
+    });
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < end) await one();
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  agent.destroy();
+  return { requests: latenciesMs.length, errors, rps: latenciesMs.length / elapsed, latenciesMs };
+}
+
+export default async function bench(args: Map<string, string>): Promise<void> {
+  const seconds = Number(args.get('seconds') ?? 5);
+  const connections = Number(args.get('connections') ?? 32);
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-bench-api-'));
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0 });
+  const store = await createStore({ dataDir });
+  const logger = pino({ level: 'silent' });
+  const songs = new SongService({ store, planner: () => ({ bpm: 100, key: null, plan: {} }), canRender: async () => true });
+  const app = await buildApp(config, { store, logger, metrics: new Metrics(), blobs: new FsBlobStore(join(dataDir, 'blobs')), links: LinkSigner.fromConfig(null, dataDir), songs });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { key } = await createAccountWithKey(store, 'free');
+
+  // The baseline: fastify with no plugins, one route answering a small JSON object.
+  const bare = Fastify({ logger: false });
+  bare.get('/ping', async () => ({ plan: 'free', limit: 10, used: 0, resets_at: new Date().toISOString() }));
+  await bare.listen({ port: 0, host: '127.0.0.1' });
+
+  const ourUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}${config.musicBasePath}/usage`;
+  const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}/ping`;
+  const auth = { authorization: `Bearer ${key}` };
+
+  const bar = progress('api bench', 4);
+  // Warm-up both (JIT, connection pools), then measure alternately so drift hits both alike.
+  await load(ourUrl, auth, 1, connections);
+  await load(bareUrl, {}, 1, connections);
+  bar.tick();
+  const oursA = await load(ourUrl, auth, seconds / 2, connections);
+  bar.tick();
+  const bareA = await load(bareUrl, {}, seconds / 2, connections);
+  bar.tick();
+  const oursB = await load(ourUrl, auth, seconds / 2, connections);
+  const bareB = await load(bareUrl, {}, seconds / 2, connections);
+  bar.done();
+
+  const ours = { rps: (oursA.rps + oursB.rps) / 2, lat: summarize([...oursA.latenciesMs, ...oursB.latenciesMs]), errors: oursA.errors + oursB.errors };
+  const base = { rps: (bareA.rps + bareB.rps) / 2, lat: summarize([...bareA.latenciesMs, ...bareB.latenciesMs]), errors: bareA.errors + bareB.errors };
+  const rows = [
+    { route: 'GET /music/v1/usage (auth + store)', 'req/s': ours.rps, 'p50 ms': ours.lat.p50, 'p95 ms': ours.lat.p95, 'p99 ms': ours.lat.p99, errors: ours.errors },
+    { route: 'bare fastify GET /ping', 'req/s': base.rps, 'p50 ms': base.lat.p50, 'p95 ms': base.lat.p95, 'p99 ms': base.lat.p99, errors: base.errors },
+    { route: 'ratio ours/bare', 'req/s': ours.rps / base.rps, 'p50 ms': ours.lat.p50 / base.lat.p50, 'p95 ms': ours.lat.p95 / base.lat.p95, 'p99 ms': ours.lat.p99 / base.lat.p99, errors: '' },
+  ];
+  printTable(`api: ${connections} connections, ${seconds} s per side, store ${store.kind}`, rows);
+  const path = writeResult('api', { seconds, connections, ours, bare: base, ratio: { rps: ours.rps / base.rps, p50: ours.lat.p50 / base.lat.p50, p99: ours.lat.p99 / base.lat.p99 } });
+  console.log(`\nwrote ${path}`);
+
+  await app.close();
+  await bare.close();
+  await store.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}

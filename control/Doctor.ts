@@ -1,0 +1,129 @@
+/**
+ * `reverie doctor`: checks the system dependencies the other parts need and says exactly what is
+ * missing and how to install it. Read-only; exits non-zero when something required is missing.
+ */
+import { execFile } from 'node:child_process';
+import { accessSync, constants, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const require = createRequire(import.meta.url);
+
+/** Who needs a check: `required` for serving at all, `media`/`songs` for those parts, `tests` for the test suite. */
+export type CheckNeed = 'required' | 'songs' | 'media' | 'tests';
+
+export interface CheckResult {
+  name: string;
+  need: CheckNeed;
+  ok: boolean;
+  detail: string;
+  /** How to fix it when not ok. */
+  fix: string | null;
+}
+
+const APT = (pkgs: string) => `apt-get update && apt-get install -y --no-install-recommends ${pkgs}`;
+
+/** GStreamer elements the media path uses, with the Debian package that ships each. */
+const GST_ELEMENTS: [string, string][] = [
+  ['appsrc', 'gstreamer1.0-plugins-base'],
+  ['appsink', 'gstreamer1.0-plugins-base'],
+  ['videoconvert', 'gstreamer1.0-plugins-base'],
+  ['videoscale', 'gstreamer1.0-plugins-base'],
+  ['vp8dec', 'gstreamer1.0-plugins-good'],
+  ['rtpvp8depay', 'gstreamer1.0-plugins-good'],
+  ['rtph264depay', 'gstreamer1.0-plugins-good'],
+  ['opusdec', 'gstreamer1.0-plugins-base'],
+  ['avdec_h264', 'gstreamer1.0-libav'],
+  ['x264enc', 'gstreamer1.0-plugins-ugly'],
+  ['h264parse', 'gstreamer1.0-plugins-bad'],
+  ['hlssink2', 'gstreamer1.0-plugins-good'],
+  ['flvmux', 'gstreamer1.0-plugins-good'],
+  ['rtmp2sink', 'gstreamer1.0-plugins-bad'],
+];
+
+async function which(cmd: string): Promise<string | null> {
+  try {
+    const { stdout } = await run('sh', ['-c', `command -v ${cmd}`]);
+    return stdout.trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+async function version(cmd: string, args: string[]): Promise<string> {
+  try {
+    const { stdout, stderr } = await run(cmd, args, { timeout: 10_000 });
+    return (stdout || stderr).split('\n')[0]?.trim() ?? '';
+  } catch (err) {
+    return `(could not run: ${(err as Error).message.split('\n')[0]})`;
+  }
+}
+
+function loads(mod: string): string | null {
+  try {
+    require(mod);
+    return null;
+  } catch (err) {
+    return (err as Error).message.split('\n')[0] ?? 'failed to load';
+  }
+}
+
+export async function runDoctor(opts: { dataDir: string }): Promise<CheckResult[]> {
+  const out: CheckResult[] = [];
+  const add = (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => out.push({ name, need, ok, detail, fix: ok ? null : fix });
+
+  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+  add('node', 'required', major === 20 ? minor >= 19 : major >= 22, `v${process.versions.node}`, 'install Node.js 20.19+ (or 22+)');
+
+  try {
+    mkdirSync(opts.dataDir, { recursive: true });
+    accessSync(opts.dataDir, constants.W_OK);
+    add('data dir', 'required', true, opts.dataDir, null);
+  } catch (err) {
+    add('data dir', 'required', false, `${opts.dataDir}: ${(err as Error).message}`, 'set DATA_DIR to a writable directory');
+  }
+
+  const sqlite = loads('better-sqlite3');
+  add('better-sqlite3', 'required', sqlite === null, sqlite ?? 'loads', 'run `npm ci` (it compiles better-sqlite3; needs python3, make, g++)');
+
+  for (const [cmd, need, pkg] of [
+    ['ffmpeg', 'songs', 'ffmpeg'],
+    ['ffprobe', 'tests', 'ffmpeg'],
+    ['lame', 'songs', 'lame'],
+    ['redis-server', 'tests', 'redis-server'],
+    ['chromium', 'tests', 'chromium'],
+    ['gst-inspect-1.0', 'media', 'gstreamer1.0-tools'],
+  ] as const) {
+    const path = await which(cmd);
+    add(cmd, need, path !== null, path ? `${path} ${await version(cmd, cmd === 'chromium' ? ['--version'] : cmd === 'redis-server' || cmd === 'lame' ? ['--version'] : cmd === 'gst-inspect-1.0' ? ['--version'] : ['-version'])}` : 'not found', APT(pkg));
+  }
+
+  if (await which('gst-inspect-1.0')) {
+    const missing: string[] = [];
+    const pkgs = new Set<string>();
+    for (const [el, pkg] of GST_ELEMENTS) {
+      try {
+        await run('gst-inspect-1.0', ['--exists', el], { timeout: 10_000 });
+      } catch {
+        missing.push(el);
+        pkgs.add(pkg);
+      }
+    }
+    add('gstreamer elements', 'media', missing.length === 0, missing.length ? `missing: ${missing.join(', ')}` : `${GST_ELEMENTS.length} present`, APT([...pkgs].join(' ')));
+  }
+
+  const gst = loads('gstreamer-superficial');
+  add('gstreamer-superficial', 'media', gst === null, gst ?? 'loads', `${APT('libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev')} && npm rebuild gstreamer-superficial`);
+
+  const ort = loads('onnxruntime-node');
+  add('onnxruntime-node', 'media', ort === null, ort ?? 'loads (cpu provider)', 'npm ci with `onnxruntime-node-install=skip` in .npmrc (already in the repo)');
+  return out;
+}
+
+export function formatDoctor(results: CheckResult[]): string {
+  const lines = results.map((r) => `${r.ok ? 'ok  ' : 'MISS'}  ${r.name.padEnd(22)} [${r.need}] ${r.detail}${r.fix ? `\n      fix: ${r.fix}` : ''}`);
+  const bad = results.filter((r) => !r.ok);
+  lines.push('', bad.length === 0 ? 'Everything Reverie needs is here.' : `${bad.length} missing (${bad.map((b) => b.name).join(', ')}).`);
+  return lines.join('\n');
+}

@@ -1,0 +1,178 @@
+/**
+ * MediaNodeClient over direct calls to the MediaNode in this process (the embedded default).
+ *
+ * Until the media node reports reloads itself, this client keeps the runtime bookkeeping the
+ * status endpoint shows (ai-runner's restart_count, last_restart_time/logs, the time of the last
+ * params update and of the last error): it is the one place every update passes through.
+ */
+import type { Logger } from 'pino';
+import type { MediaNode } from '../media/index.ts';
+import type { Unsubscribe } from '../store/index.ts';
+import type { IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
+
+export interface LocalMediaNodeClientOptions {
+  node: MediaNode;
+  /** Default `local`. */
+  nodeId?: string;
+  /** model_ids the node serves. */
+  models: readonly string[];
+  /** The models are demo stand-ins (see docs/api.md). */
+  demo: boolean;
+  /** Streams held at most. Default 8 (CPU x264 encodes ≈1.5 ms/frame at 512²; decoding dominates). */
+  capacity?: number;
+  logger: Logger;
+  now?: () => number;
+}
+
+/** Restart logs kept per stream. */
+const MAX_LOGS = 10;
+
+interface Book {
+  restartCount: number;
+  lastRestartTime: number | null;
+  lastRestartLogs: string[];
+  lastParamsUpdateTime: number | null;
+  lastError: string | null;
+  lastErrorTime: number | null;
+}
+
+export class LocalMediaNodeClient implements MediaNodeClient {
+  readonly nodeId: string;
+  readonly #node: MediaNode;
+  readonly #opts: LocalMediaNodeClientOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+  readonly #books = new Map<string, Book>();
+  readonly #handlers = new Set<(e: NodeEvent) => void>();
+  #closed = false;
+
+  constructor(opts: LocalMediaNodeClientOptions) {
+    this.#node = opts.node;
+    this.#opts = opts;
+    this.nodeId = opts.nodeId ?? 'local';
+    this.#log = opts.logger.child({ module: 'LocalMediaNodeClient' });
+    this.#now = opts.now ?? Date.now;
+    const nodeId = this.nodeId;
+    this.#node.on('started', (i) => this.#emit({ type: 'started', nodeId, streamId: i.streamId, startedAt: i.startedAt }));
+    this.#node.on('live', (i) => this.#emit({ type: 'live', nodeId, streamId: i.streamId, lastSignalAt: i.lastSignalAt, outputFps: i.outputFps }));
+    this.#node.on('ended', (i) => this.#emit({ type: 'ended', nodeId, streamId: i.streamId, startedAt: i.startedAt, endedAt: i.endedAt, reason: i.reason }));
+  }
+
+  #emit(event: NodeEvent): void {
+    for (const h of this.#handlers) {
+      try {
+        h(event);
+      } catch (err) {
+        this.#log.error({ err }, `emit() | handler threw [event:${event.type}] [streamId:${event.streamId}]`);
+      }
+    }
+  }
+
+  #book(streamId: string): Book {
+    let b = this.#books.get(streamId);
+    if (!b) {
+      b = { restartCount: 0, lastRestartTime: null, lastRestartLogs: [], lastParamsUpdateTime: null, lastError: null, lastErrorTime: null };
+      this.#books.set(streamId, b);
+    }
+    return b;
+  }
+
+  async nodes(): Promise<MediaNodeInfo[]> {
+    if (this.#closed || this.#node.closed) return [];
+    return [
+      {
+        id: this.nodeId,
+        publicUrl: this.#node.options.publicUrl,
+        models: [...this.#opts.models],
+        demo: this.#opts.demo,
+        capacity: this.#opts.capacity ?? 8,
+        load: this.#node.streamCount,
+      },
+    ];
+  }
+
+  async updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult> {
+    const book = this.#book(update.streamId);
+    if (nodeId !== this.nodeId || !this.#node.getStream(update.streamId)) return { delivered: false, restartCount: book.restartCount };
+    const now = this.#now();
+    // A hot update carries only what changed (the processor applies it on the next frame); a
+    // reload hands over the full params to build from.
+    const keys = update.mode === 'reload' ? Object.keys(update.params) : update.hot;
+    const params = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
+    try {
+      this.#node.updateParams(update.streamId, params);
+    } catch (err) {
+      book.lastError = `params update failed: ${(err as Error).message}`;
+      book.lastErrorTime = now;
+      this.#log.warn({ err }, `updateParams() | node refused the update [streamId:${update.streamId}]`);
+      return { delivered: true, restartCount: book.restartCount, error: book.lastError };
+    }
+    book.lastParamsUpdateTime = now;
+    if (update.mode === 'reload') {
+      book.restartCount++;
+      book.lastRestartTime = now;
+      book.lastRestartLogs = [...book.lastRestartLogs, `${new Date(now).toISOString()} reload: ${update.reload.join(', ')} changed`].slice(-MAX_LOGS);
+    }
+    return { delivered: true, restartCount: book.restartCount };
+  }
+
+  async status(nodeId: string, streamId: string): Promise<NodeStreamStatus | null> {
+    if (nodeId !== this.nodeId) return null;
+    const stream = this.#node.getStream(streamId);
+    if (!stream || stream.state === 'closed') return null;
+    const s = stream.status();
+    const book = this.#book(streamId);
+    // The node's own error string has no time: stamp it when first seen here.
+    if (s.lastError !== undefined && s.lastError !== book.lastError) {
+      book.lastError = s.lastError;
+      book.lastErrorTime = this.#now();
+    }
+    const publisher = stream.publisher;
+    const tracks: IngestTrackStats[] = [];
+    if (s.ingest) {
+      tracks.push({ type: 'video', jitter: s.ingest.jitter ?? 0, packetsLost: s.ingest.packetsLost, packetsReceived: s.ingest.videoPackets, rtt: s.ingest.rtt ?? 0 });
+      if (s.ingest.audioPackets > 0) tracks.push({ type: 'audio', jitter: 0, packetsLost: 0, packetsReceived: s.ingest.audioPackets, rtt: s.ingest.rtt ?? 0 });
+    }
+    return {
+      streamId,
+      state: s.state === 'closed' ? 'idle' : s.state,
+      startTime: s.startedAt ?? null,
+      lastInputTime: s.lastInputAt ?? null,
+      lastOutputTime: s.lastOutputAt ?? null,
+      inputFps: s.inputFps,
+      outputFps: s.outputFps,
+      lastParams: { ...s.params },
+      lastParamsUpdateTime: book.lastParamsUpdateTime ?? s.startedAt ?? null,
+      restartCount: book.restartCount,
+      lastRestartTime: book.lastRestartTime,
+      lastRestartLogs: [...book.lastRestartLogs],
+      lastError: book.lastError,
+      lastErrorTime: book.lastErrorTime,
+      ingest:
+        s.ingest && publisher
+          ? // The node does not count bytes it sends to the publisher (RTCP only) yet: 0.
+            { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: 0, tracks }
+          : null,
+      viewers: s.viewers,
+    };
+  }
+
+  async endStream(nodeId: string, streamId: string): Promise<boolean> {
+    this.#books.delete(streamId);
+    if (nodeId !== this.nodeId) return false;
+    return this.#node.endStream(streamId);
+  }
+
+  async subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe> {
+    this.#handlers.add(handler);
+    return async () => {
+      this.#handlers.delete(handler);
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#handlers.clear();
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * How the control plane talks to media nodes — the only way it does (design.md "One codebase,
+ * three roles"). Every call and event carries plain JSON, addressed by node id, so the interface
+ * maps one to one onto the store's bus for scale-out:
+ *   - `nodes()`           ← a registry the nodes heartbeat into;
+ *   - `updateParams()`    → request on `media.<nodeId>.params` (the parameter channel), reply on a
+ *                           per-request channel;
+ *   - `status()`, `endStream()` → the same request/reply pattern;
+ *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
+ * The embedded default implements it with direct calls (LocalMediaNodeClient).
+ */
+import type { Unsubscribe } from '../store/index.ts';
+
+export interface MediaNodeInfo {
+  id: string;
+  /** Base URL of the node's WHIP/WHEP endpoints. */
+  publicUrl: string;
+  /** model_ids this node can serve. */
+  models: string[];
+  /** True when those models are demo stand-ins (tiny random weights or none): status says so. */
+  demo: boolean;
+  /** Streams the node holds at most. */
+  capacity: number;
+  /** Streams it holds now. */
+  load: number;
+}
+
+/**
+ * - `hot`: applied on the next frame, no reload;
+ * - `reload`: the pipeline is rebuilt with `params` (restart_count rises).
+ */
+export interface ParamsUpdate {
+  streamId: string;
+  /** The full params after the change (what a reload builds from). */
+  params: Record<string, unknown>;
+  mode: 'hot' | 'reload';
+  /** Keys that changed, by class. */
+  hot: string[];
+  reload: string[];
+}
+
+export interface UpdateResult {
+  /** False when the stream is not running on that node (the params apply at its next ingest). */
+  delivered: boolean;
+  restartCount: number;
+  /** The node could not apply the update (it kept serving the previous params). */
+  error?: string;
+}
+
+export interface IngestTrackStats {
+  type: 'video' | 'audio';
+  /** Seconds. */
+  jitter: number;
+  packetsLost: number;
+  packetsReceived: number;
+  /** Seconds. */
+  rtt: number;
+}
+
+export interface IngestMetrics {
+  /** The publisher's WebRTC session id. */
+  sessionId: string;
+  codec: string;
+  bytesReceived: number;
+  bytesSent: number;
+  tracks: IngestTrackStats[];
+}
+
+/** A stream as its node sees it. Times are ms since the epoch. */
+export interface NodeStreamStatus {
+  streamId: string;
+  /** - `idle`: no publisher; `connecting`: publisher attached, no output yet; `live`: output flowing. */
+  state: 'idle' | 'connecting' | 'live';
+  /** When the current publisher session's pipeline started (first output), or when it attached. */
+  startTime: number | null;
+  lastInputTime: number | null;
+  lastOutputTime: number | null;
+  inputFps: number;
+  outputFps: number;
+  lastParams: Record<string, unknown>;
+  lastParamsUpdateTime: number | null;
+  restartCount: number;
+  lastRestartTime: number | null;
+  lastRestartLogs: string[];
+  lastError: string | null;
+  lastErrorTime: number | null;
+  ingest: IngestMetrics | null;
+  viewers: number;
+}
+
+/** ms since the epoch on the node's clock. */
+export type NodeEvent =
+  | { type: 'started'; nodeId: string; streamId: string; startedAt: number }
+  | { type: 'live'; nodeId: string; streamId: string; lastSignalAt: number; outputFps: number }
+  | { type: 'ended'; nodeId: string; streamId: string; startedAt: number; endedAt: number; reason: string };
+
+export interface MediaNodeClient {
+  /** Nodes that can take streams now. */
+  nodes(): Promise<MediaNodeInfo[]>;
+  /** Hands an update to the node that owns the stream over the parameter channel. */
+  updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult>;
+  /** Live values; null when the node does not hold the stream (no live pipeline). */
+  status(nodeId: string, streamId: string): Promise<NodeStreamStatus | null>;
+  /** Ends the publisher and viewers; false when the node does not hold the stream. */
+  endStream(nodeId: string, streamId: string): Promise<boolean>;
+  subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe>;
+  /** Idempotent. */
+  close(): Promise<void>;
+}

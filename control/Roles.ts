@@ -1,0 +1,69 @@
+/**
+ * Starts what each role of this process runs (design.md "One codebase, three roles"):
+ * - api: the services behind the REST routes;
+ * - worker: song renders, webhook deliveries, lifecycle timers (queue consumers);
+ * - media: the WebRTC/GStreamer live path and its WHIP/WHEP routes.
+ * The same objects run in every mode: only the store behind them differs (embedded or Redis).
+ */
+import { readFileSync } from 'node:fs';
+import type { Logger } from 'pino';
+import type { BlobStore, Store } from '../store/index.ts';
+import { createWebhooks } from '../webhooks/index.ts';
+import type { Config } from './config.ts';
+import type { Metrics } from './Metrics.ts';
+import type { Services } from './Services.ts';
+import { startSongRoles } from './SongRoles.ts';
+import { startStreamRoles } from './StreamRoles.ts';
+
+export interface RoleDeps {
+  store: Store;
+  blobs: BlobStore;
+  logger: Logger;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+export interface RoleHandles {
+  services: Services;
+  /** Stops consumers and nodes; idempotent. */
+  close(): Promise<void>;
+}
+
+export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Promise<RoleHandles> {
+  const closers: (() => Promise<void>)[] = [];
+  const services: Services = {};
+  const has = (role: Config['roles'][number]) => config.roles.includes(role);
+
+  const webhooks = createWebhooks({
+    store: deps.store,
+    logger: deps.logger,
+    allowLoopback: config.allowLoopbackTargets,
+    ...(config.extraCaFile ? { ca: readFileSync(config.extraCaFile) } : {}),
+    ...(deps.now ? { now: deps.now } : {}),
+  });
+  closers.push(() => webhooks.close());
+  if (has('api')) services.webhooks = webhooks.service;
+  if (has('worker')) await webhooks.engine.start();
+
+  const songs = await startSongRoles(config, deps);
+  closers.push(() => songs.close());
+  Object.assign(services, songs.services);
+
+  const streams = await startStreamRoles(config, deps);
+  closers.push(() => streams.close());
+  Object.assign(services, streams.services);
+
+  let closing: Promise<void> | null = null;
+  return {
+    services,
+    close() {
+      closing ??= (async () => {
+        // Last started, first stopped; every closer runs even if one throws.
+        const errors: unknown[] = [];
+        for (const close of closers.reverse()) await close().catch((err: unknown) => errors.push(err));
+        if (errors.length) throw new AggregateError(errors, 'roles failed to close cleanly');
+      })();
+      return closing;
+    },
+  };
+}

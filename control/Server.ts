@@ -1,0 +1,120 @@
+/**
+ * The server entry: builds the parts a process's roles need around one store, starts them, and
+ * shuts them down in order on SIGINT/SIGTERM — listeners, then streams, then queues, then stores.
+ * (buildApp stays free of all this so tests can build apps alone.)
+ */
+import { join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import { createStore, FsBlobStore, type Store } from '../store/index.ts';
+import { createAccountWithKey } from './ApiKeys.ts';
+import { buildApp, type App } from './buildApp.ts';
+import type { Config } from './config.ts';
+import { LinkSigner } from './LinkSigner.ts';
+import { Metrics } from './Metrics.ts';
+import { startRoles, type RoleHandles } from './Roles.ts';
+import { webRoutes } from './routes/web.ts';
+
+export interface RunningServer {
+  app: App;
+  store: Store;
+  url: string;
+  /** The key printed on the embedded default's first start, if one was made now. */
+  firstKey: string | null;
+  close(): Promise<void>;
+}
+
+export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
+  return pino({
+    name: 'reverie',
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.secret', '*.stream_key'], censor: '[redacted]' },
+  });
+}
+
+export async function startServer(config: Readonly<Config>, opts: { logger?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+  const logger = opts.logger ?? createLogger(config);
+  const log = logger.child({ module: 'Server' });
+  let ready = false;
+
+  const store = await createStore({
+    dataDir: config.dataDir,
+    ...(config.redisUrl ? { redisUrl: config.redisUrl, redisPrefix: config.redisPrefix } : {}),
+    ...(opts.now ? { now: opts.now } : {}),
+    logger: logger.child({ module: 'Store' }),
+  });
+  const metrics = new Metrics();
+  const blobs = new FsBlobStore(join(config.dataDir, 'blobs'));
+  const links = LinkSigner.fromConfig(config.linkSigningSecret, config.dataDir, opts.now);
+
+  if (config.allowLoopbackTargets) {
+    log.warn('startServer() | ALLOW_LOOPBACK_TARGETS is on: webhooks and style images may reach loopback. Never run production like this.');
+  }
+
+  let firstKey: string | null = null;
+  if (store.kind === 'embedded' && (await store.accounts.count()) === 0) {
+    // The embedded default is for one operator: hand them a working key right away.
+    const created = await createAccountWithKey(store, 'pro', 'owner');
+    firstKey = created.key;
+  }
+
+  let roles: RoleHandles | null = null;
+  let app: App | null = null;
+  try {
+    roles = await startRoles(config, { store, blobs, logger, metrics, ...(opts.now ? { now: opts.now } : {}) });
+    app = await buildApp(config, { store, logger, metrics, blobs, links, isReady: () => ready, webRoutes: webRoutes(config), ...roles.services });
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await app?.close().catch(() => undefined);
+    await roles?.close().catch(() => undefined);
+    await store.close().catch(() => undefined);
+    throw err;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const url = config.publicUrl.replace(/:\d+$/, `:${port}`);
+  ready = true;
+
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    if (closing) return closing;
+    closing = (async () => {
+      ready = false;
+      log.info('close() | draining');
+      const steps: [string, () => Promise<unknown>][] = [
+        ['listeners', () => app!.close()],
+        ['roles', () => roles!.close()],
+        ['store', () => store.close()],
+      ];
+      // Every step runs even if one throws.
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          log.error({ err }, `close() | ${name} failed`);
+        }
+      }
+      log.info('close() | closed');
+    })();
+    return closing;
+  };
+  return { app, store, url, firstKey, close };
+}
+
+/** Installs SIGINT/SIGTERM handlers that close the server once, then exit. */
+export function closeOnSignals(server: RunningServer, logger: Logger): void {
+  let signalled = false;
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(sig, () => {
+      if (signalled) {
+        logger.warn({ sig }, 'second signal: exiting now');
+        process.exit(1);
+      }
+      signalled = true;
+      logger.info({ sig }, 'shutting down');
+      server.close().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * What the control plane can be handed. The routes mounted depend on which are present, so an
+ * `api` process wires every service while tests pass only what they exercise.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { BlobStore } from '../store/index.ts';
+import type { SongService } from '../songs/SongService.ts';
+import type { WebhookService } from '../webhooks/index.ts';
+import type { LinkSigner } from './LinkSigner.ts';
+import type { StreamService } from './StreamService.ts';
+
+export interface Services {
+  /** Area A. Without it only /usage answers (503). */
+  songs?: SongService;
+  /** Where song files live; needed with `songs`. */
+  blobs?: BlobStore;
+  /** Signs short-lived download links; needed with `songs`. */
+  links?: LinkSigner;
+  /** Area B streams (create, update, status, delete). */
+  streams?: StreamService;
+  /** Area B webhook management. */
+  webhooks?: WebhookService;
+  /** The media node's WHIP/WHEP routes (embedded default and `media` role). */
+  mediaRoutes?: FastifyPluginAsync;
+  /** The pages people use (web/). */
+  webRoutes?: FastifyPluginAsync;
+}

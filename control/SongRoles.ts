@@ -1,0 +1,67 @@
+/**
+ * Songs in each role: the api role plans and queues (SongService), the worker role renders
+ * (SongRenderWorker on a pool of render threads). "Can render" is true when this process renders;
+ * in scale-out (Redis) the api role trusts that workers exist and answers 503 only while the
+ * render backlog is too long for a song to start soon.
+ */
+import type { Config } from './config.ts';
+import type { RoleDeps } from './Roles.ts';
+import type { Services } from './Services.ts';
+import { planSong, RenderPool, SongRenderWorker, SongService, RENDER_QUEUE, type Planner } from '../songs/index.ts';
+
+/** Render jobs waiting beyond which new songs are refused with 503 (≈ minutes of work on one worker). */
+export const MAX_RENDER_BACKLOG = 50;
+
+export const enginePlanner: Planner = (req) => {
+  const plan = planSong({
+    prompt: req.prompt,
+    duration: req.duration,
+    loop: req.loop,
+    seed: req.seed,
+    ...(req.bpm !== undefined ? { bpm: req.bpm } : {}),
+    ...(req.key !== undefined ? { key: req.key } : {}),
+  });
+  return { bpm: plan.bpm, key: plan.keyRequested, plan };
+};
+
+export async function startSongRoles(config: Readonly<Config>, deps: RoleDeps): Promise<{ services: Services; close(): Promise<void> }> {
+  const services: Services = {};
+  let pool: RenderPool | null = null;
+  let worker: SongRenderWorker | null = null;
+  const rendersHere = config.roles.includes('worker') && config.renderWorkers > 0;
+
+  if (rendersHere) {
+    pool = new RenderPool({ size: config.renderWorkers });
+    worker = new SongRenderWorker({
+      store: deps.store,
+      blobs: deps.blobs,
+      logger: deps.logger,
+      render: (plan, n, onProgress) => pool!.render(plan as Parameters<RenderPool['render']>[0], n, onProgress),
+      concurrency: config.renderWorkers,
+      ...(deps.now ? { now: deps.now } : {}),
+    });
+    worker.start();
+  }
+
+  if (config.roles.includes('api')) {
+    const remoteWorkers = deps.store.kind === 'redis';
+    services.songs = new SongService({
+      store: deps.store,
+      planner: enginePlanner,
+      canRender: async () => {
+        if (!rendersHere && !remoteWorkers) return false;
+        const { ready } = await deps.store.queue.stats(RENDER_QUEUE);
+        return ready < MAX_RENDER_BACKLOG;
+      },
+      ...(deps.now ? { now: deps.now } : {}),
+    });
+  }
+
+  return {
+    services,
+    async close() {
+      await worker?.close();
+      await pool?.close();
+    },
+  };
+}

@@ -1,0 +1,511 @@
+/**
+ * Area B streams: create (with placement on a media node), read, list, update params (validated on
+ * the merged params, classified hot/reload, handed to the owning node), status, delete. Routes
+ * stay thin; every rule lives here. Failures are ApiErrors from the Area B catalogue.
+ *
+ * The media node learns who may publish and play through `resolveIngest`/`resolvePlayback`.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Account, Store, StreamRecord } from '../store/index.ts';
+import { StoreError } from '../store/index.ts';
+import { newId } from './ApiKeys.ts';
+import { streamError } from './errors.ts';
+import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
+import { PromptFilter } from './PromptFilter.ts';
+import { endSession, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
+import {
+  BETA_MODEL_FAMILY,
+  checkParams,
+  classifyChanges,
+  LEGACY_PIPELINE_IDS,
+  mergeParams,
+  MODELS,
+  paramsHash,
+  type BetaModelId,
+  type Classification,
+  type ModelId,
+  type ParamIssue,
+  type ParamsInput,
+  type StreamParams,
+} from './StreamParams.ts';
+
+/** PATCH (and the beta prompt route) per account: spec "Limits", 300 a minute, sliding window. */
+export const UPDATE_RATE = { max: 300, windowMs: 60_000 } as const;
+
+export interface StreamView {
+  id: string;
+  stream_key: string;
+  whip_url: string;
+  output_playback_id: string;
+  output_stream_url: string;
+  gateway_host: string;
+  params: StreamParams;
+  name: string;
+  author: string;
+  from_playground: boolean;
+  is_smoke_test: boolean;
+  created_at: string;
+  pipeline: 'streamdiffusion';
+}
+
+export interface CreateInput {
+  pipeline?: 'streamdiffusion' | undefined;
+  pipeline_id?: string | undefined;
+  params?: ParamsInput | undefined;
+  pipeline_params?: ParamsInput | undefined;
+  name?: string | undefined;
+  output_rtmp_url?: string | undefined;
+}
+
+export interface UpdateOutcome {
+  stream: StreamView;
+  classification: Classification;
+  censored: boolean;
+  /** The node could not apply it (it keeps the previous params; status shows last_error). */
+  nodeError: string | null;
+}
+
+/**
+ * Runner states (reference §2.5, ai-runner `_compute_current_state`):
+ * - `OFFLINE`: no live pipeline (never connected, torn down, or ended);
+ * - `LOADING`: a publisher is attached and the pipeline has not produced output yet;
+ * - `ONLINE`: input and output flowing at healthy rates;
+ * - `DEGRADED_INPUT`: no input for 2 s, or input below 15 fps;
+ * - `DEGRADED_INFERENCE`: an error in the last 15 s, a restart in the last 60 s, no output for 2 s,
+ *   or output below min(10, 0.8 × input fps);
+ * - `ERROR`: loading for more than 180 s.
+ */
+export type RunnerState = 'OFFLINE' | 'LOADING' | 'ONLINE' | 'DEGRADED_INPUT' | 'DEGRADED_INFERENCE' | 'ERROR';
+
+export interface StreamServiceOptions {
+  store: Store;
+  media: MediaNodeClient;
+  /** PUBLIC_URL: whip_url and output_stream_url are built on it. */
+  publicUrl: string;
+  logger: Logger;
+  filter?: PromptFilter;
+  now?: () => number;
+  allowances?: typeof STREAMING_ALLOWANCE_SECONDS;
+}
+
+const issuesError = (issues: ParamIssue[]) =>
+  streamError('STREAMS/INVALID_PARAMS', `${issues[0]?.field ?? 'params'}: ${issues[0]?.message ?? 'invalid'}`, { details: { where: 'body', issues } });
+
+export class StreamService {
+  readonly #store: Store;
+  readonly #media: MediaNodeClient;
+  readonly #publicUrl: string;
+  readonly #gatewayHost: string;
+  readonly #log: Logger;
+  readonly #filter: PromptFilter;
+  readonly #now: () => number;
+  readonly #allowances: typeof STREAMING_ALLOWANCE_SECONDS;
+
+  constructor(opts: StreamServiceOptions) {
+    this.#store = opts.store;
+    this.#media = opts.media;
+    this.#publicUrl = opts.publicUrl.replace(/\/+$/, '');
+    this.#gatewayHost = new URL(this.#publicUrl).host;
+    this.#log = opts.logger.child({ module: 'StreamService' });
+    this.#filter = opts.filter ?? PromptFilter.fromFile();
+    this.#now = opts.now ?? Date.now;
+    this.#allowances = opts.allowances ?? STREAMING_ALLOWANCE_SECONDS;
+  }
+
+  view(s: StreamRecord): StreamView {
+    return {
+      id: s.id,
+      stream_key: s.streamKey,
+      whip_url: `${this.#publicUrl}/live/${s.id}/whip`,
+      output_playback_id: s.playbackId,
+      output_stream_url: `${this.#publicUrl}/live/${s.playbackId}/whep`,
+      gateway_host: s.gatewayHost,
+      params: s.params as unknown as StreamParams,
+      name: s.name,
+      author: s.accountId,
+      from_playground: s.fromPlayground,
+      is_smoke_test: s.isSmokeTest,
+      created_at: s.createdAt,
+      pipeline: s.pipeline,
+    };
+  }
+
+  /** Filters prompts in place of a params input; true when something was removed. */
+  #censor(input: ParamsInput): { input: ParamsInput; censored: boolean } {
+    if (input.prompt === undefined) return { input, censored: false };
+    const r = this.#filter.prompt(input.prompt);
+    return { input: { ...input, prompt: r.value }, censored: r.censored };
+  }
+
+  async create(account: Account, body: CreateInput): Promise<{ stream: StreamView; censored: boolean }> {
+    if (body.params && body.pipeline_params) {
+      throw streamError('REQUEST/INVALID', 'params: send params or the deprecated pipeline_params, not both', { details: { where: 'body', issues: [{ field: 'pipeline_params', message: 'not with params' }] } });
+    }
+    let input: ParamsInput = { ...(body.params ?? body.pipeline_params ?? {}) };
+    if (body.pipeline_id !== undefined) {
+      const model = LEGACY_PIPELINE_IDS[body.pipeline_id];
+      if (!model) {
+        throw streamError('REQUEST/INVALID', `pipeline_id: unknown legacy pipeline id ${JSON.stringify(body.pipeline_id)}`, {
+          details: { where: 'body', issues: [{ field: 'pipeline_id', message: `known: ${Object.keys(LEGACY_PIPELINE_IDS).join(', ')}` }] },
+        });
+      }
+      if (input.model_id !== undefined && input.model_id !== model) {
+        throw streamError('REQUEST/INVALID', `params.model_id: ${input.model_id} contradicts pipeline_id ${body.pipeline_id} (${model})`, {
+          details: { where: 'body', issues: [{ field: 'params.model_id', message: `pipeline_id ${body.pipeline_id} is ${model}` }] },
+        });
+      }
+      input.model_id = model;
+    }
+    const censor = this.#censor(input);
+    input = censor.input;
+    const params = mergeParams(null, input);
+    const issues = checkParams(params);
+    if (issues.length) throw issuesError(issues);
+
+    const node = await this.#place(params.model_id);
+    const now = new Date(this.#now()).toISOString();
+    const record: StreamRecord = {
+      id: newId('str'),
+      accountId: account.id,
+      name: body.name ?? '',
+      pipeline: 'streamdiffusion',
+      params: params as unknown as Record<string, unknown>,
+      streamKey: `sk_${randomBytes(24).toString('base64url')}`,
+      playbackId: randomBytes(12).toString('hex'),
+      outputRtmpUrl: body.output_rtmp_url ?? null,
+      fromPlayground: false,
+      isSmokeTest: false,
+      gatewayHost: this.#gatewayHost,
+      nodeId: node.id,
+      state: 'created',
+      createdAt: now,
+      updatedAt: now,
+      startedAt: null,
+      endedAt: null,
+      endReason: null,
+      lastLiveAt: null,
+      deleted: false,
+    };
+    await this.#store.streams.create(record);
+    this.#log.info(`create() | created [streamId:${record.id}] [model:${params.model_id}] [node:${node.id}]`);
+    return { stream: this.view(record), censored: censor.censored };
+  }
+
+  /** A node that has the model and room; the least loaded wins. */
+  async #place(model: ModelId): Promise<MediaNodeInfo> {
+    const nodes = await this.#media.nodes();
+    const withModel = nodes.filter((n) => n.models.includes(model));
+    if (withModel.length === 0) {
+      throw streamError('STREAMS/MODEL_UNAVAILABLE', `No media node serves ${model} right now.`, {
+        details: { model_id: model, available: [...new Set(nodes.flatMap((n) => n.models))] },
+      });
+    }
+    const free = withModel.filter((n) => n.load < n.capacity).sort((a, b) => a.load / a.capacity - b.load / b.capacity);
+    const node = free[0];
+    if (!node) throw streamError('STREAMS/NO_CAPACITY', `Every media node serving ${model} is full; try again shortly.`, { details: { model_id: model }, headers: { 'retry-after': '30' } });
+    return node;
+  }
+
+  /** The account's stream, not deleted; 404 otherwise (another account's stream included). */
+  async #own(account: Account, id: string): Promise<StreamRecord> {
+    const s = await this.#store.streams.get(id);
+    if (!s || s.deleted || s.accountId !== account.id) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
+    return s;
+  }
+
+  async get(account: Account, id: string): Promise<StreamView> {
+    return this.view(await this.#own(account, id));
+  }
+
+  async list(account: Account, page: { limit: number; cursor?: string | undefined }): Promise<{ data: StreamView[]; next_cursor: string | null }> {
+    try {
+      const res = await this.#store.streams.list(account.id, { limit: page.limit, cursor: page.cursor ?? null });
+      return { data: res.items.map((s) => this.view(s)), next_cursor: res.nextCursor };
+    } catch (err) {
+      if (err instanceof StoreError && err.code === 'invalid_cursor') {
+        throw streamError('REQUEST/INVALID', 'cursor: not a cursor this API returned', { details: { where: 'querystring', issues: [{ field: 'cursor', message: 'unknown cursor' }] } });
+      }
+      throw err;
+    }
+  }
+
+  /** Counts one update against the account's sliding window; 429 with Retry-After when over. */
+  async checkUpdateRate(account: Account): Promise<void> {
+    const r = await this.#store.rateLimits.hit(`streams.update:${account.id}`, UPDATE_RATE.max, UPDATE_RATE.windowMs);
+    if (r.allowed) return;
+    const retryAfter = Math.max(1, Math.ceil(r.retryAfterMs / 1000));
+    throw streamError('STREAMS/RATE_LIMITED', `At most ${UPDATE_RATE.max} updates a minute per account; retry in ${retryAfter} s.`, {
+      details: { retry_after_seconds: retryAfter, limit: UPDATE_RATE.max, window_seconds: UPDATE_RATE.windowMs / 1000 },
+      headers: { 'retry-after': String(retryAfter) },
+    });
+  }
+
+  /**
+   * PATCH: merges `patch` over the stored params, checks the merged params, stores them and hands
+   * the change to the owning node (hot or reload). `faceid` admits ip_adapter.type faceid (the beta
+   * route's sdxl-faceid pipeline); a stream that already has it keeps it.
+   */
+  async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean } = {}): Promise<UpdateOutcome> {
+    const stream = await this.#own(account, id);
+    const before = stream.params as unknown as StreamParams;
+    const censor = this.#censor(patch);
+    const after = mergeParams(before, censor.input);
+    const faceid = opts.faceid === true || (before.ip_adapter?.type === 'faceid' && after.ip_adapter?.type === 'faceid');
+    const issues = checkParams(after, { faceid });
+    if (issues.length) throw issuesError(issues);
+    const classification = classifyChanges(before, after);
+    if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null };
+
+    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(this.#now()).toISOString() });
+    if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
+    let nodeError: string | null = null;
+    if (updated.nodeId) {
+      const r = await this.#media.updateParams(updated.nodeId, {
+        streamId: updated.id,
+        params: after as unknown as Record<string, unknown>,
+        mode: classification.mode,
+        hot: classification.hot,
+        reload: classification.reload,
+      });
+      nodeError = r.error ?? null;
+    }
+    this.#log.info(`update() | ${classification.mode} [streamId:${id}] [hot:${classification.hot.join(',')}] [reload:${classification.reload.join(',')}]`);
+    return { stream: this.view(updated), classification, censored: censor.censored, nodeError };
+  }
+
+  /**
+   * The deprecated full-body prompt route: `model_id` names the pipeline variant; params.model_id,
+   * when given, must belong to its family (when absent, the variant's family keeps the current
+   * model or moves to the variant's default model).
+   */
+  async submitPrompt(account: Account, id: string, modelId: BetaModelId, params: ParamsInput): Promise<UpdateOutcome> {
+    const variant = BETA_MODEL_FAMILY[modelId];
+    const stream = await this.#own(account, id);
+    const current = (stream.params as unknown as StreamParams).model_id;
+    const model = params.model_id ?? (MODELS[current].family === variant.family ? current : variant.defaultModel);
+    if (MODELS[model].family !== variant.family) {
+      throw issuesError([{ field: 'params.model_id', message: `${model} is not served by pipeline ${modelId} (${variant.family} models only)` }]);
+    }
+    return this.update(account, id, { ...params, model_id: model }, { faceid: variant.faceid });
+  }
+
+  async delete(account: Account, id: string): Promise<void> {
+    let stream = await this.#own(account, id);
+    const now = this.#now();
+    // CAS loop: a started session ends (`deleted`) with its event; otherwise only the flag moves.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (stream.state === 'started') {
+        const status = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
+        // Live right now: it was confirmed live until this moment.
+        const lastLive = status?.state === 'live' ? now : (Date.parse(stream.lastLiveAt ?? stream.startedAt ?? stream.createdAt) || now);
+        if (await endSession(this.#store, stream, 'deleted', lastLive, now, { deleted: true })) break;
+      } else {
+        const done = await this.#store.streams.update(stream.id, { deleted: true, updatedAt: new Date(now).toISOString() }, { fromStates: [stream.state] });
+        if (done) break;
+      }
+      const again = await this.#store.streams.get(id);
+      if (!again || again.deleted) break;
+      stream = again;
+    }
+    if (stream.nodeId) await this.#media.endStream(stream.nodeId, stream.id).catch(() => false);
+    this.#log.info(`delete() | deleted [streamId:${id}]`);
+  }
+
+  // ───────────────────────────── status
+
+  async status(account: Account, id: string): Promise<StatusData> {
+    const stream = await this.#own(account, id);
+    const params = stream.params as unknown as StreamParams;
+    const node = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
+    const nodeInfo = (await this.#media.nodes()).find((n) => n.id === stream.nodeId);
+    const view = this.view(stream);
+    const live = node !== null && node.state !== 'idle' && stream.state !== 'ended';
+    const base = {
+      stream_id: stream.id,
+      request_id: node?.ingest?.sessionId ?? '',
+      pipeline_id: MODELS[params.model_id].legacyPipelineId,
+      type: 'status' as const,
+      pipeline: 'streamdiffusion',
+      orchestrator_info: { address: stream.nodeId ?? '', url: nodeInfo?.publicUrl ?? '' },
+      demo: nodeInfo?.demo ?? false,
+    };
+    if (!live) {
+      // Teardown: OFFLINE and no timestamp anywhere (spec "Stream status record").
+      return {
+        ...base,
+        state: 'OFFLINE',
+        inference_status: {
+          pipeline: 'streamdiffusion',
+          last_params: params,
+          last_params_hash: paramsHash(params),
+          input_fps: 0,
+          output_fps: 0,
+          restart_count: node?.restartCount ?? 0,
+          last_restart_logs: node?.lastRestartLogs ?? [],
+          last_error: node?.lastError ?? '',
+          stream_id: stream.id,
+        },
+        gateway_status: { whep_url: view.output_stream_url, ingest_metrics: { stats: emptyStats() } },
+      };
+    }
+    const now = this.#now();
+    const state = runnerState(node, now);
+    const lastParams = node.lastParams;
+    return {
+      ...base,
+      state,
+      last_state_update_time: now,
+      inference_status: {
+        pipeline: 'streamdiffusion',
+        start_time: node.startTime ?? 0,
+        last_params_update_time: node.lastParamsUpdateTime ?? node.startTime ?? 0,
+        last_params: lastParams,
+        last_params_hash: paramsHash(lastParams),
+        input_fps: node.inputFps,
+        output_fps: node.outputFps,
+        last_input_time: node.lastInputTime ?? 0,
+        last_output_time: node.lastOutputTime ?? 0,
+        restart_count: node.restartCount,
+        last_restart_time: node.lastRestartTime ?? 0,
+        last_restart_logs: node.lastRestartLogs,
+        last_error: node.lastError ?? '',
+        stream_id: stream.id,
+      },
+      gateway_status: {
+        whep_url: view.output_stream_url,
+        ...(node.lastError !== null ? { error: { error_message: node.lastError, error_time: node.lastErrorTime ?? now } } : {}),
+        ingest_metrics: { stats: ingestStats(node) },
+      },
+    };
+  }
+
+  // ───────────────────────────── for the media node
+
+  /** WHIP: the stream key must match; deleted streams and accounts out of allowance are refused. */
+  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown> } | null> {
+    const s = await this.#store.streams.get(streamId);
+    if (!s || s.deleted) return null;
+    const a = Buffer.from(s.streamKey);
+    const b = Buffer.from(bearer);
+    if (a.length !== b.length || !timingSafeEqual(a, b)) return null;
+    const account = await this.#store.accounts.get(s.accountId);
+    const allowance = account ? this.#allowances[account.plan] : null;
+    if (allowance !== null) {
+      const live = await this.#store.streams.listByState(['started']);
+      if ((await streamingUsed(this.#store, s.accountId, live, this.#now())) >= allowance) {
+        this.#log.info(`resolveIngest() | refused: streaming allowance used up [streamId:${streamId}]`);
+        return null;
+      }
+    }
+    return { streamId: s.id, params: s.params };
+  }
+
+  /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */
+  async resolvePlayback(playbackId: string): Promise<{ streamId: string } | null> {
+    const s = await this.#store.streams.getByPlaybackId(playbackId);
+    return s && !s.deleted ? { streamId: s.id } : null;
+  }
+}
+
+// ───────────────────────────── status helpers
+
+export interface TrackStatsView {
+  type: string;
+  jitter: number;
+  packets_lost: number;
+  packets_received: number;
+  packet_loss_pct: number;
+  rtt: number;
+  warnings: string[];
+}
+
+export interface IngestStatsView {
+  peer_conn_stats: { ID: string; BytesReceived: number; BytesSent: number };
+  conn_quality: 'good' | 'fair' | 'poor' | 'unknown';
+  track_stats: TrackStatsView[];
+}
+
+export interface StatusData {
+  stream_id: string;
+  request_id: string;
+  pipeline_id: string;
+  type: 'status';
+  pipeline: string;
+  orchestrator_info: { address: string; url: string };
+  demo: boolean;
+  state: RunnerState;
+  last_state_update_time?: number;
+  inference_status: {
+    pipeline: string;
+    start_time?: number;
+    last_params_update_time?: number;
+    last_params: unknown;
+    last_params_hash: string;
+    input_fps: number;
+    output_fps: number;
+    last_input_time?: number;
+    last_output_time?: number;
+    restart_count: number;
+    last_restart_time?: number;
+    last_restart_logs: string[];
+    last_error: string;
+    stream_id: string;
+  };
+  gateway_status: {
+    whep_url: string;
+    error?: { error_message: string; error_time: number };
+    ingest_metrics: { stats: IngestStatsView };
+  };
+}
+
+function emptyStats(): IngestStatsView {
+  return { peer_conn_stats: { ID: '', BytesReceived: 0, BytesSent: 0 }, conn_quality: 'unknown', track_stats: [] };
+}
+
+/** Thresholds behind `conn_quality` and track warnings (WebRTC rules of thumb, documented). */
+export const QUALITY = { fairLossPct: 2, poorLossPct: 10, fairJitterS: 0.03, poorJitterS: 0.1, fairRttS: 0.3, poorRttS: 1 } as const;
+
+function ingestStats(node: NodeStreamStatus): IngestStatsView {
+  const ingest = node.ingest;
+  if (!ingest) return emptyStats();
+  let worst: 0 | 1 | 2 = 0;
+  const tracks = ingest.tracks.map((t) => {
+    const total = t.packetsReceived + t.packetsLost;
+    const loss = total > 0 ? (100 * t.packetsLost) / total : 0;
+    const warnings: string[] = [];
+    const grade = (v: number, fair: number, poor: number, what: string) => {
+      if (v >= poor) {
+        warnings.push(`high ${what}`);
+        worst = 2;
+      } else if (v >= fair) {
+        warnings.push(`elevated ${what}`);
+        worst = Math.max(worst, 1) as 0 | 1 | 2;
+      }
+    };
+    grade(loss, QUALITY.fairLossPct, QUALITY.poorLossPct, 'packet loss');
+    grade(t.jitter, QUALITY.fairJitterS, QUALITY.poorJitterS, 'jitter');
+    grade(t.rtt, QUALITY.fairRttS, QUALITY.poorRttS, 'round-trip time');
+    if (t.type === 'video' && node.inputFps < 15) warnings.push('low input frame rate');
+    return { type: t.type, jitter: t.jitter, packets_lost: t.packetsLost, packets_received: t.packetsReceived, packet_loss_pct: Math.round(loss * 100) / 100, rtt: t.rtt, warnings };
+  });
+  return {
+    peer_conn_stats: { ID: ingest.sessionId, BytesReceived: ingest.bytesReceived, BytesSent: ingest.bytesSent },
+    conn_quality: (['good', 'fair', 'poor'] as const)[worst],
+    track_stats: tracks,
+  };
+}
+
+/** ai-runner `_compute_current_state` over the node's live values (reference §2.5). */
+export function runnerState(s: NodeStreamStatus, now: number): RunnerState {
+  if (s.state === 'idle') return 'OFFLINE';
+  if (s.state === 'connecting') {
+    const since = s.startTime ?? s.lastInputTime ?? now;
+    return s.lastOutputTime === null && now - since > 180_000 ? 'ERROR' : 'LOADING';
+  }
+  if ((s.lastErrorTime !== null && now - s.lastErrorTime < 15_000) || (s.lastRestartTime !== null && now - s.lastRestartTime < 60_000)) return 'DEGRADED_INFERENCE';
+  if (s.lastInputTime === null || now - s.lastInputTime > 2_000 || s.inputFps < 15) return 'DEGRADED_INPUT';
+  if (s.lastOutputTime === null || now - s.lastOutputTime > 2_000 || s.outputFps < Math.min(10, 0.8 * s.inputFps)) return 'DEGRADED_INFERENCE';
+  if (s.lastOutputTime < s.lastInputTime - 1_000 && now - s.lastOutputTime > 5_000) return 'DEGRADED_INFERENCE';
+  return 'ONLINE';
+}

@@ -1,0 +1,148 @@
+/**
+ * The fastify app factory, kept apart from the server entry (control/Server.ts) so tests build
+ * apps with `buildApp(config, ctx)` and `app.inject()`. It knows nothing of roles or processes:
+ * the routes it mounts depend on which services `ctx` carries.
+ */
+import { randomBytes } from 'node:crypto';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { Account, Store } from '../store/index.ts';
+import { authenticate, bearerToken, traceIdFrom } from './ApiKeys.ts';
+import type { Config } from './config.ts';
+import { areaErrorHandler, areaNotFoundHandler, sendApiError } from './ErrorReplies.ts';
+import { musicError, streamError, type Area } from './errors.ts';
+import type { Metrics } from './Metrics.ts';
+import { musicRoutes } from './routes/music.ts';
+import { systemRoutes } from './routes/system.ts';
+import { streamRoutes } from './routes/streams.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
+import type { Services } from './Services.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated account; set by the area's auth hook on routes that need a key. */
+    account: Account | null;
+  }
+  interface FastifyContextConfig {
+    /** Route needs no API key (downloads, health, docs). */
+    public?: boolean;
+  }
+}
+
+export type App = ReturnType<typeof createFastify>;
+
+export interface AppContext extends Services {
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  /** False while starting or draining; /healthz answers 503 then. */
+  isReady?: () => boolean;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Fastify with our request ids, body limit and logger; its type is the app's type. */
+function createFastify(config: Readonly<Config>, logger: Logger) {
+  return Fastify({
+    loggerInstance: logger,
+    bodyLimit: config.bodyLimit,
+    // Our ids; a caller's X-Request-Id is kept when it is sane, so logs join up across services.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(9).toString('base64url')}`;
+    },
+    requestIdLogLabel: 'requestId',
+    disableRequestLogging: true,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  }).withTypeProvider<ZodTypeProvider>();
+}
+
+export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promise<App> {
+  const app = createFastify(config, ctx.logger);
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  // Only JSON bodies in the REST areas: text/plain would otherwise be parsed as a string and fail
+  // validation with a confusing 400 instead of a clear 415. (WHIP registers application/sdp in its own scope.)
+  app.removeContentTypeParser('text/plain');
+
+  app.decorateRequest('account', null);
+  app.decorateRequest('traceId', '');
+  app.addHook('onRequest', async (request, reply) => {
+    request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
+    void reply.header('x-request-id', String(request.id));
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    ctx.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request done');
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Reverie API',
+        version: '1.0.0',
+        description:
+          'Area A (songs) lives under the music base path; Area B (live video streams and webhooks) under /v1 and /beta. ' +
+          'Authenticate with `Authorization: Bearer <API_KEY>`.',
+      },
+      servers: [{ url: config.publicUrl }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearerAuth: [] }],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true } });
+
+  // Area B's shapes are the default for everything outside the music base path.
+  app.setErrorHandler(areaErrorHandler('streams'));
+  app.setNotFoundHandler(areaNotFoundHandler('streams'));
+
+  await app.register(systemRoutes(config, ctx));
+
+  await app.register(
+    async (area) => {
+      area.setErrorHandler(areaErrorHandler('music'));
+      area.setNotFoundHandler(areaNotFoundHandler('music'));
+      area.addHook('onRequest', authHook('music', ctx.store));
+      await area.register(musicRoutes(config, ctx));
+    },
+    { prefix: config.musicBasePath },
+  );
+
+  await app.register(async (area) => {
+    area.addHook('onRequest', authHook('streams', ctx.store));
+    await area.register(streamRoutes(config, ctx));
+    await area.register(webhookRoutes(config, ctx));
+  });
+
+  if (ctx.mediaRoutes) await app.register(ctx.mediaRoutes);
+  if (ctx.webRoutes) await app.register(ctx.webRoutes);
+  return app;
+}
+
+/** Bearer auth for every route of an area except those marked `config: { public: true }` and unknown routes (they 404). */
+function authHook(area: Area, store: Store) {
+  return async function auth(request: FastifyRequest, reply: FastifyReply) {
+    if (request.routeOptions.config.public || request.routeOptions.url === undefined) return;
+    const account = await authenticate(store, bearerToken(request.headers.authorization));
+    if (!account) {
+      void reply.header('www-authenticate', 'Bearer');
+      return sendApiError(reply, request, area === 'music' ? musicError('unauthorized') : streamError('AUTH/UNAUTHORIZED'));
+    }
+    request.account = account;
+  };
+}

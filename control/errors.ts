@@ -1,0 +1,90 @@
+/**
+ * The error catalogues, one per area of the spec. Every failure a client can see is one of these
+ * codes; docs/api.md documents each (a test checks), and routes throw `ApiError`s made here.
+ *
+ * Area A answers with the Error record `{ error, message }` (402 adds limit/used/plan/upgrade_url).
+ * Area B answers with the envelope `{ success: false, error, code, status, details, requestId, traceId }`.
+ */
+
+/** Area A (songs). Codes are lowercase snake words, like the services the spec was modelled on. */
+export const MUSIC_ERRORS = {
+  invalid_request: { status: 400, message: 'The request is invalid.' },
+  malformed_json: { status: 400, message: 'The body is not valid JSON.' },
+  unauthorized: { status: 401, message: 'A valid API key is required: send Authorization: Bearer <API_KEY>.' },
+  quota_exceeded: { status: 402, message: "This month's songs are used up." },
+  not_found: { status: 404, message: 'No such song on this account.' },
+  file_not_found: { status: 404, message: 'No such file.' },
+  route_not_found: { status: 404, message: 'No such route.' },
+  link_expired: { status: 403, message: 'This download link has expired or its signature is wrong.' },
+  method_not_allowed: { status: 405, message: 'This method is not allowed here.' },
+  payload_too_large: { status: 413, message: 'The request body is too large.' },
+  unsupported_media_type: { status: 415, message: 'The body must be application/json.' },
+  prompt_refused: { status: 422, message: 'The prompt names an artist.' },
+  too_many_active: { status: 429, message: 'At most 3 of your songs can be in line or rendering at once.' },
+  generator_unavailable: { status: 503, message: 'The generator is unavailable; try again shortly.' },
+  render_failed: { status: 500, message: 'The song could not be rendered.' },
+  internal_error: { status: 500, message: 'Something went wrong on our side.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+export type MusicErrorCode = keyof typeof MUSIC_ERRORS;
+
+/** Area B (streams, webhooks). Codes are `AREA/REASON`, as Daydream writes them. */
+export const STREAM_ERRORS = {
+  'REQUEST/INVALID': { status: 400, message: 'The request is invalid.' },
+  'REQUEST/MALFORMED_JSON': { status: 400, message: 'The body is not valid JSON.' },
+  'AUTH/UNAUTHORIZED': { status: 401, message: 'A valid API key is required: send Authorization: Bearer <token>.' },
+  'ROUTE/NOT_FOUND': { status: 404, message: 'No such route.' },
+  'ROUTE/METHOD_NOT_ALLOWED': { status: 405, message: 'This method is not allowed here.' },
+  'REQUEST/TOO_LARGE': { status: 413, message: 'The request body is too large.' },
+  'REQUEST/UNSUPPORTED_MEDIA_TYPE': { status: 415, message: 'The body must be application/json.' },
+  'STREAMS/NOT_FOUND': { status: 404, message: 'No such stream on this account.' },
+  'STREAMS/INVALID_PARAMS': { status: 400, message: 'The stream params are invalid.' },
+  'STREAMS/RATE_LIMITED': { status: 429, message: 'Too many updates to this stream; slow down.' },
+  'STREAMS/NO_CAPACITY': { status: 503, message: 'No media node can take this stream right now.' },
+  'STREAMS/MODEL_UNAVAILABLE': { status: 422, message: 'No media node has this model.' },
+  'WEBHOOKS/NOT_FOUND': { status: 404, message: 'No such webhook endpoint on this account.' },
+  'WEBHOOKS/LIMIT_REACHED': { status: 409, message: 'An account can have at most 10 webhook endpoints.' },
+  'WEBHOOKS/URL_REJECTED': { status: 422, message: 'The webhook URL is not allowed.' },
+  'WEBHOOKS/TEST_FAILED': { status: 502, message: 'The endpoint could not be reached.' },
+  'INTERNAL/ERROR': { status: 500, message: 'Something went wrong on our side.' },
+  'SERVICE/UNAVAILABLE': { status: 503, message: 'The service is not ready; try again shortly.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+export type StreamErrorCode = keyof typeof STREAM_ERRORS;
+
+export type Area = 'music' | 'streams';
+
+/** An error a route throws on purpose; the area's error handler renders it in the area's shape. */
+export class ApiError extends Error {
+  constructor(
+    readonly area: Area,
+    readonly code: string,
+    readonly status: number,
+    message: string,
+    /** Area B `details` (e.g. field paths); ignored by Area A. */
+    readonly details: unknown = null,
+    /** Area A extra fields (402's limit/used/plan/upgrade_url); ignored by Area B. */
+    readonly extra: Record<string, unknown> = {},
+    /** Response headers to add (Retry-After…). */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export function musicError(
+  code: MusicErrorCode,
+  message?: string,
+  opts: { extra?: Record<string, unknown>; headers?: Record<string, string> } = {},
+): ApiError {
+  const entry = MUSIC_ERRORS[code];
+  return new ApiError('music', code, entry.status, message ?? entry.message, null, opts.extra, opts.headers);
+}
+
+export function streamError(
+  code: StreamErrorCode,
+  message?: string,
+  opts: { details?: unknown; headers?: Record<string, string> } = {},
+): ApiError {
+  const entry = STREAM_ERRORS[code];
+  return new ApiError('streams', code, entry.status, message ?? entry.message, opts.details ?? null, {}, opts.headers);
+}

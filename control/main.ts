@@ -1,0 +1,99 @@
+/**
+ * The CLI (`reverie`, `npm run cli --`, `npm start` = `serve`):
+ *   serve [--roles api,media,worker] [--port N] [--host H] [--data-dir D]
+ *   keys create [--plan free] [--account acc_…] [--json]
+ *   doctor [--json]
+ */
+import { parseArgs } from 'node:util';
+import { addKey, createAccountWithKey } from './ApiKeys.ts';
+import { ConfigError, loadConfig, type ConfigEnv } from './config.ts';
+import { formatDoctor, runDoctor } from './Doctor.ts';
+import { closeOnSignals, createLogger, startServer } from './Server.ts';
+import { createStore, PLANS, type Plan } from '../store/index.ts';
+
+const USAGE = `usage: reverie <command>
+  serve [--roles api,media,worker] [--port N] [--host H] [--data-dir DIR]
+                      run the service (all roles and the embedded store by default)
+  keys create [--plan ${PLANS.join('|')}] [--account ID] [--json]
+                      create an account (or a key for an existing one); prints the key once
+  doctor [--json]     check the system dependencies and say how to install what is missing`;
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+}
+
+function config(overrides: Partial<ConfigEnv> = {}) {
+  try {
+    return loadConfig(process.env, overrides);
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`reverie: configuration error: ${err.message}`);
+    throw err;
+  }
+}
+
+const [command, ...rest] = process.argv.slice(2);
+
+switch (command) {
+  case 'serve': {
+    const { values } = parseArgs({ args: rest, options: { roles: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' } }, strict: true });
+    const cfg = config({
+      ...(values.roles ? { ROLES: values.roles } : {}),
+      ...(values.port ? { PORT: values.port as unknown as number } : {}),
+      ...(values.host ? { HOST: values.host } : {}),
+      ...(values['data-dir'] ? { DATA_DIR: values['data-dir'] } : {}),
+    });
+    const logger = createLogger(cfg);
+    const server = await startServer(cfg, { logger });
+    closeOnSignals(server, logger);
+    const lines = [
+      `Reverie is running (${server.store.kind} store, roles: ${cfg.roles.join(', ')})`,
+      `  API          ${server.url}`,
+      `  songs        ${server.url}${cfg.musicBasePath}/songs`,
+      `  streams      ${server.url}/v1/streams`,
+      `  API docs     ${server.url}/docs   (OpenAPI: ${server.url}/openapi.json)`,
+      `  health       ${server.url}/healthz   metrics: ${server.url}/metrics`,
+    ];
+    if (server.firstKey) lines.push('', `  Your API key (shown once, keep it): ${server.firstKey}`, `  try: curl -H "Authorization: Bearer ${server.firstKey}" ${server.url}${cfg.musicBasePath}/usage`);
+    process.stdout.write(`${lines.join('\n')}\n`);
+    break;
+  }
+  case 'keys': {
+    const [sub, ...args] = rest;
+    if (sub !== 'create') fail(USAGE);
+    const { values } = parseArgs({ args, options: { plan: { type: 'string', default: 'free' }, account: { type: 'string' }, json: { type: 'boolean', default: false } }, strict: true });
+    if (!PLANS.includes(values.plan as Plan)) fail(`reverie: --plan must be one of ${PLANS.join(', ')}`);
+    const cfg = config();
+    const store = await createStore({ dataDir: cfg.dataDir, ...(cfg.redisUrl ? { redisUrl: cfg.redisUrl, redisPrefix: cfg.redisPrefix } : {}) });
+    try {
+      let out: { key: string; account: string; plan: string };
+      if (values.account) {
+        const account = await store.accounts.get(values.account);
+        if (!account) fail(`reverie: no account ${values.account}`);
+        out = { key: await addKey(store, account.id), account: account.id, plan: account.plan };
+      } else {
+        const created = await createAccountWithKey(store, values.plan as Plan);
+        out = { key: created.key, account: created.account.id, plan: created.account.plan };
+      }
+      process.stdout.write(values.json ? `${JSON.stringify({ key: out.key, account: out.account })}\n` : `account ${out.account} (plan ${out.plan})\nkey     ${out.key}\nThe key is shown once; only its SHA-256 digest is stored.\n`);
+    } finally {
+      await store.close();
+    }
+    break;
+  }
+  case 'doctor': {
+    const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, strict: true });
+    const cfg = config();
+    const results = await runDoctor({ dataDir: cfg.dataDir });
+    process.stdout.write(values.json ? `${JSON.stringify(results, null, 2)}\n` : `${formatDoctor(results)}\n`);
+    process.exitCode = results.some((r) => !r.ok && r.need === 'required') ? 1 : 0;
+    break;
+  }
+  case undefined:
+  case 'help':
+  case '--help':
+    process.stdout.write(`${USAGE}\n`);
+    break;
+  default:
+    fail(`reverie: unknown command ${command}\n${USAGE}`);
+}

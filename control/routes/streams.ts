@@ -1,0 +1,250 @@
+/**
+ * Area B stream routes (spec "Area B: streams"). Thin: shape validation here (zod, so the OpenAPI
+ * document shows every rule), everything else in StreamService. The envelope schema here is shared
+ * by every Area B route for its documented failure responses. Choices the spec leaves "not shown"
+ * are in docs/api.md ("Area B streams choices"): create 201, DELETE `{ success, data: {} }`, list
+ * `{ success, data, next_cursor }`.
+ */
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Account } from '../../store/index.ts';
+import type { AppContext } from '../buildApp.ts';
+import type { Config } from '../config.ts';
+import { streamError } from '../errors.ts';
+import type { UpdateOutcome } from '../StreamService.ts';
+import { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema } from '../StreamParams.ts';
+
+export const EnvelopeErrorSchema = z
+  .object({
+    success: z.literal(false),
+    error: z.string(),
+    code: z.string(),
+    status: z.number().int(),
+    details: z.unknown(),
+    requestId: z.string(),
+    traceId: z.string(),
+  })
+  .meta({ id: 'ErrorEnvelope' });
+
+export const StreamSchema = z
+  .object({
+    id: z.string().regex(/^str_/),
+    stream_key: z.string().describe('Secret: the Bearer token for WHIP ingest'),
+    whip_url: z.url(),
+    output_playback_id: z.string(),
+    output_stream_url: z.url().describe('WHEP URL of the processed output'),
+    gateway_host: z.string(),
+    params: StreamParamsSchema,
+    name: z.string(),
+    author: z.string().describe('Account id of the creator'),
+    from_playground: z.boolean(),
+    is_smoke_test: z.boolean(),
+    created_at: z.string(),
+    pipeline: z.literal('streamdiffusion'),
+  })
+  .meta({ id: 'Stream' });
+
+const TrackStats = z.object({
+  type: z.string(),
+  jitter: z.number(),
+  packets_lost: z.number().int(),
+  packets_received: z.number().int(),
+  packet_loss_pct: z.number(),
+  rtt: z.number(),
+  warnings: z.array(z.string()),
+});
+
+const StatusDataSchema = z.object({
+  stream_id: z.string(),
+  request_id: z.string(),
+  pipeline_id: z.string(),
+  type: z.string(),
+  pipeline: z.string(),
+  state: z.enum(['OFFLINE', 'LOADING', 'ONLINE', 'DEGRADED_INPUT', 'DEGRADED_INFERENCE', 'ERROR']),
+  last_state_update_time: z.number().optional().describe('ms; absent when OFFLINE'),
+  demo: z.boolean().describe('True when the node runs demo stand-ins for the models'),
+  orchestrator_info: z.object({ address: z.string(), url: z.string() }),
+  inference_status: z.object({
+    pipeline: z.string(),
+    start_time: z.number().optional(),
+    last_params_update_time: z.number().optional(),
+    last_params: z.unknown(),
+    last_params_hash: z.string(),
+    input_fps: z.number(),
+    output_fps: z.number(),
+    last_input_time: z.number().optional(),
+    last_output_time: z.number().optional(),
+    restart_count: z.number().int(),
+    last_restart_time: z.number().optional(),
+    last_restart_logs: z.array(z.string()),
+    last_error: z.string(),
+    stream_id: z.string(),
+  }),
+  gateway_status: z.object({
+    whep_url: z.string(),
+    error: z.object({ error_message: z.string(), error_time: z.number().int() }).optional(),
+    ingest_metrics: z.object({
+      stats: z.object({
+        peer_conn_stats: z.object({ ID: z.string(), BytesReceived: z.number().int(), BytesSent: z.number().int() }),
+        conn_quality: z.string(),
+        track_stats: z.array(TrackStats),
+      }),
+    }),
+  }),
+});
+
+const StatusSchema = z.object({ success: z.literal(true), error: z.null(), data: StatusDataSchema }).meta({ id: 'StreamStatus' });
+
+const PromptResultSchema = z.object({ success: z.boolean(), message: z.string(), was_censored: z.boolean() }).meta({ id: 'PromptSubmissionResult' });
+
+const IdParams = z.object({ id: z.string().min(1).max(100) });
+const errors = {
+  400: EnvelopeErrorSchema,
+  401: EnvelopeErrorSchema,
+  404: EnvelopeErrorSchema,
+  422: EnvelopeErrorSchema,
+  429: EnvelopeErrorSchema,
+  500: EnvelopeErrorSchema,
+  503: EnvelopeErrorSchema,
+};
+
+const CreateBody = z
+  .object({
+    pipeline: z.literal('streamdiffusion').optional().describe('Default streamdiffusion'),
+    params: ParamsInputSchema.optional().describe('Defaults fill every field not given'),
+    name: z.string().max(200).optional(),
+    output_rtmp_url: z.url({ protocol: /^rtmps?$/, error: 'must be an rtmp:// or rtmps:// URL' }).max(2048).optional(),
+    pipeline_id: z.string().min(1).max(100).optional().describe('Deprecated: pip_SD-turbo, pip_SDXL-turbo, pip_SD15…; use params.model_id'),
+    pipeline_params: ParamsInputSchema.optional().describe('Deprecated alias of params'),
+  })
+  .strict();
+
+const PatchBody = z
+  .object({
+    pipeline: z.literal('streamdiffusion').optional().describe('Default streamdiffusion'),
+    params: ParamsInputSchema.describe('Only the params that change'),
+  })
+  .strict();
+
+const PromptBody = z
+  .object({
+    pipeline: z.literal('live-video-to-video'),
+    model_id: z.enum(BETA_MODEL_IDS),
+    params: ParamsInputSchema,
+  })
+  .strict();
+
+/** Tells the caller what the update did (also in the logs). */
+function updateHeaders(reply: FastifyReply, out: UpdateOutcome): void {
+  void reply.header('x-params-update', out.classification.mode);
+  if (out.censored) void reply.header('x-prompt-censored', 'true');
+}
+
+export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+  return async (app) => {
+    const service = ctx.streams;
+    if (!service) return;
+    const r = app.withTypeProvider<ZodTypeProvider>();
+    const tags = ['streams'];
+    const acc = (req: { account: Account | null }) => req.account!;
+
+    r.post(
+      '/v1/streams',
+      {
+        schema: {
+          tags,
+          summary: 'Create a stream (placed on a media node that has the model)',
+          body: CreateBody,
+          response: { 201: StreamSchema, ...errors },
+        },
+      },
+      async (req, reply) => {
+        const { stream, censored } = await service.create(acc(req), req.body);
+        if (censored) void reply.header('x-prompt-censored', 'true');
+        reply.code(201);
+        return stream;
+      },
+    );
+
+    r.get(
+      '/v1/streams',
+      {
+        schema: {
+          tags,
+          summary: "List the account's streams, newest first",
+          querystring: z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), cursor: z.string().min(1).max(500).optional() }),
+          response: { 200: z.object({ success: z.literal(true), data: z.array(StreamSchema), next_cursor: z.string().nullable() }), ...errors },
+        },
+      },
+      async (req) => ({ success: true as const, ...(await service.list(acc(req), req.query)) }),
+    );
+
+    r.get('/v1/streams/:id', { schema: { tags, summary: 'Fetch one stream', params: IdParams, response: { 200: StreamSchema, ...errors } } }, async (req) => service.get(acc(req), req.params.id));
+
+    r.patch(
+      '/v1/streams/:id',
+      {
+        schema: {
+          tags,
+          summary: 'Update params; hot ones apply on the next frame, others reload the pipeline. 300 a minute per account',
+          params: IdParams,
+          body: PatchBody,
+          response: { 200: StreamSchema, ...errors },
+        },
+        // Counted before the body is validated: invalid requests spend the budget too.
+        preValidation: async (req) => {
+          if (req.account) await service.checkUpdateRate(req.account);
+        },
+      },
+      async (req, reply) => {
+        const out = await service.update(acc(req), req.params.id, req.body.params);
+        updateHeaders(reply, out);
+        return out.stream;
+      },
+    );
+
+    r.post(
+      '/beta/streams/:id/prompts',
+      {
+        schema: {
+          tags,
+          summary: 'Deprecated: submit prompt and params (prefer PATCH /v1/streams/{id})',
+          params: IdParams,
+          body: PromptBody,
+          response: { 200: PromptResultSchema, ...errors },
+        },
+        preValidation: async (req) => {
+          if (req.account) await service.checkUpdateRate(req.account);
+        },
+      },
+      async (req, reply) => {
+        const out = await service.submitPrompt(acc(req), req.params.id, req.body.model_id, req.body.params);
+        updateHeaders(reply, out);
+        const what = out.classification.mode === 'reload' ? 'Params updated; the pipeline is reloading' : out.classification.mode === 'hot' ? 'Params updated' : 'Nothing changed';
+        return { success: out.nodeError === null, message: out.nodeError ?? what, was_censored: out.censored };
+      },
+    );
+
+    r.get(
+      '/v1/streams/:id/status',
+      { schema: { tags, summary: 'Live status of the stream pipeline (OFFLINE after teardown)', params: IdParams, response: { 200: StatusSchema, ...errors } } },
+      async (req) => ({ success: true as const, error: null, data: await service.status(acc(req), req.params.id) }),
+    );
+
+    const deleted = { 200: z.object({ success: z.literal(true), data: z.object({}).strict() }), ...errors };
+    r.delete(
+      '/v1/streams',
+      { schema: { tags, summary: 'End and delete a stream (Daydream style: ?id=)', querystring: z.object({ id: z.string().min(1).max(100) }), response: deleted } },
+      async (req) => {
+        await service.delete(acc(req), req.query.id);
+        return { success: true as const, data: {} };
+      },
+    );
+    r.delete('/v1/streams/:id', { schema: { tags, summary: 'End and delete a stream', params: IdParams, response: deleted } }, async (req) => {
+      if (!req.params.id) throw streamError('REQUEST/INVALID');
+      await service.delete(acc(req), req.params.id);
+      return { success: true as const, data: {} };
+    });
+  };
+}

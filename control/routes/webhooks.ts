@@ -1,0 +1,166 @@
+/**
+ * Area B webhook management (spec "Area B: webhook management"). Thin: validation here, rules in
+ * webhooks/WebhookService. Statuses the spec leaves "not shown" are chosen in docs/api.md:
+ * create 201, delete 200 with `{ success, id }`, a rejected URL 422, the 11th endpoint 409.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { isWebhookError, type WebhookService } from '../../webhooks/index.ts';
+import type { AppContext } from '../buildApp.ts';
+import type { Config } from '../config.ts';
+import { streamError } from '../errors.ts';
+import { EnvelopeErrorSchema } from './streams.ts';
+
+const EVENT = z.enum(['stream.started', 'stream.ended']);
+
+const EndpointSchema = z
+  .object({
+    id: z.string().regex(/^whk_/),
+    url: z.string(),
+    events: z.array(EVENT),
+    name: z.string(),
+    secret: z.string().regex(/^whsec_/).optional().describe('Only on create and rotate-secret'),
+    secret_preview: z.string(),
+    is_active: z.boolean(),
+    consecutive_failures: z.number().int(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'WebhookEndpoint' });
+
+const DeliverySchema = z
+  .object({
+    id: z.string(),
+    endpoint_id: z.string(),
+    event_id: z.string(),
+    event_type: z.string(),
+    stream_id: z.string().nullable(),
+    status: z.enum(['pending', 'succeeded', 'failed']),
+    attempts: z.number().int(),
+    response_status: z.number().int().nullable(),
+    response_body: z.string().nullable(),
+    error: z.string().nullable(),
+    payload: z.string().describe('The exact JSON body sent (the signed bytes)'),
+    created_at: z.string(),
+    updated_at: z.string(),
+    last_attempt_at: z.string().nullable(),
+    next_attempt_at: z.string().nullable(),
+  })
+  .meta({ id: 'WebhookDelivery' });
+
+const TestResultSchema = z
+  .object({
+    status: z.number().int().nullable(),
+    body: z.string().nullable(),
+    round_trip_ms: z.number(),
+    error: z.string().nullable(),
+    event_id: z.string(),
+  })
+  .meta({ id: 'WebhookTestResult' });
+
+const IdParams = z.object({ id: z.string().min(1).max(100) });
+const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 409: EnvelopeErrorSchema, 422: EnvelopeErrorSchema };
+
+/** Maps the webhooks area's typed errors onto the Area B catalogue. */
+function mapped<T>(fn: () => Promise<T>): Promise<T> {
+  return fn().catch((err: unknown) => {
+    if (!isWebhookError(err)) throw err;
+    const code = err.code === 'WEBHOOKS/INVALID_INPUT' ? 'REQUEST/INVALID' : err.code;
+    throw streamError(code, err.message, { details: err.details });
+  });
+}
+
+export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+  return async (app) => {
+    const service: WebhookService | undefined = ctx.webhooks;
+    if (!service) return;
+    const r = app.withTypeProvider<ZodTypeProvider>();
+    const tags = ['webhooks'];
+    const acc = (req: { account: { id: string } | null }) => req.account!.id;
+
+    r.post(
+      '/v1/webhooks',
+      {
+        schema: {
+          tags,
+          summary: 'Register an endpoint; the response holds the full secret, shown only now',
+          body: z.object({ url: z.string().min(1).max(2048), events: z.array(EVENT).min(1).max(2), name: z.string().max(200).optional() }).strict(),
+          response: { 201: EndpointSchema, ...errors },
+        },
+      },
+      async (req, reply) => {
+        const view = await mapped(() => service.create(acc(req), req.body));
+        reply.code(201);
+        return view;
+      },
+    );
+
+    r.get('/v1/webhooks', { schema: { tags, summary: 'List endpoints and their delivery health', response: { 200: z.object({ data: z.array(EndpointSchema) }), 401: EnvelopeErrorSchema } } }, async (req) => ({
+      data: await service.list(acc(req)),
+    }));
+
+    r.get('/v1/webhooks/:id', { schema: { tags, params: IdParams, response: { 200: EndpointSchema, ...errors } } }, async (req) => mapped(() => service.get(acc(req), req.params.id)));
+
+    r.patch(
+      '/v1/webhooks/:id',
+      {
+        schema: {
+          tags,
+          summary: 'Change url, events, name or is_active (true re-enables and clears the failure count)',
+          params: IdParams,
+          body: z.object({ url: z.string().min(1).max(2048).optional(), events: z.array(EVENT).min(1).max(2).optional(), name: z.string().max(200).optional(), is_active: z.boolean().optional() }).strict(),
+          response: { 200: EndpointSchema, ...errors },
+        },
+      },
+      async (req) => mapped(() => service.update(acc(req), req.params.id, req.body)),
+    );
+
+    r.delete(
+      '/v1/webhooks/:id',
+      { schema: { tags, summary: 'Delete the endpoint and its delivery log', params: IdParams, response: { 200: z.object({ success: z.literal(true), id: z.string() }), ...errors } } },
+      async (req) => {
+        await mapped(() => service.delete(acc(req), req.params.id));
+        return { success: true as const, id: req.params.id };
+      },
+    );
+
+    r.post(
+      '/v1/webhooks/:id/rotate-secret',
+      { schema: { tags, summary: 'Issue a new signing secret; the old one stops signing when this returns', params: IdParams, response: { 200: EndpointSchema, ...errors } } },
+      async (req) => mapped(() => service.rotateSecret(acc(req), req.params.id)),
+    );
+
+    r.post(
+      '/v1/webhooks/:id/test',
+      { schema: { tags, summary: 'Send a synthetic, signed stream.ended now and return what the endpoint answered', params: IdParams, response: { 200: TestResultSchema, ...errors } } },
+      async (req) => mapped(() => service.test(acc(req), req.params.id)),
+    );
+
+    r.get(
+      '/v1/webhooks/:id/deliveries',
+      {
+        schema: {
+          tags,
+          summary: 'Delivery history, newest first',
+          params: IdParams,
+          querystring: z.object({
+            limit: z.coerce.number().int().min(1).max(100).default(20),
+            cursor: z.string().min(1).max(500).optional(),
+            status: z.enum(['pending', 'succeeded', 'failed']).optional(),
+            event_type: EVENT.optional(),
+            stream_id: z.string().min(1).max(100).optional(),
+          }),
+          response: { 200: z.object({ data: z.array(DeliverySchema), next_cursor: z.string().nullable() }), ...errors },
+        },
+      },
+      async (req) => {
+        const page = await mapped(() => service.deliveries(acc(req), req.params.id, req.query)).catch((err: unknown) => {
+          if ((err as { code?: string }).code === 'invalid_cursor') throw streamError('REQUEST/INVALID', 'cursor: not a cursor this API returned', { details: { field: 'cursor' } });
+          throw err;
+        });
+        return { data: page.items, next_cursor: page.next_cursor };
+      },
+    );
+  };
+}
+

@@ -1,0 +1,124 @@
+/**
+ * Consumes `songs.render` jobs: renders each take (off the event loop, in the engine's worker
+ * threads), stores WAV and MP3 as blobs, and marks the song done. A crash mid-render leaves the
+ * job leased; its lease runs out and another worker renders again from scratch (renders are
+ * deterministic, so the result is the same). After `maxAttempts` the song fails and its count
+ * is given back — nothing stays `rendering` forever.
+ */
+import type { Logger } from 'pino';
+import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord } from '../store/index.ts';
+import { RENDER_QUEUE } from './SongService.ts';
+
+export interface RenderedTake {
+  wav: Buffer;
+  mp3: Buffer;
+  waveform: number[];
+  /** Seconds. */
+  duration: number;
+}
+
+/** The engine seam: renders take `n` of a planned song, reporting progress 0–1. */
+export type TakeRenderer = (plan: unknown, n: 1 | 2, onProgress: (fraction: number) => void) => Promise<RenderedTake>;
+
+export interface SongRenderWorkerOptions {
+  store: Store;
+  blobs: BlobStore;
+  render: TakeRenderer;
+  logger: Logger;
+  now?: () => number;
+  /** Songs rendered at once by this worker (each take uses one render thread). Default 1. */
+  concurrency?: number;
+  /** Lease per job, ms; renewed every third of it while rendering. Default 30 s. */
+  leaseMs?: number;
+  /** Render attempts before the song fails. Default 3. */
+  maxAttempts?: number;
+  /** Wait before a failed render is tried again, ms. Default 5 s. */
+  retryDelayMs?: number;
+}
+
+/** Progress is written at most this often, ms: polling clients see it move without flooding the store. */
+const PROGRESS_EVERY_MS = 250;
+
+export class SongRenderWorker {
+  readonly #o: Required<Omit<SongRenderWorkerOptions, 'now'>> & { now: () => number };
+  readonly #loop: JobLoop;
+  readonly #log: Logger;
+
+  constructor(options: SongRenderWorkerOptions) {
+    this.#o = { concurrency: 1, leaseMs: 30_000, maxAttempts: 3, retryDelayMs: 5_000, now: Date.now, ...options };
+    this.#log = options.logger.child({ module: 'SongRenderWorker' });
+    this.#loop = new JobLoop({
+      store: options.store,
+      queue: RENDER_QUEUE,
+      logger: this.#log,
+      handler: (job) => this.#handle(job),
+      concurrency: this.#o.concurrency,
+      leaseMs: this.#o.leaseMs,
+      idleWaitMs: 1_000,
+    });
+  }
+
+  start(): void {
+    this.#loop.start();
+  }
+
+  /** Idempotent: stops leasing and waits for renders in flight. */
+  close(): Promise<void> {
+    return this.#loop.close();
+  }
+
+  async #handle(job: LeasedJob): Promise<void> {
+    const { store, blobs, maxAttempts, leaseMs, now } = this.#o;
+    const songId = (job.payload as { songId?: unknown }).songId;
+    const song = typeof songId === 'string' ? await store.songs.get(songId) : null;
+    if (!song || song.status === 'done' || song.status === 'failed') {
+      await store.queue.ack(job);
+      return;
+    }
+    const iso = () => new Date(now()).toISOString();
+    if (job.attempts > maxAttempts) {
+      await store.songs.fail(song.id, { error: 'render_failed', message: `The song could not be rendered after ${maxAttempts} attempts.` }, iso());
+      await store.queue.ack(job);
+      this.#log.warn({ songId: song.id, attempts: job.attempts }, `handle() | gave up [songId:${song.id}]`);
+      return;
+    }
+
+    await store.songs.update(song.id, { status: 'rendering', startedAt: iso(), progress: 0, attempts: job.attempts });
+    const renewal = setInterval(() => {
+      store.queue.extend(job, leaseMs).catch((err: unknown) => this.#log.warn({ err }, 'handle() | lease renewal failed'));
+    }, Math.max(1_000, Math.floor(leaseMs / 3)));
+    const started = performance.now();
+    try {
+      const takes: TakeRecord[] = [];
+      let lastWrite = 0;
+      for (let n = 1 as 1 | 2; n <= song.variations; n = (n + 1) as 1 | 2) {
+        const take = await this.#o.render(song.plan, n, (fraction) => {
+          const t = performance.now();
+          if (t - lastWrite < PROGRESS_EVERY_MS) return;
+          lastWrite = t;
+          const progress = Math.min(0.99, (n - 1 + fraction) / song.variations);
+          store.songs.update(song.id, { progress }).catch(() => undefined);
+        });
+        const wavKey = `songs/${song.id}/${n}.wav`;
+        const mp3Key = `songs/${song.id}/${n}.mp3`;
+        await blobs.put(wavKey, take.wav);
+        await blobs.put(mp3Key, take.mp3);
+        takes.push({ n, seed: song.seed + n - 1, duration: take.duration, waveform: take.waveform, wavKey, mp3Key });
+      }
+      await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null });
+      await store.queue.ack(job);
+      this.#log.info({ songId: song.id, ms: Math.round(performance.now() - started), takes: takes.length }, `handle() | rendered [songId:${song.id}]`);
+    } catch (err) {
+      this.#log.error({ err, songId: song.id, attempt: job.attempts }, `handle() | render failed [songId:${song.id}]`);
+      if (job.attempts >= maxAttempts) {
+        await store.songs.fail(song.id, { error: 'render_failed', message: `The song could not be rendered: ${(err as Error).message}` }, iso());
+        await store.queue.ack(job);
+      } else {
+        await store.songs.update(song.id, { status: 'queued', progress: 0 });
+        await store.queue.retry(job, now() + this.#o.retryDelayMs);
+      }
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The real entry points in child processes: `serve` starts on the embedded store, prints its
+ * URLs and a ready-to-use key on first start, answers, and shuts down cleanly on SIGTERM;
+ * `keys create --json` prints {key, account}; `doctor` reports each dependency.
+ */
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { promisify } from 'node:util';
+import t, { type Test } from 'tap';
+
+const run = promisify(execFile);
+const ROOT = new URL('../..', import.meta.url).pathname;
+const CLI = ['--import', 'tsx', join(ROOT, 'control/main.ts')];
+
+function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rv-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+t.test('serve prints URLs and a key on first start, serves, and exits 0 on SIGTERM', { timeout: 60_000 }, async (t) => {
+  const dataDir = tempDir(t);
+  const child = spawn(process.execPath, [...CLI, 'serve', '--port', '0'], {
+    env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'warn', RENDER_WORKERS: '0', ROLES: 'api,worker' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  let out = '';
+  child.stderr.on('data', (d) => process.stderr.write(d));
+  const banner = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (/Your API key/.test(out) && out.endsWith('\n')) resolve(out);
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code} before printing: ${out}`)));
+  });
+  const url = /API\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+  const key = /(rv_[A-Za-z0-9_-]{43})/.exec(banner)?.[1];
+  t.ok(url, 'prints its URL');
+  t.ok(key, 'prints a ready-to-use key');
+  t.match(banner, /\/docs/, 'points at the API docs');
+
+  const health = await fetch(`${url}/healthz`);
+  t.equal(health.status, 200);
+  const usage = await fetch(`${url}/music/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
+  t.equal(usage.status, 200, 'the printed key works');
+
+  child.kill('SIGTERM');
+  const [code] = (await once(child, 'exit')) as [number | null];
+  t.equal(code, 0, 'graceful shutdown exits 0');
+});
+
+t.test('keys create --plan free --json prints {key, account}', { timeout: 60_000 }, async (t) => {
+  const dataDir = tempDir(t);
+  const { stdout } = await run(process.execPath, [...CLI, 'keys', 'create', '--plan', 'free', '--json'], { env: { ...process.env, DATA_DIR: dataDir } });
+  const out = JSON.parse(stdout);
+  t.same(Object.keys(out).sort(), ['account', 'key']);
+  t.match(out.key, /^rv_/);
+  t.match(out.account, /^acc_/);
+  const bad = await run(process.execPath, [...CLI, 'keys', 'create', '--plan', 'platinum'], { env: { ...process.env, DATA_DIR: dataDir } }).catch((e: { code: number; stderr: string }) => e);
+  t.equal((bad as { code: number }).code, 2);
+  t.match((bad as { stderr: string }).stderr, /--plan must be one of/);
+});
+
+t.test('an invalid variable stops start-up naming it', { timeout: 60_000 }, async (t) => {
+  const bad = await run(process.execPath, [...CLI, 'serve'], { env: { ...process.env, PORT: 'eighty' } }).catch((e: { code: number; stderr: string }) => e);
+  t.equal((bad as { code: number }).code, 2);
+  t.match((bad as { stderr: string }).stderr, /PORT/);
+});
+
+t.test('doctor checks each dependency and says how to fix what is missing', { timeout: 60_000 }, async (t) => {
+  const dataDir = tempDir(t);
+  const { stdout } = await run(process.execPath, [...CLI, 'doctor', '--json'], { env: { ...process.env, DATA_DIR: dataDir } });
+  const results = JSON.parse(stdout) as { name: string; ok: boolean; fix: string | null }[];
+  for (const name of ['node', 'data dir', 'better-sqlite3', 'ffmpeg', 'redis-server', 'gstreamer elements', 'onnxruntime-node']) {
+    t.ok(results.find((r) => r.name === name), `checks ${name}`);
+  }
+  for (const r of results) if (!r.ok) t.match(r.fix, /apt-get install|npm/, `${r.name}: says how to fix`);
+});

@@ -1,0 +1,54 @@
+/**
+ * Config is validated once, frozen, and a bad value stops start-up naming the variable.
+ * The README's table lists every variable.
+ */
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../control/config.ts';
+
+t.test('defaults match the README and the config is frozen', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.port, 8080);
+  t.equal(c.host, '127.0.0.1');
+  t.equal(c.publicUrl, 'http://127.0.0.1:8080');
+  t.equal(c.musicBasePath, '/music/v1');
+  t.same(c.roles, ['api', 'media', 'worker']);
+  t.equal(c.redisUrl, null);
+  t.ok(Object.isFrozen(c));
+  t.throws(() => {
+    (c as { port: number }).port = 1;
+  });
+});
+
+t.test('invalid values name the variable', async (t) => {
+  for (const [env, variable] of [
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ REDIS_URL: 'http://nope' }, 'REDIS_URL'],
+    [{ MUSIC_BASE_PATH: 'music/v1' }, 'MUSIC_BASE_PATH'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ ROLES: 'api,gpu' }, 'ROLES'],
+    [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL'],
+  ] as const) {
+    let caught: unknown = null;
+    try {
+      loadConfig(env);
+    } catch (err) {
+      caught = err;
+    }
+    t.ok(caught instanceof ConfigError, `${variable}: a ConfigError`);
+    t.equal((caught as ConfigError).variable, variable, `${variable} is named`);
+    t.match((caught as ConfigError).message, variable);
+  }
+});
+
+t.test('flags override the environment', async (t) => {
+  const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
+  t.equal(c.port, 9100);
+  t.same(c.roles, ['worker', 'media']);
+});
+
+t.test('the README documents every variable', async (t) => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  for (const v of CONFIG_VARIABLES) t.match(readme, `| \`${v}\` |`, `${v} is in the README table`);
+});

@@ -1,0 +1,64 @@
+/**
+ * An app with the Area B streams service on a real embedded store and a real (idle) MediaNode in
+ * this process, reached through LocalMediaNodeClient as in the embedded default.
+ */
+import pino from 'pino';
+import type { Test } from 'tap';
+import { LocalMediaNodeClient } from '../../control/LocalMediaNodeClient.ts';
+import { StreamService } from '../../control/StreamService.ts';
+import { MediaNode } from '../../media/index.ts';
+import type { Store } from '../../store/index.ts';
+import { makeApp, type TestApp } from '../helpers/app.ts';
+
+export const PUBLIC_URL = 'https://media.example.test';
+
+export interface StreamTestApp extends TestApp {
+  node: MediaNode;
+  media: LocalMediaNodeClient;
+  service: StreamService;
+  /** `Authorization` header for a fresh account on `plan`. */
+  auth(plan?: Parameters<TestApp['key']>[0]): Promise<{ authorization: string }>;
+}
+
+export async function makeStreamApp(
+  t: Test,
+  opts: { now?: () => number; models?: string[]; capacity?: number } = {},
+): Promise<StreamTestApp> {
+  let node: MediaNode | null = null;
+  let media: LocalMediaNodeClient | null = null;
+  let service: StreamService | null = null;
+  const base = await makeApp(t, {
+    env: { PUBLIC_URL },
+    ...(opts.now ? { now: opts.now } : {}),
+    services: ({ store }: { store: Store }) => {
+      const logger = pino({ level: 'silent' });
+      node = new MediaNode({
+        publicUrl: PUBLIC_URL,
+        iceAddresses: ['127.0.0.1'],
+        logger,
+        resolveIngest: (id, bearer) => service!.resolveIngest(id, bearer),
+        resolvePlayback: (pid) => service!.resolvePlayback(pid),
+      });
+      media = new LocalMediaNodeClient({
+        node,
+        models: opts.models ?? ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'],
+        demo: true,
+        logger,
+        ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
+      });
+      service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, ...(opts.now ? { now: opts.now } : {}) });
+      const n = node;
+      return { streams: service, mediaRoutes: async (app) => n.registerRoutes(app) };
+    },
+  });
+  t.teardown(() => {
+    node?.close();
+  });
+  return {
+    ...base,
+    node: node!,
+    media: media!,
+    service: service!,
+    auth: async (plan) => ({ authorization: `Bearer ${await base.key(plan)}` }),
+  };
+}

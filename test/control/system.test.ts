@@ -1,0 +1,56 @@
+/**
+ * Operability: /openapi.json is a valid OpenAPI 3.1 document (checked by an independent
+ * validator) covering both areas; /healthz is 200 when ready and 503 while not; /metrics is
+ * Prometheus text with our request counters; request ids come back in X-Request-Id.
+ */
+import { Validator } from '@seriousme/openapi-schema-validator';
+import t from 'tap';
+import { makeApp } from '../helpers/app.ts';
+import { songServices } from '../helpers/songs.ts';
+import { webhookServices } from '../helpers/webhooks.ts';
+
+t.test('GET /openapi.json is a valid OpenAPI 3.1 document with both areas', async (t) => {
+  const { app } = await makeApp(t, {
+    services: (base) => ({ ...songServices(base), ...webhookServices(t, base) }),
+  });
+  const res = await app.inject({ method: 'GET', url: '/openapi.json' });
+  t.equal(res.statusCode, 200);
+  const doc = res.json();
+  t.equal(doc.openapi, '3.1.0');
+  const result = await new Validator().validate(doc);
+  t.ok(result.valid, `valid OpenAPI: ${JSON.stringify(result.errors ?? []).slice(0, 2000)}`);
+  for (const path of ['/music/v1/songs', '/music/v1/songs/{id}', '/music/v1/usage', '/v1/webhooks', '/v1/webhooks/{id}/rotate-secret']) {
+    t.ok(doc.paths[path], `documents ${path}`);
+  }
+  t.equal(doc.paths['/music/v1/songs'].post.operationId, 'createSong');
+  t.ok(doc.components.schemas.Song, 'Song is a named schema');
+  t.notOk(doc.paths['/healthz'], 'internal routes are hidden');
+
+  const page = await app.inject({ method: 'GET', url: '/docs' });
+  t.ok([200, 302].includes(page.statusCode), 'a readable docs page is served');
+});
+
+t.test('/healthz is 200 when ready and 503 while starting or draining', async (t) => {
+  let ready = false;
+  const { app } = await makeApp(t, { services: () => ({ isReady: () => ready }) });
+  let res = await app.inject({ method: 'GET', url: '/healthz' });
+  t.equal(res.statusCode, 503);
+  t.equal(res.json().status, 'unavailable');
+  ready = true;
+  res = await app.inject({ method: 'GET', url: '/healthz' });
+  t.equal(res.statusCode, 200);
+  t.match(res.json(), { status: 'ok', store: 'embedded' });
+});
+
+t.test('/metrics exposes request counters by route; responses carry X-Request-Id', async (t) => {
+  const { app } = await makeApp(t);
+  const first = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-me-123' } });
+  t.equal(first.headers['x-request-id'], 'trace-me-123', 'a sane caller id is kept');
+  const odd = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'bad id with spaces' } });
+  t.match(odd.headers['x-request-id'], /^req_/, 'an unsafe one is replaced');
+  const res = await app.inject({ method: 'GET', url: '/metrics' });
+  t.equal(res.statusCode, 200);
+  t.match(res.headers['content-type'], /text\/plain/);
+  t.match(res.body, /reverie_http_requests_total\{method="GET",route="\/healthz",status="200"\} 2/);
+  t.match(res.body, /reverie_http_request_duration_seconds_bucket/);
+});

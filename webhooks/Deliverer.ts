@@ -1,0 +1,192 @@
+/**
+ * Runs one attempt of one delivery (a leased job in queue `webhooks.deliver`) and moves the
+ * delivery record along (spec "Webhook delivery" states):
+ * - `pending` → `succeeded` on a 2xx; the endpoint's failure count resets;
+ * - `pending` → `pending` on a failure with retries left; the job is released for the next
+ *   slot of the retry schedule (same job, same delivery, same event id);
+ * - `pending` → `failed` when the last attempt fails; the endpoint counts one failed delivery
+ *   (and is disabled at 20 in a row).
+ * The body is the frozen payload of the record; it is signed at send time with the endpoint's
+ * CURRENT secret, so after rotate-secret no attempt, queued retries included, uses the old one.
+ */
+import type { Logger } from 'pino';
+import type { LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import { nextRetryDelayMs } from './RetrySchedule.ts';
+import { SafeHttpError } from './SafeHttpClient.ts';
+import type { SafeHttpClient } from './SafeHttpClient.ts';
+import { signedHeaders } from './Signature.ts';
+
+/** Response body bytes kept on the delivery record (most recent attempt only). */
+export const RESPONSE_BODY_LIMIT = 4096;
+/** Consecutive failed deliveries that disable an endpoint (spec "Limits"). */
+export const DISABLE_AFTER_FAILURES = 20;
+
+export interface AttemptResult {
+  ok: boolean;
+  /** HTTP status, or null when no response came (timeout, connection, blocked address). */
+  status: number | null;
+  /** Up to 4 KiB of the response body as UTF-8, or null without a response. */
+  body: string | null;
+  /** Why the attempt failed (`http_status: 500`, `redirect: 308 not followed`, `timeout: …`), or null. */
+  error: string | null;
+  roundTripMs: number;
+}
+
+export interface SignedPost {
+  url: string;
+  secret: string;
+  eventId: string;
+  eventType: string;
+  payload: string;
+  nowMs: number;
+  timeoutMs: number;
+  maxResponseBytes?: number;
+}
+
+/** POSTs a signed payload through the safe client; never throws. */
+export async function postSigned(client: SafeHttpClient, post: SignedPost): Promise<AttemptResult> {
+  const started = performance.now();
+  const headers = signedHeaders(post);
+  try {
+    const res = await client.request(post.url, {
+      method: 'POST',
+      headers,
+      body: post.payload,
+      timeoutMs: post.timeoutMs,
+      maxResponseBytes: post.maxResponseBytes ?? RESPONSE_BODY_LIMIT,
+    });
+    const ok = res.status >= 200 && res.status < 300;
+    // Spec rule 3: redirects are not followed; a 3xx is a failure like any non-2xx.
+    const error = ok
+      ? null
+      : res.status >= 300 && res.status < 400
+        ? `redirect: ${res.status} not followed`
+        : `http_status: ${res.status}`;
+    return { ok, status: res.status, body: res.body.toString('utf8'), error, roundTripMs: res.roundTripMs };
+  } catch (err) {
+    const error = err instanceof SafeHttpError ? `${err.kind}: ${err.message}` : `internal: ${(err as Error).message}`;
+    return { ok: false, status: null, body: null, error, roundTripMs: performance.now() - started };
+  }
+}
+
+export interface DelivererOptions {
+  store: Store;
+  client: SafeHttpClient;
+  logger: Logger;
+  /** Same clock as the store's (ms since the epoch). */
+  now: () => number;
+  /** Per attempt, ms; default 10 000 (spec). */
+  timeoutMs?: number;
+  retryDelaysMs?: readonly number[];
+  retryJitter?: number;
+  random?: () => number;
+  /** Default 20. */
+  disableAfter?: number;
+}
+
+/** Payload of a job in queue `webhooks.deliver`: only the id, never the secret or the body. */
+export interface DeliverJobPayload {
+  deliveryId: string;
+}
+
+export class Deliverer {
+  readonly #o: DelivererOptions;
+  readonly #log: Logger;
+
+  constructor(options: DelivererOptions) {
+    this.#o = options;
+    this.#log = options.logger;
+  }
+
+  async handle(job: LeasedJob): Promise<void> {
+    const { store, now } = this.#o;
+    const deliveryId = (job.payload as Partial<DeliverJobPayload> | null)?.deliveryId;
+    if (typeof deliveryId !== 'string') {
+      this.#log.error({ jobId: job.id }, `handle() | malformed deliver job, dropped [jobId:${job.id}]`);
+      await store.queue.ack(job);
+      return;
+    }
+    const delivery = await store.webhooks.getDelivery(deliveryId);
+    // Missing: its endpoint was deleted with its log. Not pending: a crash came after the final
+    // update but before the ack; never send again.
+    if (!delivery || delivery.status !== 'pending') {
+      await store.queue.ack(job);
+      return;
+    }
+    const endpoint = await store.webhooks.getEndpoint(delivery.endpointId);
+    if (!endpoint) {
+      await store.queue.ack(job);
+      return;
+    }
+    if (!endpoint.isActive) {
+      // A disabled endpoint "stops receiving events": its queued retries end here, unsent.
+      await this.#update(delivery, { status: 'failed', error: 'endpoint_disabled: not sent', nextAttemptAt: null });
+      await store.queue.ack(job);
+      return;
+    }
+
+    // The job is leased once per send and keeps its lease count across retries, so a send cut
+    // short by a crash is still counted (without a store write before every send).
+    const attempt = Math.max(delivery.attempts + 1, job.attempts);
+    const startedMs = now();
+    const result = await postSigned(this.#o.client, {
+      url: endpoint.url,
+      secret: endpoint.secret,
+      eventId: delivery.eventId,
+      eventType: delivery.eventType,
+      payload: delivery.payload,
+      nowMs: startedMs,
+      timeoutMs: this.#o.timeoutMs ?? 10_000,
+    });
+    const doneMs = now();
+    const base = {
+      attempts: attempt,
+      responseStatus: result.status,
+      responseBody: result.body,
+      error: result.error,
+      lastAttemptAt: new Date(startedMs).toISOString(),
+    };
+
+    if (result.ok) {
+      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null });
+      // Resetting a count that is already 0 is a write we can skip (the common case).
+      if (endpoint.consecutiveFailures !== 0) {
+        await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+      }
+      await store.queue.ack(job);
+      this.#log.debug({ deliveryId, attempt }, `handle() | delivered [deliveryId:${deliveryId}] [attempt:${attempt}]`);
+      return;
+    }
+
+    const delay = nextRetryDelayMs(attempt, {
+      ...(this.#o.retryDelaysMs !== undefined ? { delaysMs: this.#o.retryDelaysMs } : {}),
+      ...(this.#o.retryJitter !== undefined ? { jitter: this.#o.retryJitter } : {}),
+      ...(this.#o.random !== undefined ? { random: this.#o.random } : {}),
+    });
+    if (delay !== null) {
+      const runAtMs = doneMs + delay;
+      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() });
+      await store.queue.retry(job, runAtMs);
+      this.#log.info(
+        { deliveryId, attempt, error: result.error, delayMs: delay },
+        `handle() | attempt failed, retrying [deliveryId:${deliveryId}] [attempt:${attempt}]`,
+      );
+      return;
+    }
+
+    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null });
+    const ep = await store.webhooks.recordOutcome(endpoint.id, false, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+    await store.queue.ack(job);
+    this.#log.warn(
+      { deliveryId, endpointId: endpoint.id, error: result.error, disabled: ep !== null && !ep.isActive },
+      `handle() | delivery failed for good [deliveryId:${deliveryId}] [endpointId:${endpoint.id}]`,
+    );
+  }
+
+  async #update(
+    delivery: WebhookDeliveryRecord,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
+  ): Promise<void> {
+    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() });
+  }
+}

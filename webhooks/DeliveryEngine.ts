@@ -1,0 +1,151 @@
+/**
+ * The webhook worker: three loops over durable store queues.
+ * - `events`: the dispatcher turns each event into deliveries (+ their jobs), atomically;
+ * - `webhooks.deliver`: the deliverer sends, retries on schedule, finishes each delivery;
+ * - `webhooks.maintenance`: one self-rescheduling job purges delivery records past retention.
+ * Everything it owes lives in the store, so a kill -9 at any point loses nothing: unacked jobs
+ * are leased again when their lease ends, and delivery ids and event ids never change.
+ * Several engines (processes) may run against one store; leases keep them apart.
+ */
+import type { Logger } from 'pino';
+import type { LeasedJob, Store } from '../store/index.ts';
+import { Deliverer, DISABLE_AFTER_FAILURES } from './Deliverer.ts';
+import { Dispatcher } from './Dispatcher.ts';
+import { JobLoop } from './JobLoop.ts';
+import type { SafeHttpClient } from './SafeHttpClient.ts';
+import { DELIVER_QUEUE, EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.ts';
+
+export const DELIVERY_ENGINE_DEFAULTS = {
+  /** Sends in flight at once. */
+  concurrency: 16,
+  /** Events fanned out at once. */
+  dispatchConcurrency: 4,
+  /** Request deadline, ms (spec "Webhook response time"). */
+  timeoutMs: 10_000,
+  /** Job lease, ms: three times the request deadline, so a live send never loses its lease. */
+  leaseMs: 30_000,
+  /** Longest idle sleep, ms; also the latency with which a retry that became due is picked up. */
+  idleWaitMs: 1_000,
+  /** Delivery records are kept 14 days (spec "Limits"). */
+  retentionMs: 14 * 24 * 3_600_000,
+  /** How often the purge job runs, ms. */
+  purgeIntervalMs: 3_600_000,
+} as const;
+
+export const PURGE_JOB_ID = 'purge-deliveries';
+
+export interface DeliveryEngineOptions {
+  store: Store;
+  client: SafeHttpClient;
+  logger: Logger;
+  /** Must be the store's clock (ms since the epoch); default Date.now. */
+  now?: () => number;
+  concurrency?: number;
+  dispatchConcurrency?: number;
+  timeoutMs?: number;
+  leaseMs?: number;
+  idleWaitMs?: number;
+  retentionMs?: number;
+  purgeIntervalMs?: number;
+  /** Overrides RETRY_DELAYS_MS (tests). */
+  retryDelaysMs?: readonly number[];
+  retryJitter?: number;
+  random?: () => number;
+  disableAfter?: number;
+}
+
+export class DeliveryEngine {
+  readonly dispatcher: Dispatcher;
+  readonly deliverer: Deliverer;
+  readonly #o: DeliveryEngineOptions;
+  readonly #now: () => number;
+  readonly #log: Logger;
+  readonly #loops: JobLoop[];
+  #started = false;
+  #closing: Promise<void> | null = null;
+
+  constructor(options: DeliveryEngineOptions) {
+    const d = DELIVERY_ENGINE_DEFAULTS;
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+    this.#log = options.logger;
+    const timeoutMs = options.timeoutMs ?? d.timeoutMs;
+    const leaseMs = options.leaseMs ?? d.leaseMs;
+    const idleWaitMs = options.idleWaitMs ?? d.idleWaitMs;
+    if (leaseMs <= timeoutMs) {
+      throw new Error(`leaseMs (${leaseMs}) must exceed timeoutMs (${timeoutMs}) or live sends would be leased twice`);
+    }
+    this.dispatcher = new Dispatcher({ store: options.store, logger: this.#log, now: this.#now });
+    this.deliverer = new Deliverer({
+      store: options.store,
+      client: options.client,
+      logger: this.#log,
+      now: this.#now,
+      timeoutMs,
+      retryDelaysMs: options.retryDelaysMs,
+      retryJitter: options.retryJitter,
+      random: options.random,
+      disableAfter: options.disableAfter ?? DISABLE_AFTER_FAILURES,
+    });
+    const common = { store: options.store, logger: this.#log, leaseMs, idleWaitMs };
+    this.#loops = [
+      new JobLoop({
+        ...common,
+        queue: EVENTS_QUEUE,
+        concurrency: options.dispatchConcurrency ?? d.dispatchConcurrency,
+        handler: (job) => this.dispatcher.handle(job),
+      }),
+      new JobLoop({
+        ...common,
+        queue: DELIVER_QUEUE,
+        concurrency: options.concurrency ?? d.concurrency,
+        handler: (job) => this.deliverer.handle(job),
+      }),
+      new JobLoop({
+        ...common,
+        queue: MAINTENANCE_QUEUE,
+        concurrency: 1,
+        // Purging is not urgent: look at this queue at most every 10 idle periods.
+        idleWaitMs: idleWaitMs * 10,
+        handler: (job) => this.#maintain(job),
+      }),
+    ];
+  }
+
+  /** Schedules the purge job (once across processes: its id is fixed) and starts the loops. */
+  async start(): Promise<void> {
+    if (this.#started || this.#closing) return;
+    this.#started = true;
+    await this.#o.store.queue.enqueue({ queue: MAINTENANCE_QUEUE, id: PURGE_JOB_ID, payload: { kind: 'purge' }, runAtMs: this.#now() });
+    for (const loop of this.#loops) loop.start();
+    this.#log.info(`start() | webhook delivery engine running`);
+  }
+
+  /** Deletes delivery records older than the retention; returns how many. */
+  async purgeNow(): Promise<number> {
+    const before = new Date(this.#now() - (this.#o.retentionMs ?? DELIVERY_ENGINE_DEFAULTS.retentionMs)).toISOString();
+    const n = await this.#o.store.webhooks.purgeDeliveries(before);
+    if (n > 0) this.#log.info({ purged: n }, `purgeNow() | purged old deliveries [count:${n}]`);
+    return n;
+  }
+
+  async #maintain(job: LeasedJob): Promise<void> {
+    if (job.id !== PURGE_JOB_ID) {
+      await this.#o.store.queue.ack(job);
+      return;
+    }
+    await this.purgeNow();
+    await this.#o.store.queue.retry(job, this.#now() + (this.#o.purgeIntervalMs ?? DELIVERY_ENGINE_DEFAULTS.purgeIntervalMs));
+  }
+
+  /** Idempotent: stops leasing and waits for sends in flight (at most one request deadline). */
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#closing = (async () => {
+      const results = await Promise.allSettled(this.#loops.map((l) => l.close()));
+      for (const r of results) if (r.status === 'rejected') this.#log.error({ err: r.reason }, 'close() | loop close failed');
+      this.#log.info('close() | webhook delivery engine stopped');
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Fans one event (a leased job in queue `events`) out to every ACTIVE endpoint of its account
+ * that subscribes to its type: one delivery record per endpoint, each written with its job in
+ * queue `webhooks.deliver` in one atomic store call. `createDeliveries` is idempotent on
+ * (event, endpoint), so an event leased again after a crash never makes a second delivery.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { LeasedJob, NewJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { DeliverJobPayload } from './Deliverer.ts';
+import { DELIVER_QUEUE, parseEventJob } from './WebhookEvent.ts';
+
+export function newDeliveryId(): string {
+  return `dlv_${randomBytes(12).toString('hex')}`;
+}
+
+export function deliverJob(delivery: WebhookDeliveryRecord, runAtMs?: number): NewJob {
+  const payload: DeliverJobPayload = { deliveryId: delivery.id };
+  return { queue: DELIVER_QUEUE, id: delivery.id, payload, ...(runAtMs !== undefined ? { runAtMs } : {}) };
+}
+
+export interface DispatcherOptions {
+  store: Store;
+  logger: Logger;
+  now: () => number;
+}
+
+export class Dispatcher {
+  readonly #o: DispatcherOptions;
+
+  constructor(options: DispatcherOptions) {
+    this.#o = options;
+  }
+
+  /** Returns the deliveries created (empty when none subscribe or all existed already). */
+  async handle(job: LeasedJob): Promise<WebhookDeliveryRecord[]> {
+    const { store, logger, now } = this.#o;
+    const parsed = parseEventJob(job.payload);
+    if (!parsed) {
+      logger.error({ jobId: job.id }, `handle() | not a webhook event, dropped [jobId:${job.id}]`);
+      await store.queue.ack(job);
+      return [];
+    }
+    const { accountId, event } = parsed;
+    const endpoints = (await store.webhooks.listEndpoints(accountId)).filter(
+      (e) => e.isActive && e.events.includes(event.type),
+    );
+    let created: WebhookDeliveryRecord[] = [];
+    if (endpoints.length > 0) {
+      const nowMs = now();
+      const nowIso = new Date(nowMs).toISOString();
+      // The exact bytes every endpoint receives, frozen now (the record keeps them).
+      const payload = JSON.stringify(event);
+      const records = endpoints.map(
+        (e): WebhookDeliveryRecord => ({
+          id: newDeliveryId(),
+          endpointId: e.id,
+          accountId,
+          eventId: event.id,
+          eventType: event.type,
+          streamId: event.data.stream_id,
+          payload,
+          status: 'pending',
+          attempts: 0,
+          responseStatus: null,
+          responseBody: null,
+          error: null,
+          createdAt: nowIso,
+          updatedAt: nowIso,
+          lastAttemptAt: null,
+          nextAttemptAt: nowIso,
+        }),
+      );
+      created = await store.webhooks.createDeliveries(records, (d) => [deliverJob(d, nowMs)]);
+    }
+    await store.queue.ack(job);
+    logger.debug(
+      { eventId: event.id, endpoints: endpoints.length, created: created.length },
+      `handle() | dispatched [eventId:${event.id}] [deliveries:${created.length}]`,
+    );
+    return created;
+  }
+}

@@ -135,6 +135,24 @@ function parseDoc<T>(row: Row | undefined): T | null {
  * every multi-record change is one SQLite transaction, and since better-sqlite3 is synchronous no
  * other call interleaves with a transaction. Bus and rate limits live in memory (one process).
  */
+/**
+ * Memoises `db.prepare` by SQL text: compiling a statement costs more than running it, and every
+ * repo method prepares its SQL inline. The SQL texts are a small fixed set, so the cache is bounded.
+ * (Safe because every statement runs to completion synchronously; none is left iterating.)
+ */
+function cacheStatements(db: Db): void {
+  const prepare = db.prepare.bind(db);
+  const cache = new Map<string, ReturnType<Db['prepare']>>();
+  db.prepare = ((sql: string) => {
+    let stmt = cache.get(sql);
+    if (!stmt) {
+      stmt = prepare(sql);
+      cache.set(sql, stmt);
+    }
+    return stmt;
+  }) as Db['prepare'];
+}
+
 export class EmbeddedStore implements Store {
   readonly kind = 'embedded' as const;
   readonly accounts: AccountRepo;
@@ -160,6 +178,7 @@ export class EmbeddedStore implements Store {
       // Another process (the CLI) may hold the write lock briefly.
       db.pragma('busy_timeout = 5000');
       migrate(db);
+      cacheStatements(db);
     } catch (err) {
       db.close();
       throw err;

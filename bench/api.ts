@@ -1,9 +1,9 @@
 /**
  * `npm run bench -- api [--seconds 5] [--connections 32]`: requests/s and p50/p99 latency of an
  * authenticated trivial route (GET /music/v1/usage: auth lookup + one store read) against a bare
- * fastify route in the same run, over real HTTP on loopback, as a ratio.
+ * fastify route in the same run, over real HTTP on loopback, as a ratio. The load comes from a
+ * worker thread so it does not share the servers' event loop.
  */
-import { request, Agent } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,48 +16,8 @@ import { LinkSigner } from '../control/LinkSigner.ts';
 import { Metrics } from '../control/Metrics.ts';
 import { SongService } from '../songs/SongService.ts';
 import { createStore, FsBlobStore } from '../store/index.ts';
+import { httpLoad } from './httpLoad.ts';
 import { printTable, progress, summarize, writeResult } from './lib.ts';
-
-interface LoadResult {
-  requests: number;
-  errors: number;
-  rps: number;
-  latenciesMs: number[];
-}
-
-/** Closed-loop load: `connections` clients each send the next request when the last answered. */
-async function load(url: string, headers: Record<string, string>, seconds: number, connections: number): Promise<LoadResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: connections });
-  const latenciesMs: number[] = [];
-  let errors = 0;
-  const end = performance.now() + seconds * 1000;
-  const one = () =>
-    new Promise<void>((resolve) => {
-      const t0 = performance.now();
-      const req = request(url, { agent, headers }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode !== 200) errors++;
-          latenciesMs.push(performance.now() - t0);
-          resolve();
-        });
-      });
-      req.on('error', () => {
-        errors++;
-        resolve();
-      });
-      req.end();
-    });
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (performance.now() < end) await one();
-    }),
-  );
-  const elapsed = (performance.now() - t0) / 1000;
-  agent.destroy();
-  return { requests: latenciesMs.length, errors, rps: latenciesMs.length / elapsed, latenciesMs };
-}
 
 export default async function bench(args: Map<string, string>): Promise<void> {
   const seconds = Number(args.get('seconds') ?? 5);
@@ -82,15 +42,15 @@ export default async function bench(args: Map<string, string>): Promise<void> {
 
   const bar = progress('api bench', 4);
   // Warm-up both (JIT, connection pools), then measure alternately so drift hits both alike.
-  await load(ourUrl, auth, 1, connections);
-  await load(bareUrl, {}, 1, connections);
+  await httpLoad({ url: ourUrl, headers: auth, seconds: 1, connections });
+  await httpLoad({ url: bareUrl, headers: {}, seconds: 1, connections });
   bar.tick();
-  const oursA = await load(ourUrl, auth, seconds / 2, connections);
+  const oursA = await httpLoad({ url: ourUrl, headers: auth, seconds: seconds / 2, connections });
   bar.tick();
-  const bareA = await load(bareUrl, {}, seconds / 2, connections);
+  const bareA = await httpLoad({ url: bareUrl, headers: {}, seconds: seconds / 2, connections });
   bar.tick();
-  const oursB = await load(ourUrl, auth, seconds / 2, connections);
-  const bareB = await load(bareUrl, {}, seconds / 2, connections);
+  const oursB = await httpLoad({ url: ourUrl, headers: auth, seconds: seconds / 2, connections });
+  const bareB = await httpLoad({ url: bareUrl, headers: {}, seconds: seconds / 2, connections });
   bar.done();
 
   const ours = { rps: (oursA.rps + oursB.rps) / 2, lat: summarize([...oursA.latenciesMs, ...oursB.latenciesMs]), errors: oursA.errors + oursB.errors };

@@ -1,0 +1,142 @@
+/**
+ * The seam between the live path and the inference engine: decoded RGB frames go in, processed
+ * frames come out. The media node never queues more than one frame in front of a processor (latest
+ * frame wins), so `process` may take as long as it needs; slow processing lowers output fps, it
+ * never adds latency.
+ *
+ * The default processor applies native's image processor chains (`createProcessorChain`, loaded
+ * from `native/index.ts` at runtime when that module exports it) around an optional diffusion
+ * stage supplied by the caller. Until native's public API exports the chain factory the default is
+ * a passthrough, and the log says so.
+ */
+import type { Logger } from 'pino';
+
+/**
+ * A decoded video frame: RGB24, row-major, no padding (`data.length === width * height * 3`).
+ * Structurally identical to native's `Frame`.
+ */
+export interface Frame {
+  /** Pixels. */
+  width: number;
+  /** Pixels. */
+  height: number;
+  data: Uint8Array;
+  /** Presentation time, ms (monotonic clock of the media node). */
+  ptsMs: number;
+}
+
+/** Stream params as the control plane validated them; the live path reads only these fields. */
+export interface StreamParams {
+  /** Output width, px (divisible by 64, 384–1024). Default 512. */
+  width?: number;
+  /** Output height, px. Default 512. */
+  height?: number;
+  /** Frames bypass diffusion; image pre/post-processing still apply. */
+  skip_diffusion?: boolean;
+  image_preprocessing?: ProcessingBlock | null;
+  image_postprocessing?: ProcessingBlock | null;
+  [key: string]: unknown;
+}
+
+export interface ProcessingBlock {
+  enabled?: boolean;
+  processors: { type: string; enabled?: boolean; params?: Record<string, unknown> }[];
+}
+
+export interface FrameProcessor {
+  /** Returns the processed frame, or null to drop this frame (nothing is sent for it). */
+  process(frame: Frame): Promise<Frame | null>;
+  /** Applies new params from the next frame on. Throws if the params are unusable. */
+  update(params: StreamParams): void;
+  close(): void;
+}
+
+/** Diffusion stage plugged in by the caller (native's createFramePipeline, wrapped). */
+export interface DiffusionStage {
+  process(frame: Frame): Promise<Frame | null>;
+  update(params: StreamParams): void;
+  close(): void;
+}
+
+export interface ProcessorContext {
+  streamId: string;
+  logger: Logger;
+}
+
+export type FrameProcessorFactory = (params: StreamParams, ctx: ProcessorContext) => Promise<FrameProcessor>;
+
+interface ImageChain {
+  readonly empty: boolean;
+  apply(frame: Frame): Frame;
+  observeOutput(frame: Frame): void;
+  reset(): void;
+}
+
+type ChainFactory = (block: ProcessingBlock | null | undefined, kind: 'image') => ImageChain;
+
+let chainFactory: Promise<ChainFactory | null> | undefined;
+
+/** native's `createProcessorChain`, or null while `native/index.ts` does not export it. */
+export function loadNativeChainFactory(): Promise<ChainFactory | null> {
+  chainFactory ??= (async () => {
+    try {
+      // A computed specifier: native's public API is still being written, and a missing export
+      // must degrade to passthrough rather than fail typecheck or start-up.
+      const mod = (await import(new URL('../native/index.ts', import.meta.url).href)) as { createProcessorChain?: ChainFactory };
+      return typeof mod.createProcessorChain === 'function' ? mod.createProcessorChain : null;
+    } catch {
+      return null;
+    }
+  })();
+  return chainFactory;
+}
+
+/**
+ * image_preprocessing → [diffusion unless skip_diffusion] → image_postprocessing.
+ */
+export class ImageChainProcessor implements FrameProcessor {
+  readonly #factory: ChainFactory | null;
+  readonly #diffusion: DiffusionStage | null;
+  #pre: ImageChain | null = null;
+  #post: ImageChain | null = null;
+  #skipDiffusion = false;
+
+  constructor(factory: ChainFactory | null, diffusion: DiffusionStage | null, params: StreamParams) {
+    this.#factory = factory;
+    this.#diffusion = diffusion;
+    this.update(params);
+  }
+
+  update(params: StreamParams): void {
+    // Build both chains before swapping so a bad block leaves the old chains serving.
+    if (this.#factory) {
+      const pre = 'image_preprocessing' in params ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
+      const post = 'image_postprocessing' in params ? this.#factory(params.image_postprocessing, 'image') : this.#post;
+      this.#pre = pre;
+      this.#post = post;
+    }
+    if (params.skip_diffusion !== undefined) this.#skipDiffusion = params.skip_diffusion;
+    this.#diffusion?.update(params);
+  }
+
+  async process(frame: Frame): Promise<Frame | null> {
+    let f: Frame | null = this.#pre && !this.#pre.empty ? this.#pre.apply(frame) : frame;
+    if (this.#diffusion && !this.#skipDiffusion) f = await this.#diffusion.process(f);
+    if (!f) return null;
+    const out = this.#post && !this.#post.empty ? this.#post.apply(f) : f;
+    this.#pre?.observeOutput(out);
+    this.#post?.observeOutput(out);
+    return out;
+  }
+
+  close(): void {
+    this.#diffusion?.close();
+  }
+}
+
+/** The default factory: native image chains when available, no diffusion stage. */
+export const defaultProcessorFactory: FrameProcessorFactory = async (params, ctx) => {
+  const factory = await loadNativeChainFactory();
+  if (!factory) ctx.logger.warn(`createProcessor() | native/index.ts exports no createProcessorChain; frames pass through [streamId:${ctx.streamId}]`);
+  return new ImageChainProcessor(factory, null, params);
+};

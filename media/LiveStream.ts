@@ -1,0 +1,458 @@
+/**
+ * One live stream on this node: at most one publisher (WhipSession), its decoder, the frame
+ * processor, one encoder, and any number of viewers (WhepSession) fed from that one encoder.
+ *
+ *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─► EncoderBin ─AU─► packetize once ─► N × WhepSession
+ *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N × WhepSession
+ *
+ * Between decoder and processor sits a one-frame slot: while the processor works, a newer frame
+ * replaces the waiting one (latest frame wins), so a slow processor lowers fps but never adds
+ * latency. The decoder's and encoder's appsrc/appsink are bounded the same way.
+ *
+ * Viewers may join before the publisher: they are answered at once and start on the first
+ * keyframe once video flows (docs/obs.md, "Before the publisher is live").
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { RtpPacket } from 'werift';
+import { DecoderBin } from './DecoderBin.ts';
+import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
+import { InvalidStateError, MediaError } from './errors.ts';
+import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
+import { H264Packetizer } from './H264Packetizer.ts';
+import type { TransportOptions } from './PeerTransport.ts';
+import type { PreparedOffer } from './Sdp.ts';
+import type { MediaSettings } from './settings.ts';
+import { RateMeter, StageTimer } from './StageTimer.ts';
+import { TypedEmitter } from './TypedEmitter.ts';
+import { WhepSession } from './WhepSession.ts';
+import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
+
+/**
+ * - `idle`: no publisher.
+ * - `connecting`: a publisher is attached; no processed frame has gone out yet.
+ * - `live`: processed frames are flowing to the encoder.
+ * - `closed`: disposed; every method throws InvalidStateError.
+ */
+export type LiveStreamState = 'idle' | 'connecting' | 'live' | 'closed';
+
+export interface StartedInfo {
+  streamId: string;
+  /** ms epoch of the first output frame of this publisher session. */
+  startedAt: number;
+}
+export interface LiveInfo {
+  streamId: string;
+  /** ms epoch of the last output frame: the last moment the stream was confirmed live. */
+  lastSignalAt: number;
+  outputFps: number;
+}
+export interface EndedInfo {
+  streamId: string;
+  startedAt: number;
+  /** ms epoch of the last output frame (what stream.ended's ended_at reports). */
+  endedAt: number;
+  reason: SessionCloseReason;
+}
+
+export type LiveStreamEvents = {
+  started: [StartedInfo];
+  live: [LiveInfo];
+  ended: [EndedInfo];
+  /** No publisher and no viewers for idleStreamMs: the node disposes the stream. */
+  idle: [];
+  close: [];
+};
+
+export interface StageStats {
+  p50: number;
+  p95: number;
+  last: number;
+}
+
+export interface LiveStreamStatus {
+  streamId: string;
+  state: LiveStreamState;
+  /** ms epoch. */
+  startedAt: number | undefined;
+  lastInputAt: number | undefined;
+  lastOutputAt: number | undefined;
+  inputFps: number;
+  outputFps: number;
+  framesIn: number;
+  framesOut: number;
+  framesDropped: number;
+  /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
+  latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
+  ingest: IngestStats | null;
+  viewers: number;
+  keyUnitsForced: number;
+  params: StreamParams;
+  lastError: string | undefined;
+}
+
+export interface LiveStreamOptions {
+  streamId: string;
+  params: StreamParams;
+  settings: MediaSettings;
+  transport: TransportOptions;
+  createProcessor: FrameProcessorFactory;
+  logger: Logger;
+}
+
+const DEFAULT_SIZE = 512;
+
+export class LiveStream extends TypedEmitter<LiveStreamEvents> {
+  readonly streamId: string;
+  readonly #opts: LiveStreamOptions;
+  readonly #logger: Logger;
+  readonly #settings: MediaSettings;
+  #params: StreamParams;
+  #state: LiveStreamState = 'idle';
+  #publisher: WhipSession | null = null;
+  #decoder: DecoderBin | null = null;
+  #encoder: EncoderBin | null = null;
+  readonly #viewers = new Map<string, WhepSession>();
+  #processor: FrameProcessor | null = null;
+  readonly #processorReady: Promise<void>;
+  #busy = false;
+  #pending: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = null;
+  #packetizer: H264Packetizer;
+  #rtpClockStart = performance.now();
+  #lastMarkerInMs = 0;
+  #startedAt: number | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #statsTimer: NodeJS.Timeout;
+  #lastError: string | undefined;
+  readonly #inRate = new RateMeter();
+  readonly #outRate = new RateMeter();
+  readonly #decodeT = new StageTimer();
+  readonly #processT = new StageTimer();
+  readonly #encodeT = new StageTimer();
+  readonly #nodeT = new StageTimer();
+  /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
+  #lastPushedDecodedAtMs = 0;
+  #framesDropped = 0;
+
+  constructor(opts: LiveStreamOptions) {
+    super(opts.logger);
+    this.streamId = opts.streamId;
+    this.#opts = opts;
+    this.#logger = opts.logger;
+    this.#settings = opts.settings;
+    this.#params = { ...opts.params };
+    this.#packetizer = new H264Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
+    this.#processorReady = opts
+      .createProcessor(this.#params, { streamId: this.streamId, logger: opts.logger })
+      .then((p) => {
+        if (this.#state === 'closed') p.close();
+        else this.#processor = p;
+      })
+      .catch((err: unknown) => {
+        this.#lastError = `processor: ${String(err)}`;
+        this.#logger.error({ err }, `LiveStream() | processor creation failed [streamId:${this.streamId}]`);
+      });
+    this.#statsTimer = setInterval(() => void this.#publisher?.refreshStats().catch(() => undefined), 2000);
+    this.#armIdle();
+  }
+
+  get state(): LiveStreamState {
+    return this.#state;
+  }
+
+  get params(): StreamParams {
+    return this.#params;
+  }
+
+  get viewerCount(): number {
+    return this.#viewers.size;
+  }
+
+  get publisher(): WhipSession | null {
+    return this.#publisher;
+  }
+
+  /** Resolves once the frame processor exists (frames before that are dropped). */
+  ready(): Promise<void> {
+    return this.#processorReady;
+  }
+
+  get #width(): number {
+    return this.#params.width ?? DEFAULT_SIZE;
+  }
+
+  get #height(): number {
+    return this.#params.height ?? DEFAULT_SIZE;
+  }
+
+  /** A method, not a field read, so TypeScript does not keep a narrowing across awaits. */
+  #isClosed(): boolean {
+    return this.#state === 'closed';
+  }
+
+  #assertOpen(): void {
+    if (this.#state === 'closed') throw new InvalidStateError(`stream closed [streamId:${this.streamId}]`);
+  }
+
+  /**
+   * Attaches a publisher (replacing the current one, which ends with reason `replaced`) and
+   * returns it with its non-trickle answer.
+   */
+  async attachPublisher(offer: PreparedOffer, sessionId: string): Promise<{ session: WhipSession; answer: string }> {
+    this.#assertOpen();
+    if (this.#publisher) this.#publisher.close('replaced');
+    const session = new WhipSession({
+      id: sessionId,
+      streamId: this.streamId,
+      offer,
+      transport: this.#opts.transport,
+      settings: this.#settings,
+      logger: this.#logger,
+      onVideoRtp: (rtp, packet) => this.#onVideoRtp(session, rtp, packet),
+      onAudioRtp: (rtp) => {
+        for (const v of this.#viewers.values()) v.sendAudio(rtp);
+      },
+    });
+    this.#publisher = session;
+    this.#state = 'connecting';
+    clearTimeout(this.#idleTimer);
+    session.once('close', (reason) => this.#onPublisherClosed(session, reason));
+    try {
+      const answer = await session.answer();
+      return { session, answer };
+    } catch (err) {
+      session.close('failed');
+      throw err;
+    }
+  }
+
+  #onVideoRtp(session: WhipSession, rtp: Buffer, packet: RtpPacket): void {
+    if (session !== this.#publisher || this.#state === 'closed') return;
+    if (!this.#decoder || this.#decoder.codec !== session.codec) {
+      this.#decoder?.close();
+      this.#decoder = this.#createDecoder(session);
+    }
+    if (packet.header.marker) this.#lastMarkerInMs = performance.now();
+    this.#decoder.push(rtp);
+  }
+
+  #createDecoder(session: WhipSession): DecoderBin {
+    return new DecoderBin({
+      codec: session.codec,
+      payloadType: session.payloadType,
+      width: this.#width,
+      height: this.#height,
+      threads: this.#settings.decoderThreads,
+      logger: this.#logger,
+      onFrame: (rgb) => this.#onDecoded(rgb),
+    });
+  }
+
+  #onDecoded(rgb: Buffer): void {
+    if (this.#state === 'closed') return;
+    const now = performance.now();
+    this.#inRate.mark(now);
+    const decodeMs = now - this.#lastMarkerInMs;
+    this.#decodeT.add(decodeMs);
+    const frame: Frame = { width: this.#width, height: this.#height, data: rgb, ptsMs: now };
+    if (rgb.length !== frame.width * frame.height * 3) return; // a bin being resized
+    if (this.#busy) {
+      if (this.#pending) this.#framesDropped++;
+      this.#pending = { frame, decodedAtMs: now, decodeMs };
+      return;
+    }
+    void this.#runProcessor(frame, now, decodeMs);
+  }
+
+  async #runProcessor(first: Frame, firstDecodedAt: number, firstDecodeMs: number): Promise<void> {
+    this.#busy = true;
+    let item: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = { frame: first, decodedAtMs: firstDecodedAt, decodeMs: firstDecodeMs };
+    try {
+      while (item && this.#state !== 'closed') {
+        const processor = this.#processor;
+        if (!processor) {
+          this.#framesDropped++;
+        } else {
+          const t0 = performance.now();
+          let out: Frame | null = null;
+          try {
+            out = await processor.process(item.frame);
+          } catch (err) {
+            this.#lastError = `process: ${String(err)}`;
+            this.#logger.warn({ err }, `process() | frame failed [streamId:${this.streamId}]`);
+          }
+          this.#processT.add(performance.now() - t0);
+          if (out && !this.#isClosed()) this.#encode(out, item.decodedAtMs - item.decodeMs);
+        }
+        item = this.#pending;
+        this.#pending = null;
+      }
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #encode(frame: Frame, inputAtMs: number): void {
+    if (!this.#encoder || this.#encoder.width !== frame.width || this.#encoder.height !== frame.height) {
+      this.#encoder?.close();
+      this.#encoder = new EncoderBin({
+        width: frame.width,
+        height: frame.height,
+        fps: this.#settings.outputFps,
+        bitrateKbps: this.#settings.videoBitrateKbps,
+        keyIntFrames: this.#settings.keyIntFrames,
+        keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
+        logger: this.#logger,
+        onAccessUnit: (au) => this.#onAccessUnit(au),
+      });
+    }
+    this.#lastPushedDecodedAtMs = inputAtMs;
+    this.#encoder.push(frame);
+  }
+
+  #onAccessUnit(au: EncodedAccessUnit): void {
+    if (this.#state === 'closed') return;
+    this.#outRate.mark(au.atMs);
+    this.#encodeT.add(au.encodeMs);
+    this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
+    // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
+    const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
+    const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
+    const packets = this.#packetizer.packetize(nals, ts);
+    for (const v of this.#viewers.values()) v.sendAccessUnit(packets, au.keyframe);
+    if (this.#state === 'connecting' && this.#publisher) {
+      this.#state = 'live';
+      this.#startedAt = Date.now();
+      this.#logger.info(`started() | first output frame [streamId:${this.streamId}]`);
+      this.safeEmit('started', { streamId: this.streamId, startedAt: this.#startedAt });
+      this.#heartbeat = setInterval(() => this.#beat(), this.#settings.heartbeatMs);
+    }
+  }
+
+  #beat(): void {
+    const last = this.#outRate.lastAtMs;
+    if (this.#state !== 'live' || last === undefined) return;
+    this.safeEmit('live', { streamId: this.streamId, lastSignalAt: last, outputFps: this.#outRate.fps() });
+  }
+
+  #onPublisherClosed(session: WhipSession, reason: SessionCloseReason): void {
+    if (session !== this.#publisher) return;
+    this.#publisher = null;
+    this.#decoder?.close();
+    this.#decoder = null;
+    this.#pending = null;
+    clearInterval(this.#heartbeat);
+    const wasLive = this.#state === 'live';
+    this.#state = 'idle';
+    if (wasLive && this.#startedAt !== undefined) {
+      this.safeEmit('ended', { streamId: this.streamId, startedAt: this.#startedAt, endedAt: this.#outRate.lastAtMs ?? Date.now(), reason });
+    }
+    this.#startedAt = undefined;
+    this.#armIdle();
+  }
+
+  /** Adds a viewer and returns it with its answer. 503-class MediaError beyond maxViewersPerStream. */
+  async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
+    this.#assertOpen();
+    if (this.#viewers.size >= this.#settings.maxViewersPerStream) {
+      throw new MediaError('OVERLOADED', `viewer limit ${this.#settings.maxViewersPerStream} reached [streamId:${this.streamId}]`);
+    }
+    const session = new WhepSession({ id: sessionId, streamId: this.streamId, offer, transport: this.#opts.transport, settings: this.#settings, logger: this.#logger });
+    this.#viewers.set(sessionId, session);
+    clearTimeout(this.#idleTimer);
+    session.on('connected', () => {
+      this.#encoder?.requestKeyUnit();
+      this.#publisher?.requestKeyframe('decoder');
+    });
+    session.on('keyframeRequest', () => this.#encoder?.requestKeyUnit());
+    session.once('close', () => {
+      this.#viewers.delete(sessionId);
+      this.#armIdle();
+    });
+    try {
+      return { session, answer: await session.answer() };
+    } catch (err) {
+      session.close('failed');
+      throw err;
+    }
+  }
+
+  /** Hot-applies params. Size changes rebuild the decoder (the encoder follows the frame size). */
+  updateParams(params: StreamParams): void {
+    this.#assertOpen();
+    const next = { ...this.#params, ...params };
+    this.#processor?.update(params);
+    const resized = next.width !== this.#params.width || next.height !== this.#params.height;
+    this.#params = next;
+    if (resized && this.#decoder && this.#publisher) {
+      this.#decoder.close();
+      this.#decoder = this.#createDecoder(this.#publisher);
+      this.#publisher.requestKeyframe('decoder');
+    }
+  }
+
+  /** Ends the publisher session (viewers stay, waiting for the next publisher). */
+  endPublisher(reason: SessionCloseReason): void {
+    this.#publisher?.close(reason);
+  }
+
+  #armIdle(): void {
+    clearTimeout(this.#idleTimer);
+    if (this.#state === 'closed' || this.#publisher || this.#viewers.size > 0) return;
+    this.#idleTimer = setTimeout(() => this.safeEmit('idle'), this.#settings.idleStreamMs);
+  }
+
+  status(): LiveStreamStatus {
+    const sum = (t: StageTimer) => t.summary();
+    return {
+      streamId: this.streamId,
+      state: this.#state,
+      startedAt: this.#startedAt,
+      lastInputAt: this.#inRate.lastAtMs,
+      lastOutputAt: this.#outRate.lastAtMs,
+      inputFps: this.#inRate.fps(),
+      outputFps: this.#outRate.fps(),
+      framesIn: this.#inRate.count,
+      framesOut: this.#outRate.count,
+      framesDropped: this.#framesDropped,
+      latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
+      ingest: this.#publisher?.stats() ?? null,
+      viewers: this.#viewers.size,
+      keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
+      params: this.#params,
+      lastError: this.#lastError,
+    };
+  }
+
+  /** Raw node-internal latency samples (ms), for benchmarks. */
+  latencySamples(): { decode: readonly number[]; process: readonly number[]; encode: readonly number[]; node: readonly number[] } {
+    return { decode: this.#decodeT.samples(), process: this.#processT.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
+  }
+
+  /** Closes publisher, viewers, bins and processor. Emits `ended` if live, then `close`. */
+  close(reason: SessionCloseReason = 'closed'): void {
+    if (this.#state === 'closed') return;
+    const steps: (() => void)[] = [
+      () => this.#publisher?.close(reason),
+      () => {
+        for (const v of [...this.#viewers.values()]) v.close('closed');
+      },
+      () => this.#decoder?.close(),
+      () => this.#encoder?.close(),
+      () => this.#processor?.close(),
+    ];
+    for (const step of steps) {
+      try {
+        step();
+      } catch (err) {
+        this.#logger.warn({ err }, `close() | cleanup step failed [streamId:${this.streamId}]`);
+      }
+    }
+    this.#state = 'closed';
+    clearInterval(this.#heartbeat);
+    clearInterval(this.#statsTimer);
+    clearTimeout(this.#idleTimer);
+    this.safeEmit('close');
+  }
+}

@@ -1,0 +1,237 @@
+/**
+ * The SDP checks and rewrites done before werift sees an offer, and after it writes an answer.
+ *
+ * werift negotiates codecs by MIME type only (every remote H.264 variant survives, the first one
+ * wins), so we pick exactly one payload type per m-line here: the one we can decode (WHIP) or the
+ * one our encoder produces (WHEP), and strip the rest (RTX, RED, FEC included: we rely on NACK with
+ * in-band retransmission). Cheap structural limits run first so a hostile offer (thousands of
+ * m-lines, megabytes of attributes) costs one linear scan and never reaches the ICE/DTLS stack.
+ */
+import { SdpError } from './errors.ts';
+
+/** Who sent the offer: a publisher (WHIP) or a viewer (WHEP). */
+export type OfferRole = 'whip' | 'whep';
+
+/** Video codecs we decode from publishers. */
+export type IngestVideoCodec = 'VP8' | 'H264';
+
+export interface PreparedOffer {
+  /** The rewritten offer to hand to werift. */
+  sdp: string;
+  video: { codec: IngestVideoCodec; payloadType: number; fmtp: string } | null;
+  audio: { payloadType: number } | null;
+  /** a=candidate lines the offer carried (0 for OBS, which never trickles). */
+  candidateCount: number;
+  iceUfrag: string;
+}
+
+/** Limits on an offer (defaults in MediaSettings). */
+export interface OfferLimits {
+  /** Bytes. */
+  maxBytes: number;
+  /** Lines; Chrome's offers are ~120 lines, OBS's ~40. */
+  maxLines: number;
+}
+
+interface Section {
+  /** The m= line split: [kind, port, proto, ...fmts]. */
+  kind: string;
+  port: string;
+  proto: string;
+  fmts: string[];
+  lines: string[];
+}
+
+function split(sdp: string, limits: OfferLimits): { session: string[]; sections: Section[] } {
+  const bytes = Buffer.byteLength(sdp);
+  if (bytes > limits.maxBytes) {
+    throw new SdpError('SDP_TOO_LARGE', `offer is ${bytes} bytes, limit ${limits.maxBytes}`);
+  }
+  const lines = sdp.split(/\r?\n/).filter((l) => l.length > 0);
+  if (lines.length > limits.maxLines) {
+    throw new SdpError('SDP_TOO_LARGE', `offer has ${lines.length} lines, limit ${limits.maxLines}`);
+  }
+  if (lines[0] !== 'v=0') throw new SdpError('BAD_SDP', 'offer does not start with v=0');
+  const session: string[] = [];
+  const sections: Section[] = [];
+  for (const line of lines) {
+    if (!/^[a-z]=/.test(line)) throw new SdpError('BAD_SDP', `malformed SDP line: ${line.slice(0, 60)}`);
+    if (line.startsWith('m=')) {
+      // RFC 9725 §4.2: one MediaStream of at most one audio and one video track.
+      if (sections.length >= 2) throw new SdpError('UNSUPPORTED_OFFER', 'offer has more than 2 m-lines (WHIP/WHEP allow one audio and one video)');
+      const [kind = '', port = '', proto = '', ...fmts] = line.slice(2).split(' ');
+      sections.push({ kind, port, proto, fmts, lines: [] });
+    } else if (sections.length === 0) {
+      session.push(line);
+    } else {
+      (sections[sections.length - 1] as Section).lines.push(line);
+    }
+  }
+  return { session, sections };
+}
+
+function attr(section: Section, session: string[], name: string): string | undefined {
+  const prefix = `a=${name}:`;
+  const hit = section.lines.find((l) => l.startsWith(prefix)) ?? session.find((l) => l.startsWith(prefix));
+  return hit?.slice(prefix.length);
+}
+
+function direction(section: Section, session: string[]): string {
+  for (const d of ['sendonly', 'recvonly', 'sendrecv', 'inactive']) {
+    if (section.lines.includes(`a=${d}`)) return d;
+  }
+  return session.find((l) => /^a=(sendonly|recvonly|sendrecv|inactive)$/.test(l))?.slice(2) ?? 'sendrecv';
+}
+
+interface RtpMap {
+  pt: number;
+  name: string;
+  fmtp: string;
+}
+
+function rtpMaps(section: Section): RtpMap[] {
+  const maps: RtpMap[] = [];
+  for (const line of section.lines) {
+    const m = /^a=rtpmap:(\d+) ([^/\s]+)\//.exec(line);
+    if (!m) continue;
+    const pt = Number(m[1]);
+    const fmtp = section.lines.find((l) => l.startsWith(`a=fmtp:${pt} `))?.slice(`a=fmtp:${pt} `.length) ?? '';
+    maps.push({ pt, name: (m[2] as string).toUpperCase(), fmtp });
+  }
+  // Keep the offerer's preference order (the m= line's format list).
+  const order = section.fmts.map(Number);
+  return maps.sort((a, b) => order.indexOf(a.pt) - order.indexOf(b.pt));
+}
+
+function fmtpParam(fmtp: string, key: string): string | undefined {
+  for (const kv of fmtp.split(';')) {
+    const [k, v] = kv.trim().split('=');
+    if (k?.toLowerCase() === key) return v;
+  }
+  return undefined;
+}
+
+/** H.264 with packetization-mode=1 (non-interleaved, FU-A), the only mode we send or depay. */
+function isH264Mode1(m: RtpMap): boolean {
+  return m.name === 'H264' && fmtpParam(m.fmtp, 'packetization-mode') === '1';
+}
+
+/** Rank for a viewer's H.264 variants: our encoder emits constrained baseline (42e0xx). */
+function viewerH264Rank(m: RtpMap): number {
+  const plid = (fmtpParam(m.fmtp, 'profile-level-id') ?? '').toLowerCase();
+  if (plid.startsWith('42e0')) return 0;
+  if (plid.startsWith('42')) return 1;
+  return 2;
+}
+
+function keepOnly(section: Section, pt: number): void {
+  section.fmts = [String(pt)];
+  section.lines = section.lines.filter((l) => {
+    const m = /^a=(rtpmap|fmtp|rtcp-fb):(\d+|\*)[ ]/.exec(l);
+    if (!m) return true;
+    return m[2] === String(pt) || m[2] === '*';
+  });
+}
+
+/**
+ * Validates an offer and rewrites it to one codec per m-line. Throws SdpError with the HTTP
+ * status the endpoint answers (400 malformed, 413 too large, 422 unacceptable).
+ */
+export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits): PreparedOffer {
+  const { session, sections } = split(sdp, limits);
+  if (sections.length === 0) throw new SdpError('BAD_SDP', 'offer has no m-lines');
+  let video: PreparedOffer['video'] = null;
+  let audio: PreparedOffer['audio'] = null;
+  let candidateCount = 0;
+  let iceUfrag = '';
+  for (const section of sections) {
+    if (section.kind !== 'audio' && section.kind !== 'video') {
+      throw new SdpError('UNSUPPORTED_OFFER', `unsupported m-line kind ${section.kind}`);
+    }
+    if (!section.proto.includes('RTP/')) throw new SdpError('UNSUPPORTED_OFFER', `unsupported transport ${section.proto}`);
+    const ufrag = attr(section, session, 'ice-ufrag');
+    if (!ufrag || !attr(section, session, 'ice-pwd')) throw new SdpError('BAD_SDP', `m=${section.kind} has no ice-ufrag/ice-pwd`);
+    if (!attr(section, session, 'fingerprint')) throw new SdpError('BAD_SDP', `m=${section.kind} has no DTLS fingerprint`);
+    iceUfrag ||= ufrag;
+    const dir = direction(section, session);
+    const wanted = role === 'whip' ? ['sendonly', 'sendrecv'] : ['recvonly', 'sendrecv'];
+    if (!wanted.includes(dir)) {
+      throw new SdpError('UNSUPPORTED_OFFER', `m=${section.kind} is ${dir}; ${role.toUpperCase()} needs ${wanted.join(' or ')}`);
+    }
+    const maps = rtpMaps(section);
+    if (section.kind === 'video') {
+      if (video) throw new SdpError('UNSUPPORTED_OFFER', 'offer has two video m-lines');
+      const pick =
+        role === 'whip'
+          ? maps.find((m) => m.name === 'VP8' || isH264Mode1(m))
+          : maps.filter(isH264Mode1).sort((a, b) => viewerH264Rank(a) - viewerH264Rank(b))[0];
+      if (!pick) {
+        throw new SdpError(
+          'UNSUPPORTED_OFFER',
+          role === 'whip' ? 'no supported video codec offered (need VP8 or H264 packetization-mode=1)' : 'viewer does not accept H264 packetization-mode=1',
+        );
+      }
+      keepOnly(section, pick.pt);
+      video = { codec: pick.name as IngestVideoCodec, payloadType: pick.pt, fmtp: pick.fmtp };
+    } else {
+      if (audio) throw new SdpError('UNSUPPORTED_OFFER', 'offer has two audio m-lines');
+      const pick = maps.find((m) => m.name === 'OPUS');
+      if (!pick) throw new SdpError('UNSUPPORTED_OFFER', 'audio m-line offers no Opus');
+      keepOnly(section, pick.pt);
+      audio = { payloadType: pick.pt };
+    }
+    candidateCount += section.lines.filter((l) => l.startsWith('a=candidate:')).length;
+  }
+  if (role === 'whip' && !video) throw new SdpError('UNSUPPORTED_OFFER', 'WHIP offer has no video m-line');
+  const out: string[] = [...session];
+  for (const s of sections) {
+    out.push(`m=${s.kind} ${s.port} ${s.proto} ${s.fmts.join(' ')}`);
+    for (const l of s.lines) {
+      // werift fails the ICE agent ~1 ms after checks start when an offer ends candidates
+      // without carrying any; OBS-like clients rely on peer-reflexive discovery instead.
+      if (candidateCount === 0 && l === 'a=end-of-candidates') continue;
+      out.push(l);
+    }
+  }
+  return { sdp: `${out.join('\r\n')}\r\n`, video, audio, candidateCount, iceUfrag };
+}
+
+/**
+ * Drops answer candidates whose address is not in `allowed` (werift's `iceInterfaceAddresses`
+ * does not limit what it advertises). With no list, the answer is returned unchanged.
+ */
+export function filterAnswerCandidates(answer: string, allowed: readonly string[] | undefined): string {
+  if (!allowed || allowed.length === 0) return answer;
+  const keep = new Set(allowed);
+  return answer
+    .split('\r\n')
+    .filter((l) => {
+      if (!l.startsWith('a=candidate:')) return true;
+      const address = l.split(' ')[4];
+      return address !== undefined && keep.has(address);
+    })
+    .join('\r\n');
+}
+
+/** The parts of an RFC 8840 trickle-ice-sdpfrag body we act on. */
+export interface SdpFrag {
+  iceUfrag: string | undefined;
+  icePwd: string | undefined;
+  /** Candidate attribute values (without the `a=` prefix), with the m-line mid they belong to. */
+  candidates: { candidate: string; mid: string | undefined }[];
+}
+
+export function parseSdpFrag(body: string, maxBytes: number): SdpFrag {
+  if (Buffer.byteLength(body) > maxBytes) throw new SdpError('SDP_TOO_LARGE', `sdpfrag larger than ${maxBytes} bytes`);
+  const frag: SdpFrag = { iceUfrag: undefined, icePwd: undefined, candidates: [] };
+  let mid: string | undefined;
+  for (const line of body.split(/\r?\n/)) {
+    if (line.length === 0) continue;
+    if (!/^[a-z]=/.test(line)) throw new SdpError('BAD_SDP', `malformed sdpfrag line: ${line.slice(0, 60)}`);
+    if (line.startsWith('a=ice-ufrag:')) frag.iceUfrag = line.slice(12);
+    else if (line.startsWith('a=ice-pwd:')) frag.icePwd = line.slice(10);
+    else if (line.startsWith('a=mid:')) mid = line.slice(6);
+    else if (line.startsWith('a=candidate:')) frag.candidates.push({ candidate: line.slice(2), mid });
+  }
+  return frag;
+}

@@ -1,0 +1,285 @@
+/**
+ * One publisher's WHIP session: a werift peer connection that receives one video track (VP8 or
+ * H.264) and optionally one Opus track.
+ *
+ * Video RTP goes through a reorder window (werift's jitter buffer: in-order packets pass at once,
+ * a gap waits up to `jitterLatencyMs` of RTP time for the NACKed retransmission) and is handed on
+ * in sequence order; for H.264, nothing is handed on before the first keyframe. We send PLI
+ * ourselves (werift never does): on the first packet, every `pliMinIntervalMs` until a keyframe
+ * arrives, and after each loss. OBS ignores PLI, so its keyframe interval bounds start-up.
+ *
+ * Liveness: the session closes when no RTP arrives for `ingestTimeoutMs` (a publisher that
+ * vanished without DELETE), when ICE/DTLS fails (werift runs RFC 7675 consent checks), or when it
+ * does not connect within `connectTimeoutMs`.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { PictureLossIndication, RtcpPayloadSpecificFeedback, type RTCPeerConnection, type RtpPacket } from 'werift';
+import { JitterBufferBase } from 'werift/nonstandard';
+import { InvalidStateError } from './errors.ts';
+import { answerWithAllCandidates, createPeerConnection, type TransportOptions } from './PeerTransport.ts';
+import type { PreparedOffer } from './Sdp.ts';
+import type { MediaSettings } from './settings.ts';
+import { TypedEmitter } from './TypedEmitter.ts';
+
+/** Why a session closed. */
+export type SessionCloseReason =
+  /** The client sent DELETE. */
+  | 'deleted'
+  /** No RTP for ingestTimeoutMs, or ICE/DTLS never connected in time. */
+  | 'timeout'
+  /** ICE consent or DTLS failed. */
+  | 'failed'
+  /** A new publisher took over the stream. */
+  | 'replaced'
+  /** The stream or node was closed. */
+  | 'closed';
+
+export type WhipSessionEvents = {
+  /** ICE+DTLS connected. */
+  connected: [];
+  close: [SessionCloseReason];
+};
+
+/** Ingest counters for the status endpoint. */
+export interface IngestStats {
+  codec: string;
+  bytesReceived: number;
+  videoPackets: number;
+  audioPackets: number;
+  /** Packets declared lost by the reorder window. */
+  packetsLost: number;
+  /** Seconds (inter-arrival jitter from werift's receiver stats). */
+  jitter: number | undefined;
+  /** Seconds, when the publisher's reports allow a measurement. */
+  rtt: number | undefined;
+  pliSent: number;
+  keyframes: number;
+  lastPacketAtMs: number | undefined;
+}
+
+export interface WhipSessionOptions {
+  id: string;
+  streamId: string;
+  offer: PreparedOffer;
+  transport: TransportOptions;
+  settings: MediaSettings;
+  logger: Logger;
+  /** In-order video RTP (serialized), starting at a keyframe for H.264. */
+  onVideoRtp: (rtp: Buffer, packet: RtpPacket) => void;
+  /** Opus RTP as received (serialized), for pass-through to viewers. */
+  onAudioRtp: (rtp: Buffer) => void;
+}
+
+export class WhipSession extends TypedEmitter<WhipSessionEvents> {
+  readonly id: string;
+  readonly streamId: string;
+  readonly codec: 'VP8' | 'H264';
+  readonly payloadType: number;
+  /** Strong entity tag of the ICE session (RFC 9725 §4.3.1). */
+  readonly etag: string;
+  readonly createdAtMs = Date.now();
+  readonly #opts: WhipSessionOptions;
+  readonly #pc: RTCPeerConnection;
+  readonly #logger: Logger;
+  readonly #jitter: JitterBufferBase;
+  #closed = false;
+  #connected = false;
+  #videoSsrc: number | undefined;
+  #sawKeyframe = false;
+  #lastPliMs = -Infinity;
+  #timers: NodeJS.Timeout[] = [];
+  #watchdog: NodeJS.Timeout | undefined;
+  #stats: IngestStats;
+  #receiverStats: { jitter?: number; rtt?: number } = {};
+
+  constructor(opts: WhipSessionOptions) {
+    super(opts.logger);
+    const video = opts.offer.video;
+    if (!video) throw new InvalidStateError('WHIP offer without video');
+    this.id = opts.id;
+    this.streamId = opts.streamId;
+    this.codec = video.codec;
+    this.payloadType = video.payloadType;
+    this.etag = `"${randomBytes(8).toString('hex')}"`;
+    this.#opts = opts;
+    this.#logger = opts.logger;
+    this.#stats = {
+      codec: video.codec,
+      bytesReceived: 0,
+      videoPackets: 0,
+      audioPackets: 0,
+      packetsLost: 0,
+      jitter: undefined,
+      rtt: undefined,
+      pliSent: 0,
+      keyframes: 0,
+      lastPacketAtMs: undefined,
+    };
+    this.#jitter = new JitterBufferBase(90000, { latency: opts.settings.jitterLatencyMs, bufferSize: 512 });
+    this.#pc = createPeerConnection('whip', opts.transport);
+    this.#pc.onTrack.subscribe((track) => {
+      if (track.kind === 'video') {
+        track.onReceiveRtp.subscribe((rtp) => this.#onVideo(rtp));
+      } else {
+        track.onReceiveRtp.subscribe((rtp) => {
+          this.#stats.audioPackets++;
+          this.#stats.bytesReceived += rtp.payload.length + 12;
+          this.#touch();
+          opts.onAudioRtp(rtp.serialize());
+        });
+      }
+    });
+    this.#pc.connectionStateChange.subscribe((state) => {
+      if (state === 'connected' && !this.#connected) {
+        this.#connected = true;
+        this.#logger.info(`connected() | publisher connected [sessionId:${this.id}] [codec:${this.codec}]`);
+        this.safeEmit('connected');
+      } else if (state === 'failed' || state === 'closed') {
+        this.close(state === 'failed' ? 'failed' : 'closed');
+      }
+    });
+    this.#timers.push(
+      setTimeout(() => {
+        if (!this.#connected) this.close('timeout');
+      }, opts.settings.connectTimeoutMs),
+    );
+  }
+
+  /** Answers the offer with every server candidate (non-trickle). */
+  async answer(): Promise<string> {
+    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport.iceAddresses, this.#opts.settings.connectTimeoutMs);
+  }
+
+  /** Applies trickled candidates from a PATCH (RFC 8840 sdpfrag). */
+  async addCandidates(candidates: { candidate: string; mid: string | undefined }[]): Promise<void> {
+    for (const c of candidates) {
+      await this.#pc.addIceCandidate({ candidate: c.candidate, sdpMid: c.mid ?? '0' });
+    }
+  }
+
+  get remoteIceUfrag(): string {
+    return this.#opts.offer.iceUfrag;
+  }
+
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  #touch(): void {
+    this.#stats.lastPacketAtMs = Date.now();
+    clearTimeout(this.#watchdog);
+    this.#watchdog = setTimeout(() => this.close('timeout'), this.#opts.settings.ingestTimeoutMs);
+  }
+
+  #onVideo(rtp: RtpPacket): void {
+    if (this.#closed) return;
+    this.#stats.videoPackets++;
+    this.#stats.bytesReceived += rtp.payload.length + 12;
+    this.#touch();
+    if (this.#videoSsrc === undefined) {
+      this.#videoSsrc = rtp.header.ssrc;
+      this.requestKeyframe('start');
+    }
+    for (const out of this.#jitter.processInput({ rtp })) {
+      if (out.isPacketLost) {
+        const lost = ((out.isPacketLost.to - out.isPacketLost.from + 0x10000) % 0x10000) + 1;
+        this.#stats.packetsLost += lost;
+        this.requestKeyframe('loss');
+      }
+      if (out.rtp) this.#forward(out.rtp);
+    }
+  }
+
+  #forward(rtp: RtpPacket): void {
+    const key = isKeyframeStart(this.codec, rtp.payload);
+    if (key) this.#stats.keyframes++;
+    if (!this.#sawKeyframe) {
+      if (!key) {
+        this.requestKeyframe('waiting');
+        return;
+      }
+      this.#sawKeyframe = true;
+    }
+    this.#opts.onVideoRtp(rtp.serialize(), rtp);
+  }
+
+  /** Sends PLI to the publisher, at most every pliMinIntervalMs. */
+  requestKeyframe(why: 'start' | 'loss' | 'waiting' | 'decoder'): void {
+    const now = performance.now();
+    if (this.#closed || this.#videoSsrc === undefined || now - this.#lastPliMs < this.#opts.settings.pliMinIntervalMs) return;
+    this.#lastPliMs = now;
+    const transceiver = this.#pc.getTransceivers().find((t) => t.kind === 'video');
+    if (!transceiver) return;
+    const pli = new RtcpPayloadSpecificFeedback({
+      feedback: new PictureLossIndication({ senderSsrc: transceiver.receiver.rtcpSsrc, mediaSsrc: this.#videoSsrc }),
+    });
+    this.#stats.pliSent++;
+    this.#logger.debug(`requestKeyframe() | PLI [sessionId:${this.id}] [why:${why}]`);
+    transceiver.receiver.dtlsTransport.sendRtcp([pli]).catch((err: unknown) => {
+      this.#logger.debug({ err }, 'requestKeyframe() | PLI send failed');
+    });
+  }
+
+  /** Refreshes jitter/RTT from werift's receiver stats (cheap; called by the stream's stats tick). */
+  async refreshStats(): Promise<void> {
+    if (this.#closed) return;
+    const transceiver = this.#pc.getTransceivers().find((t) => t.kind === 'video');
+    if (!transceiver) return;
+    const report = await transceiver.receiver.getStats();
+    for (const s of report.values() as Iterable<Record<string, unknown>>) {
+      if (s['type'] === 'inbound-rtp' && typeof s['jitter'] === 'number') this.#receiverStats.jitter = s['jitter'];
+      if (s['type'] === 'remote-outbound-rtp' && typeof s['roundTripTime'] === 'number') this.#receiverStats.rtt = s['roundTripTime'];
+    }
+  }
+
+  stats(): IngestStats {
+    return { ...this.#stats, jitter: this.#receiverStats.jitter, rtt: this.#receiverStats.rtt };
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  close(reason: SessionCloseReason = 'closed'): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const t of this.#timers) clearTimeout(t);
+    clearTimeout(this.#watchdog);
+    this.#pc.close().catch((err: unknown) => this.#logger.warn({ err }, 'close() | pc.close failed'));
+    this.#logger.info(`close() | publisher session closed [sessionId:${this.id}] [reason:${reason}]`);
+    this.safeEmit('close', reason);
+  }
+}
+
+/** True if this RTP payload starts a keyframe (VP8 key frame, or an H.264 IDR/SPS NAL). */
+export function isKeyframeStart(codec: 'VP8' | 'H264', p: Buffer): boolean {
+  if (p.length < 2) return false;
+  if (codec === 'VP8') {
+    // RFC 7741 §4.2 payload descriptor; S=1 and PID=0 marks the start of the frame.
+    const b0 = p[0] as number;
+    if ((b0 & 0x10) === 0 || (b0 & 0x07) !== 0) return false;
+    let i = 1;
+    if (b0 & 0x80) {
+      const x = p[i++] ?? 0;
+      if (x & 0x80) i += (p[i] ?? 0) & 0x80 ? 2 : 1;
+      if (x & 0x40) i++;
+      if (x & 0x30) i++;
+    }
+    // VP8 payload header: P bit (bit 0) is 0 for a key frame.
+    return i < p.length && ((p[i] as number) & 0x01) === 0;
+  }
+  const type = (p[0] as number) & 0x1f;
+  if (type === 5 || type === 7) return true;
+  if (type === 28) return (((p[1] as number) & 0x80) !== 0 && ((p[1] as number) & 0x1f) === 5);
+  if (type === 24) {
+    // STAP-A: [hdr][size16][nal]...
+    for (let i = 1; i + 2 < p.length; ) {
+      const size = p.readUInt16BE(i);
+      const t = (p[i + 2] as number) & 0x1f;
+      if (t === 5 || t === 7) return true;
+      i += 2 + size;
+    }
+  }
+  return false;
+}

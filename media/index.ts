@@ -1,0 +1,19 @@
+/**
+ * Public API of the media node: WHIP ingest → decode → frame processor → encode once → WHEP
+ * viewers. The control plane creates one MediaNode per process, registers its routes on the
+ * fastify app, and listens for `started` / `live` / `ended`.
+ */
+export { MediaNode, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
+export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo } from './LiveStream.ts';
+export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
+export {
+  ImageChainProcessor,
+  defaultProcessorFactory,
+  type DiffusionStage,
+  type Frame,
+  type FrameProcessor,
+  type FrameProcessorFactory,
+  type StreamParams,
+} from './FrameProcessor.ts';
+export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';
+export { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';

@@ -1,0 +1,54 @@
+/**
+ * Tuning knobs of the live path, kept out of the public MediaNode options (pion's SettingEngine
+ * idea). Every value has its unit and the reason for its default.
+ */
+export interface MediaSettings {
+  /** Bytes. Chrome offers are ~6 KB, OBS ~1 KB; beyond this → 413. */
+  maxSdpBytes: number;
+  /** Lines in an offer; cheap guard against thousands of m-lines/attributes → 413. */
+  maxSdpLines: number;
+  /** Output frame rate the encoder is told, fps. */
+  outputFps: number;
+  /** x264 target bitrate, kbit/s. */
+  videoBitrateKbps: number;
+  /** Frames between forced IDRs (≈2 s at 30 fps; new viewers also get a forced key unit). */
+  keyIntFrames: number;
+  /** ms; viewer PLI/FIR → forced key unit at most this often. */
+  keyUnitMinIntervalMs: number;
+  /** ms; PLI to the publisher at most this often (at start, after loss, until the first keyframe). */
+  pliMinIntervalMs: number;
+  /** ms of RTP-timestamp reorder window before a gap counts as loss (NACK retransmits land inside it). */
+  jitterLatencyMs: number;
+  /** ms without any RTP from the publisher → the WHIP session closes (publisher vanished without DELETE). */
+  ingestTimeoutMs: number;
+  /** ms a WHEP/WHIP session may take to reach ICE+DTLS connected before it is closed. */
+  connectTimeoutMs: number;
+  /** ms between `live` heartbeats while a stream outputs frames. */
+  heartbeatMs: number;
+  /** ms a stream with no publisher and no viewers is kept before it is disposed. */
+  idleStreamMs: number;
+  /** Viewers per stream (beyond → 503). */
+  maxViewersPerStream: number;
+  /** RTP payload size limit for our H.264 packetizer, bytes (fits 1280 MTU with SRTP/ext headroom). */
+  rtpMaxPayload: number;
+  /** avdec_h264 threads; 1 keeps decode 1-in-1-out (frame threading delays output by N frames). */
+  decoderThreads: number;
+}
+
+export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
+  maxSdpBytes: 32 * 1024,
+  maxSdpLines: 1000,
+  outputFps: 30,
+  videoBitrateKbps: 1500,
+  keyIntFrames: 60,
+  keyUnitMinIntervalMs: 500,
+  pliMinIntervalMs: 500,
+  jitterLatencyMs: 100,
+  ingestTimeoutMs: 10_000,
+  connectTimeoutMs: 15_000,
+  heartbeatMs: 5_000,
+  idleStreamMs: 60_000,
+  maxViewersPerStream: 100,
+  rtpMaxPayload: 1100,
+  decoderThreads: 1,
+};

@@ -1,0 +1,71 @@
+/**
+ * Offer checks and rewrites done before werift sees an offer: one codec per m-line, the right
+ * direction per role, and cheap limits.
+ */
+import t from 'tap';
+import { filterAnswerCandidates, parseSdpFrag, prepareOffer } from '../../media/Sdp.ts';
+
+const limits = { maxBytes: 32 * 1024, maxLines: 1000 };
+const session = 'v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n';
+const common = 'c=IN IP4 0.0.0.0\r\na=ice-ufrag:abcd\r\na=ice-pwd:0123456789abcdefghijkl\r\na=fingerprint:sha-256 AA:BB\r\na=setup:actpass\r\na=rtcp-mux\r\n';
+// What OBS sends: Opus 111 (mid 0), H.264 96 42e01f (mid 1), no candidates.
+const OBS = `${session}m=audio 9 UDP/TLS/RTP/SAVPF 111\r\n${common}a=mid:0\r\na=sendonly\r\na=rtpmap:111 opus/48000/2\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n${common}a=mid:1\r\na=sendonly\r\na=rtpmap:96 H264/90000\r\na=fmtp:96 profile-level-id=42e01f;packetization-mode=1;level-asymmetry-allowed=1\r\na=rtcp-fb:96 nack\r\na=rtcp-fb:96 nack pli\r\n`;
+const BROWSER_VIEWER = `${session}m=video 9 UDP/TLS/RTP/SAVPF 96 97 102 103 104\r\n${common}a=mid:0\r\na=recvonly\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\na=rtpmap:102 H264/90000\r\na=fmtp:102 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42001f\r\na=rtpmap:103 H264/90000\r\na=fmtp:103 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=640c1f\r\na=rtpmap:104 H264/90000\r\na=fmtp:104 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\na=rtcp-fb:104 nack\r\na=candidate:1 1 udp 1 10.0.0.1 5000 typ host\r\n`;
+
+t.test("accepts OBS's candidate-free H.264 offer as is", async (t) => {
+  const p = prepareOffer(OBS, 'whip', limits);
+  t.same(p.video, { codec: 'H264', payloadType: 96, fmtp: 'profile-level-id=42e01f;packetization-mode=1;level-asymmetry-allowed=1' });
+  t.same(p.audio, { payloadType: 111 });
+  t.equal(p.candidateCount, 0);
+  t.equal(p.iceUfrag, 'abcd');
+});
+
+t.test('strips a=end-of-candidates from an offer that carries no candidates (werift would fail ICE)', async (t) => {
+  const p = prepareOffer(OBS.replace('a=rtcp-fb:96 nack\r\n', 'a=rtcp-fb:96 nack\r\na=end-of-candidates\r\n'), 'whip', limits);
+  t.notMatch(p.sdp, /end-of-candidates/);
+});
+
+t.test("a viewer's offer is cut down to the constrained-baseline packetization-mode=1 H.264 payload", async (t) => {
+  const p = prepareOffer(BROWSER_VIEWER, 'whep', limits);
+  t.equal(p.video?.payloadType, 104, 'picks 42e01f pm=1 over VP8, pm=0 and High');
+  t.match(p.sdp, /m=video 9 UDP\/TLS\/RTP\/SAVPF 104\r\n/);
+  t.notMatch(p.sdp, /a=rtpmap:(96|97|102|103) /, 'other payloads and their rtx are gone');
+  t.match(p.sdp, /a=rtcp-fb:104 nack/);
+  t.equal(p.candidateCount, 1);
+});
+
+t.test('a publisher offer keeps the offerer-preferred decodable codec', async (t) => {
+  const pub = BROWSER_VIEWER.replace('a=recvonly', 'a=sendonly');
+  t.equal(prepareOffer(pub, 'whip', limits).video?.codec, 'VP8');
+  t.equal(prepareOffer(pub.replace('a=rtpmap:96 VP8/90000', 'a=rtpmap:96 VP9/90000'), 'whip', limits).video?.payloadType, 103, 'pm=0 H.264 is skipped');
+});
+
+t.test('rejects with the status the endpoint answers', async (t) => {
+  const code = (fn: () => unknown) => {
+    try {
+      fn();
+      return 0;
+    } catch (err) {
+      return (err as { httpStatus: number }).httpStatus;
+    }
+  };
+  t.equal(code(() => prepareOffer('hello', 'whip', limits)), 400, 'not SDP');
+  t.equal(code(() => prepareOffer(OBS.replace(/a=fingerprint.*\r\n/g, ''), 'whip', limits)), 400, 'no DTLS fingerprint');
+  t.equal(code(() => prepareOffer(OBS, 'whep', limits)), 422, 'sendonly offer to WHEP');
+  t.equal(code(() => prepareOffer(OBS.replace(/opus/, 'PCMU'), 'whip', limits)), 422, 'audio without Opus');
+  t.equal(code(() => prepareOffer(`${session}m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n${common}`, 'whip', limits)), 422, 'data channel');
+  t.equal(code(() => prepareOffer(OBS + 'a=x:y\r\n'.repeat(2000), 'whip', limits)), 413, 'too many lines');
+  t.equal(code(() => prepareOffer(OBS, 'whip', { maxBytes: 100, maxLines: 1000 })), 413, 'too many bytes');
+});
+
+t.test('answer candidates are filtered to the configured addresses', async (t) => {
+  const answer = 'v=0\r\na=candidate:1 1 udp 1 127.0.0.1 4000 typ host\r\na=candidate:2 1 udp 1 10.1.2.3 4001 typ host\r\n';
+  t.equal(filterAnswerCandidates(answer, ['127.0.0.1']), 'v=0\r\na=candidate:1 1 udp 1 127.0.0.1 4000 typ host\r\n');
+  t.equal(filterAnswerCandidates(answer, undefined), answer);
+});
+
+t.test('sdpfrag parsing keeps candidates with their mid and the ICE credentials', async (t) => {
+  const frag = parseSdpFrag('a=ice-ufrag:u1\r\na=ice-pwd:p1\r\nm=audio 9 RTP/AVP 0\r\na=mid:0\r\na=candidate:1 1 udp 1 1.2.3.4 5 typ host\r\na=end-of-candidates\r\n', 1000);
+  t.same(frag, { iceUfrag: 'u1', icePwd: 'p1', candidates: [{ candidate: 'candidate:1 1 udp 1 1.2.3.4 5 typ host', mid: '0' }] });
+  t.throws(() => parseSdpFrag('garbage', 1000), /malformed/);
+});

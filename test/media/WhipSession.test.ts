@@ -1,0 +1,103 @@
+/**
+ * Publisher behaviours with real peers: a second libwebrtc (@roamhq/wrtc) publishing VP8 frames
+ * of a known colour, an OBS-like H.264-only publisher that sends no candidates and never trickles,
+ * and a publisher that goes silent without DELETE.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { launchChromium } from '../helpers/chromium.ts';
+import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+
+type W = Window & PeerPage;
+
+interface WrtcPublisher {
+  status: number;
+  location: string | null;
+  /** Stops sending frames but keeps the peer connection (and ICE consent) alive. */
+  stopMedia(): void;
+  /** SIGKILL: the publisher vanishes without DELETE. */
+  kill(): void;
+}
+
+const PUBLISHER = fileURLToPath(new URL('./fixtures/wrtcPublisher.ts', import.meta.url));
+
+/** Starts a wrtc VP8 publisher in a child process (see fixtures/wrtcPublisher.ts for why). */
+async function wrtcPublish(t: { teardown(fn: () => unknown): void }, url: string, colour: [number, number, number]): Promise<WrtcPublisher> {
+  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, STREAM_KEY, colour.join(',')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
+  const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string];
+  const res = JSON.parse(line) as { status: number; location: string | null };
+  return { ...res, stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
+}
+
+t.test('a libwebrtc (wrtc) VP8 publisher reaches a Chromium viewer with its colours intact', { timeout: 60_000 }, async (t) => {
+  const srv = await startMediaServer(t, { params: { width: 256, height: 256 } });
+  const ctx = await launchChromium(t, { fakeMedia: false });
+  const viewer = await ctx.newPage();
+  await viewer.goto(`${srv.baseUrl}/peer.html`);
+  const started = new Promise<void>((resolve) => srv.node.once('started', () => resolve()));
+  const orange: [number, number, number] = [230, 120, 40];
+  const pub = await wrtcPublish(t, srv.whipUrl, orange);
+  t.equal(pub.status, 201, 'wrtc WHIP POST → 201');
+  await started;
+  const played = await viewer.evaluate((url) => (window as unknown as W).play({ url }), srv.whepUrl);
+  t.equal(played.status, 201);
+  const n = await viewer.evaluate(() => (window as unknown as W).waitFrames(15, 20_000));
+  t.ok(n >= 15, `viewer decoded ${n} frames`);
+  const { meanRgb } = await viewer.evaluate(() => (window as unknown as W).frameStats());
+  const [r, g, b] = meanRgb;
+  t.ok(Math.abs(r - orange[0]) < 20 && Math.abs(g - orange[1]) < 20 && Math.abs(b - orange[2]) < 20, `viewer sees the published colour (${meanRgb.map((x) => x.toFixed(0)).join(',')} vs ${orange.join(',')})`);
+  t.equal(srv.node.status(STREAM_ID)?.ingest?.codec, 'VP8');
+});
+
+t.test('an OBS-like publisher (H.264 42e01f only, no candidates in the offer, never trickles) connects and goes live', { timeout: 60_000 }, async (t) => {
+  const srv = await startMediaServer(t);
+  const ctx = await launchChromium(t);
+  const page = await ctx.newPage();
+  await page.goto(`${srv.baseUrl}/peer.html`);
+  const started = new Promise<void>((resolve) => srv.node.once('started', () => resolve()));
+  const res = await page.evaluate((o) => (window as unknown as W).publishObsLike(o), { url: srv.whipUrl, token: STREAM_KEY });
+  t.notMatch(res.offer, /a=candidate:/, 'the offer carries no candidates');
+  t.notMatch(res.offer, /VP8|VP9|AV1/, 'the offer is H.264 only');
+  t.equal(res.status, 201, 'WHIP POST → 201');
+  t.match(res.body, /a=candidate:.* typ host/, 'the answer carries the server candidates');
+  await started;
+  const status = srv.node.status(STREAM_ID);
+  t.equal(status?.state, 'live', 'the stream went live (server learnt the publisher as peer-reflexive)');
+  t.equal(status?.ingest?.codec, 'H264');
+  t.ok((status?.ingest?.audioPackets ?? 0) >= 0, 'audio counted');
+});
+
+t.test('a publisher that goes silent without DELETE is timed out and ended; the node stays usable', { timeout: 60_000 }, async (t) => {
+  const srv = await startMediaServer(t, { settings: { ingestTimeoutMs: 1500 } });
+  const started = new Promise<void>((resolve) => srv.node.once('started', () => resolve()));
+  const pub = await wrtcPublish(t, srv.whipUrl, [20, 200, 20]);
+  t.equal(pub.status, 201);
+  await started;
+  const ended = new Promise<{ reason: string; endedAt: number; startedAt: number }>((resolve) => srv.node.once('ended', resolve));
+  const stoppedAt = Date.now();
+  pub.stopMedia();
+  const info = await ended;
+  const after = Date.now() - stoppedAt;
+  t.equal(info.reason, 'timeout', 'ended with reason timeout');
+  t.ok(after < 4000, `detected ${after} ms after the last frame (ingestTimeoutMs 1500)`);
+  t.ok(info.endedAt <= stoppedAt + 200, 'endedAt is the last output frame, not the detection time');
+  t.equal(srv.node.status(STREAM_ID)?.state, 'idle');
+  // A fresh publisher on the same stream goes live again (started, ended, started).
+  const again = new Promise<void>((resolve) => srv.node.once('started', () => resolve()));
+  const pub2 = await wrtcPublish(t, srv.whipUrl, [20, 20, 200]);
+  t.equal(pub2.status, 201, 'a reconnecting publisher is accepted');
+  await again;
+  t.equal(srv.node.status(STREAM_ID)?.state, 'live', 'the stream is live again');
+  // kill -9: no DELETE, no DTLS close; the node notices and ends the stream again.
+  const ended2 = new Promise<{ reason: string }>((resolve) => srv.node.once('ended', resolve));
+  pub2.kill();
+  t.equal((await ended2).reason, 'timeout', 'a killed publisher ends the stream with reason timeout');
+});

@@ -1,0 +1,153 @@
+/**
+ * The WHIP/WHEP HTTP contract (RFC 9725 §4, WHEP draft): status codes, headers, CORS, PATCH and
+ * DELETE, and the cheap rejections of hostile offers. Offers come from a real libwebrtc peer
+ * (@roamhq/wrtc, VP8/Opus) and are edited as text only to make them invalid.
+ */
+import wrtc from '@roamhq/wrtc';
+import t from 'tap';
+import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
+
+async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly' = 'sendonly'): Promise<string> {
+  const pc = new wrtc.RTCPeerConnection();
+  t.teardown(() => pc.close());
+  pc.addTransceiver('audio', { direction });
+  pc.addTransceiver('video', { direction });
+  const offer = await pc.createOffer();
+  await pc.setLocalDescription(offer);
+  return offer.sdp ?? '';
+}
+
+/** A libwebrtc offer whose video m-line is relabelled H.264 pm=1 (what a browser viewer offers). */
+function asH264(sdp: string): string {
+  const pt = /a=rtpmap:(\d+) VP8\/90000/.exec(sdp)?.[1] ?? '96';
+  return sdp.replace(`a=rtpmap:${pt} VP8/90000`, `a=rtpmap:${pt} H264/90000\r\na=fmtp:${pt} profile-level-id=42e01f;packetization-mode=1;level-asymmetry-allowed=1`);
+}
+
+const sdpHeaders = { 'content-type': 'application/sdp', authorization: `Bearer ${STREAM_KEY}` };
+const WHIP = `/live/${STREAM_ID}/whip`;
+const WHEP = `/live/${PLAYBACK_ID}/whep`;
+
+t.test('OPTIONS answers CORS preflight with Accept-Post and exposes Location, Link and ETag', { timeout: 20_000 }, async (t) => {
+  const srv = await startMediaServer(t, { iceServers: [{ urls: 'stun:stun.example.net:3478' }] });
+  for (const url of [WHIP, WHEP]) {
+    const res = await srv.app.inject({ method: 'OPTIONS', url, headers: { origin: 'https://x.example', 'access-control-request-method': 'POST' } });
+    t.equal(res.statusCode, 204, `${url} OPTIONS → 204`);
+    t.equal(res.headers['accept-post'], 'application/sdp');
+    t.match(String(res.headers['access-control-expose-headers']), /Location.*Link.*ETag/);
+    t.equal(res.headers['access-control-allow-origin'], '*');
+    t.match(String(res.headers['access-control-allow-headers']), /Authorization/);
+  }
+  const sess = await srv.app.inject({ method: 'OPTIONS', url: '/live/sessions/abc' });
+  t.equal(sess.headers['accept-patch'], 'application/trickle-ice-sdpfrag', 'session OPTIONS advertises Accept-Patch');
+});
+
+t.test('WHIP POST rejects bad requests with the RFC 9725 status codes and a reason', { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t);
+  const offer = await realOffer(t);
+  const post = (headers: Record<string, string>, payload: string) => srv.app.inject({ method: 'POST', url: WHIP, headers, payload });
+
+  const json = await post({ ...sdpHeaders, 'content-type': 'application/json' }, JSON.stringify({ sdp: offer }));
+  t.equal(json.statusCode, 415, 'application/json → 415');
+  const text = await post({ ...sdpHeaders, 'content-type': 'text/plain' }, offer);
+  t.equal(text.statusCode, 415, 'text/plain → 415');
+
+  const noToken = await post({ 'content-type': 'application/sdp' }, offer);
+  t.equal(noToken.statusCode, 401, 'missing Bearer → 401');
+  t.match(String(noToken.headers['www-authenticate']), /^Bearer/);
+  const badToken = await post({ ...sdpHeaders, authorization: 'Bearer nope' }, offer);
+  t.equal(badToken.statusCode, 401, 'wrong stream key → 401');
+  const otherStream = await srv.app.inject({ method: 'POST', url: '/live/str_other/whip', headers: sdpHeaders, payload: offer });
+  t.equal(otherStream.statusCode, 401, 'a key for another stream → 401');
+
+  const garbage = await post(sdpHeaders, 'hello world');
+  t.equal(garbage.statusCode, 400, 'non-SDP body → 400');
+  t.match(garbage.body, /v=0/, '400 says why');
+  const noIce = await post(sdpHeaders, offer.replace(/a=ice-ufrag:.*\r\n/g, ''));
+  t.equal(noIce.statusCode, 400, 'offer without ice-ufrag → 400');
+
+  const big = await post(sdpHeaders, offer + `a=x-pad:${'x'.repeat(40_000)}\r\n`);
+  t.equal(big.statusCode, 413, '40 KB offer → 413');
+  const mlines = offer + Array.from({ length: 3000 }, (_, i) => `m=video 9 UDP/TLS/RTP/SAVPF ${96 + (i % 30)}`).join('\r\n');
+  const many = await post(sdpHeaders, mlines);
+  t.equal(many.statusCode, 413, 'thousands of m-lines → 413 (size) without touching the ICE stack');
+  const three = await post(sdpHeaders, offer + offer.slice(offer.indexOf('m=video')));
+  t.equal(three.statusCode, 422, 'three m-lines → 422');
+  t.match(three.body, /more than 2 m-lines/);
+
+  const recvonly = await post(sdpHeaders, await realOffer(t, 'recvonly'));
+  t.equal(recvonly.statusCode, 422, 'recvonly offer to WHIP → 422');
+  const vp9only = offer.replace(/VP8\/90000/g, 'VP9/90000').replace(/H264\/90000/g, 'VP9/90000');
+  const noCodec = await post(sdpHeaders, vp9only);
+  t.equal(noCodec.statusCode, 422, 'no VP8/H.264 → 422');
+  t.match(noCodec.body, /no supported video codec/);
+  t.equal(srv.node.streamCount, 0, 'no rejected request created a stream');
+});
+
+t.test('WHIP POST → 201 with answer, Location, ETag and Link; PATCH trickles (204), refuses restart (422); DELETE → 200', { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t, {
+    iceServers: [{ urls: 'stun:stun.example.net:3478' }, { urls: 'turn:turn.example.net?transport=udp', username: 'u', credential: 'p' } as { urls: string }],
+  });
+  const offer = await realOffer(t);
+  const res = await srv.app.inject({ method: 'POST', url: WHIP, headers: sdpHeaders, payload: offer });
+  t.equal(res.statusCode, 201);
+  t.equal(res.headers['content-type'], 'application/sdp');
+  const location = String(res.headers['location']);
+  t.match(location, new RegExp(`^${srv.baseUrl}/live/sessions/[0-9a-f]{32}$`), 'absolute session URL');
+  const etag = String(res.headers['etag']);
+  t.match(etag, /^"[0-9a-f]+"$/, 'strong ETag');
+  const link = ([] as string[]).concat(res.headers['link'] ?? []).join(', ');
+  t.match(link, /<stun:stun\.example\.net:3478>; rel="ice-server"/);
+  t.match(link, /<turn:turn\.example\.net\?transport=udp>; rel="ice-server"; username="u"; credential="p"; credential-type="password"/);
+  t.match(res.body, /a=candidate:\S+ 1 udp \d+ 127\.0\.0\.1 \d+ typ host/, 'host candidate on the configured address');
+  t.notMatch(res.body, /a=candidate:(?!\S+ 1 udp \d+ 127\.0\.0\.1 )/, 'no candidate on other addresses');
+  t.match(res.body, /a=recvonly/);
+  t.equal(srv.node.status(STREAM_ID)?.state, 'connecting', 'stream exists and waits for media');
+
+  const path = new URL(location).pathname;
+  const frag = (ufrag: string) => `a=ice-ufrag:${ufrag}\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host\r\n`;
+  const ufrag = /a=ice-ufrag:(\S+)/.exec(offer)?.[1] ?? '';
+  const patch = (headers: Record<string, string>, payload: string) => srv.app.inject({ method: 'PATCH', url: path, headers, payload });
+  t.equal((await patch({ 'content-type': 'application/sdp' }, frag(ufrag))).statusCode, 415, 'PATCH with application/sdp → 415');
+  t.equal((await patch({ 'content-type': 'application/trickle-ice-sdpfrag', 'if-match': '"nope"' }, frag(ufrag))).statusCode, 412, 'stale If-Match → 412');
+  const trickle = await patch({ 'content-type': 'application/trickle-ice-sdpfrag', 'if-match': etag }, frag(ufrag));
+  t.equal(trickle.statusCode, 204, 'trickle → 204');
+  t.equal(trickle.body, '', '204 has no body');
+  const restart = await patch({ 'content-type': 'application/trickle-ice-sdpfrag', 'if-match': '*' }, frag('newufrag'));
+  t.equal(restart.statusCode, 422, 'ICE restart → 422 (unsupported)');
+  t.equal((await srv.app.inject({ method: 'PATCH', url: '/live/sessions/ffff', headers: { 'content-type': 'application/trickle-ice-sdpfrag' }, payload: frag(ufrag) })).statusCode, 404);
+
+  const del = await srv.app.inject({ method: 'DELETE', url: path });
+  t.equal(del.statusCode, 200, 'DELETE → 200 (OBS expects exactly 200)');
+  t.equal((await srv.app.inject({ method: 'DELETE', url: path })).statusCode, 404, 'second DELETE → 404');
+  t.equal(srv.node.status(STREAM_ID)?.state, 'idle');
+});
+
+t.test('WHEP POST: unknown playback 404, non-H.264 viewer 422, H.264 viewer 201 sendonly; a viewer that never connects is closed', { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t, { settings: { connectTimeoutMs: 1500 } });
+  const offer = await realOffer(t, 'recvonly');
+  const post = (url: string, payload: string) => srv.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/sdp' }, payload });
+  t.equal((await post('/live/nope/whep', asH264(offer))).statusCode, 404, 'unknown playback id → 404');
+  const vp8 = await post(WHEP, offer);
+  t.equal(vp8.statusCode, 422, 'a VP8-only viewer (libwebrtc without H.264) → 422');
+  t.match(vp8.body, /H264/);
+  t.equal((await post(WHEP, (await realOffer(t, 'sendonly')).replace(/VP8/g, 'H264'))).statusCode, 422, 'sendonly offer to WHEP → 422');
+  const ok = await post(WHEP, asH264(offer));
+  t.equal(ok.statusCode, 201, 'H.264 viewer → 201 before any publisher (held session)');
+  t.match(ok.body, /a=sendonly/);
+  t.match(ok.body, /H264\/90000/);
+  t.notMatch(ok.body, /VP8/);
+  t.equal(srv.node.status(STREAM_ID)?.viewers, 1);
+  const sessionId = new URL(String(ok.headers['location'])).pathname.split('/').pop() ?? '';
+  // This "viewer" never runs ICE: the session must go away after connectTimeoutMs.
+  const closed = await new Promise<boolean>((resolve) => {
+    const t0 = Date.now();
+    const poll = setInterval(() => {
+      if (!srv.node.getSession(sessionId)) resolve(true);
+      else if (Date.now() - t0 > 5000) resolve(false);
+      else return;
+      clearInterval(poll);
+    }, 100);
+  });
+  t.ok(closed, 'the unconnected viewer session was closed');
+  t.equal(srv.node.status(STREAM_ID)?.viewers, 0, 'viewer count back to 0');
+});

@@ -1,0 +1,160 @@
+/**
+ * Shared set-up for the media tests: a fastify server on 127.0.0.1 with a MediaNode's WHIP/WHEP
+ * routes and a test page (`/peer.html`) whose script publishes the fake camera over WHIP and
+ * plays WHEP into a <video>, reading decoded frames back through a canvas.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
+import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaSettings, type StreamParams } from '../../media/index.ts';
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export const STREAM_ID = 'str_test';
+export const STREAM_KEY = 'sk_test_secret';
+export const PLAYBACK_ID = 'play_test';
+
+/** Real native image processors (canny, blur…), no diffusion stage. */
+export const nativeImageProcessors: FrameProcessorFactory = async (params) =>
+  new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], null, params);
+
+export interface MediaServer {
+  app: FastifyInstance;
+  node: MediaNode;
+  baseUrl: string;
+  whipUrl: string;
+  whepUrl: string;
+}
+
+export async function startMediaServer(
+  t: Teardown,
+  opts: { params?: StreamParams; settings?: Partial<MediaSettings>; createProcessor?: FrameProcessorFactory; iceServers?: { urls: string }[] } = {},
+): Promise<MediaServer> {
+  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const app = Fastify({ logger: false });
+  let baseUrl = '';
+  const node = new MediaNode({
+    get publicUrl() {
+      return baseUrl;
+    },
+    iceAddresses: ['127.0.0.1'],
+    iceServers: opts.iceServers,
+    logger,
+    settings: opts.settings,
+    createProcessor: opts.createProcessor ?? nativeImageProcessors,
+    resolveIngest: async (streamId, token) => (streamId === STREAM_ID && token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 } } : null),
+    resolvePlayback: async (playbackId) => (playbackId === PLAYBACK_ID ? { streamId: STREAM_ID } : null),
+  });
+  node.registerRoutes(app);
+  app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('no address');
+  baseUrl = `http://127.0.0.1:${address.port}`;
+  t.teardown(async () => {
+    node.close();
+    await app.close();
+  });
+  return { app, node, baseUrl, whipUrl: `${baseUrl}/live/${STREAM_ID}/whip`, whepUrl: `${baseUrl}/live/${PLAYBACK_ID}/whep` };
+}
+
+/** Browser-side API the tests drive with page.evaluate. */
+export interface PeerPage {
+  publish(o: { url: string; token: string; codec: 'VP8' | 'H264'; width: number; height: number }): Promise<{ status: number; location: string | null; etag: string | null; body: string }>;
+  /** OBS's WHIP behaviour: H.264 42e01f pm=1 only, an offer with no candidates, never trickles. */
+  publishObsLike(o: { url: string; token: string }): Promise<{ status: number; location: string | null; offer: string; body: string }>;
+  play(o: { url: string }): Promise<{ status: number; location: string | null; body: string }>;
+  waitFrames(n: number, timeoutMs: number): Promise<number>;
+  frameStats(): { width: number; height: number; extremeFraction: number; meanLuma: number; meanRgb: [number, number, number]; framesDecoded: number };
+  pubStats(): Promise<{ codec: string | undefined; framesEncoded: number; pliCount: number; nackCount: number }>;
+}
+
+export const PEER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><canvas id="c"></canvas><script>
+async function gathered(pc) {
+  if (pc.iceGatheringState === 'complete') return;
+  await new Promise((resolve) => {
+    const done = () => { if (pc.iceGatheringState === 'complete') resolve(); };
+    pc.addEventListener('icegatheringstatechange', done);
+    setTimeout(resolve, 2000);
+  });
+}
+window.publish = async ({ url, token, codec, width, height }) => {
+  const media = await navigator.mediaDevices.getUserMedia({ video: { width, height, frameRate: 30 }, audio: true });
+  const pc = new RTCPeerConnection();
+  window.pub = pc;
+  const vt = pc.addTransceiver(media.getVideoTracks()[0], { direction: 'sendonly', streams: [media] });
+  pc.addTransceiver(media.getAudioTracks()[0], { direction: 'sendonly', streams: [media] });
+  const caps = RTCRtpSender.getCapabilities('video').codecs;
+  const prefs = caps.filter((c) => c.mimeType === 'video/' + codec && (codec !== 'H264' || /packetization-mode=1/.test(c.sdpFmtpLine || '')));
+  vt.setCodecPreferences(prefs);
+  await pc.setLocalDescription(await pc.createOffer());
+  await gathered(pc);
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
+  const body = await res.text();
+  if (res.status === 201) await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  return { status: res.status, location: res.headers.get('location'), etag: res.headers.get('etag'), body };
+};
+window.publishObsLike = async ({ url, token }) => {
+  const media = await navigator.mediaDevices.getUserMedia({ video: { width: 320, height: 240, frameRate: 30 }, audio: true });
+  const pc = new RTCPeerConnection();
+  window.pub = pc;
+  pc.addTransceiver(media.getAudioTracks()[0], { direction: 'sendonly', streams: [media] });
+  const vt = pc.addTransceiver(media.getVideoTracks()[0], { direction: 'sendonly', streams: [media] });
+  const h264 = RTCRtpSender.getCapabilities('video').codecs.find((c) => c.mimeType === 'video/H264' && /42e01f/.test(c.sdpFmtpLine || '') && /packetization-mode=1/.test(c.sdpFmtpLine || ''));
+  vt.setCodecPreferences([h264]);
+  await pc.setLocalDescription(await pc.createOffer());
+  const offer = pc.localDescription.sdp.split('\\r\\n').filter((l) => !l.startsWith('a=candidate:') && l !== 'a=end-of-candidates').join('\\r\\n');
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: offer });
+  const body = await res.text();
+  if (res.status === 201) await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  return { status: res.status, location: res.headers.get('location'), offer, body };
+};
+window.frames = 0;
+window.play = async ({ url }) => {
+  const pc = new RTCPeerConnection();
+  window.view = pc;
+  pc.addTransceiver('video', { direction: 'recvonly' });
+  pc.addTransceiver('audio', { direction: 'recvonly' });
+  const v = document.getElementById('v');
+  pc.ontrack = (e) => { if (e.track.kind === 'video') { v.srcObject = new MediaStream([e.track]); v.play().catch(() => {}); } };
+  const count = () => { window.frames++; v.requestVideoFrameCallback(count); };
+  v.requestVideoFrameCallback(count);
+  await pc.setLocalDescription(await pc.createOffer());
+  await gathered(pc);
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
+  const body = await res.text();
+  if (res.status === 201) await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  return { status: res.status, location: res.headers.get('location'), body };
+};
+window.waitFrames = async (n, timeoutMs) => {
+  const start = window.frames, t0 = performance.now();
+  while (window.frames - start < n && performance.now() - t0 < timeoutMs) await new Promise((r) => setTimeout(r, 50));
+  return window.frames - start;
+};
+window.lastDecoded = 0;
+window.frameStats = () => {
+  const v = document.getElementById('v'), c = document.getElementById('c');
+  c.width = v.videoWidth; c.height = v.videoHeight;
+  const g = c.getContext('2d', { willReadFrequently: true });
+  g.drawImage(v, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  let extreme = 0, sum = 0, r = 0, gg = 0, b = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    const y = 0.299 * d[i] + 0.587 * d[i + 1] + 0.114 * d[i + 2];
+    sum += y; r += d[i]; gg += d[i + 1]; b += d[i + 2];
+    if (y < 24 || y > 232) extreme++;
+  }
+  const px = d.length / 4 || 1;
+  return { width: c.width, height: c.height, extremeFraction: extreme / px, meanLuma: sum / px, meanRgb: [r / px, gg / px, b / px], framesDecoded: window.frames };
+};
+window.pubStats = async () => {
+  const out = { codec: undefined, framesEncoded: 0, pliCount: 0, nackCount: 0 };
+  const stats = await window.pub.getStats();
+  const codecs = {};
+  stats.forEach((s) => { if (s.type === 'codec') codecs[s.id] = s.mimeType; });
+  stats.forEach((s) => { if (s.type === 'outbound-rtp' && s.kind === 'video') { out.codec = codecs[s.codecId]; out.framesEncoded = s.framesEncoded; out.pliCount = s.pliCount; out.nackCount = s.nackCount; } });
+  return out;
+};
+</script></body></html>`;

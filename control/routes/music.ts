@@ -72,7 +72,8 @@ const UsageSchema = z
   })
   .meta({ id: 'Usage' });
 
-const FILE = /^([12])\.(mp3|wav)$/;
+// Any take number parses, so `3.mp3` is a clear 404 (no such file) rather than a 400.
+const FILE = /^(\d{1,3})\.(mp3|wav)$/;
 const MIME = { mp3: 'audio/mpeg', wav: 'audio/wav' } as const;
 
 export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
@@ -202,7 +203,7 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
           summary: 'GET /songs/{id}/{n}.mp3 and /songs/{id}/{n}.wav: 302 to a short-lived signed link',
           tags,
           security: [],
-          params: z.object({ id: z.string().min(1).max(100), file: z.string().regex(FILE, 'must be 1.mp3, 2.mp3, 1.wav or 2.wav') }),
+          params: z.object({ id: z.string().min(1).max(100), file: z.string().regex(FILE, 'must be <n>.mp3 or <n>.wav') }),
           response: { 302: z.null().describe('Redirect to the file'), 404: MusicErrorSchema },
         },
       },

@@ -15,6 +15,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './net.ts';
+
+export { freePort };
 
 export interface RedisOptions {
   /** Turn the append-only file on (default false). */
@@ -49,20 +52,6 @@ export interface RedisServer {
 /** Minimal view of a tap test: only what the helper uses. */
 interface Teardownable {
   teardown(fn: () => unknown): void;
-}
-
-/** Asks the OS for a free TCP port on 127.0.0.1 (bind to 0, read it, release it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Sends PING over a raw socket; resolves true on `+PONG`. */

@@ -87,6 +87,8 @@ export interface StreamServiceOptions {
   filter?: PromptFilter;
   now?: () => number;
   allowances?: typeof STREAMING_ALLOWANCE_SECONDS;
+  /** Update rate limit per account; default UPDATE_RATE (benchmarks raise it). */
+  updateRate?: { max: number; windowMs: number };
 }
 
 const issuesError = (issues: ParamIssue[]) =>
@@ -101,6 +103,7 @@ export class StreamService {
   readonly #filter: PromptFilter;
   readonly #now: () => number;
   readonly #allowances: typeof STREAMING_ALLOWANCE_SECONDS;
+  readonly #rate: { max: number; windowMs: number };
 
   constructor(opts: StreamServiceOptions) {
     this.#store = opts.store;
@@ -111,6 +114,7 @@ export class StreamService {
     this.#filter = opts.filter ?? PromptFilter.fromFile();
     this.#now = opts.now ?? Date.now;
     this.#allowances = opts.allowances ?? STREAMING_ALLOWANCE_SECONDS;
+    this.#rate = opts.updateRate ?? UPDATE_RATE;
   }
 
   view(s: StreamRecord): StreamView {
@@ -232,11 +236,12 @@ export class StreamService {
 
   /** Counts one update against the account's sliding window; 429 with Retry-After when over. */
   async checkUpdateRate(account: Account): Promise<void> {
-    const r = await this.#store.rateLimits.hit(`streams.update:${account.id}`, UPDATE_RATE.max, UPDATE_RATE.windowMs);
+    const { max, windowMs } = this.#rate;
+    const r = await this.#store.rateLimits.hit(`streams.update:${account.id}`, max, windowMs);
     if (r.allowed) return;
     const retryAfter = Math.max(1, Math.ceil(r.retryAfterMs / 1000));
-    throw streamError('STREAMS/RATE_LIMITED', `At most ${UPDATE_RATE.max} updates a minute per account; retry in ${retryAfter} s.`, {
-      details: { retry_after_seconds: retryAfter, limit: UPDATE_RATE.max, window_seconds: UPDATE_RATE.windowMs / 1000 },
+    throw streamError('STREAMS/RATE_LIMITED', `At most ${max} updates per ${windowMs / 1000} s per account; retry in ${retryAfter} s.`, {
+      details: { retry_after_seconds: retryAfter, limit: max, window_seconds: windowMs / 1000 },
       headers: { 'retry-after': String(retryAfter) },
     });
   }

@@ -11,7 +11,6 @@ import { z } from 'zod';
 import type { Account } from '../../store/index.ts';
 import type { AppContext } from '../buildApp.ts';
 import type { Config } from '../config.ts';
-import { streamError } from '../errors.ts';
 import type { UpdateOutcome } from '../StreamService.ts';
 import { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema } from '../StreamParams.ts';
 
@@ -242,7 +241,6 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): Fastif
       },
     );
     r.delete('/v1/streams/:id', { schema: { tags, summary: 'End and delete a stream', params: IdParams, response: deleted } }, async (req) => {
-      if (!req.params.id) throw streamError('REQUEST/INVALID');
       await service.delete(acc(req), req.params.id);
       return { success: true as const, data: {} };
     });

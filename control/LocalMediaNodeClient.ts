@@ -24,6 +24,18 @@ export interface LocalMediaNodeClientOptions {
   now?: () => number;
 }
 
+/** The reload book a native FramePipeline keeps in its status, when the stream runs one. */
+function engineRestarts(pipeline: Record<string, unknown> | null | undefined) {
+  if (!pipeline || typeof pipeline['restartCount'] !== 'number') return null;
+  return {
+    restartCount: pipeline['restartCount'] as number,
+    lastRestartTime: (pipeline['lastRestartTime'] as number | null) ?? null,
+    lastRestartLogs: (pipeline['lastRestartLogs'] as string[] | undefined) ?? [],
+    lastError: (pipeline['lastError'] as string | null) ?? null,
+    lastErrorTime: (pipeline['lastErrorTime'] as number | null) ?? null,
+  };
+}
+
 /** Restart logs kept per stream. */
 const MAX_LOGS = 10;
 
@@ -113,7 +125,8 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       book.lastRestartTime = now;
       book.lastRestartLogs = [...book.lastRestartLogs, `${new Date(now).toISOString()} reload: ${update.reload.join(', ')} changed`].slice(-MAX_LOGS);
     }
-    return { delivered: true, restartCount: book.restartCount };
+    const engine = engineRestarts(this.#node.getStream(update.streamId)?.status().pipeline);
+    return { delivered: true, restartCount: engine?.restartCount ?? book.restartCount };
   }
 
   async status(nodeId: string, streamId: string): Promise<NodeStreamStatus | null> {
@@ -127,6 +140,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       book.lastError = s.lastError;
       book.lastErrorTime = this.#now();
     }
+    const engine = engineRestarts(s.pipeline);
     const publisher = stream.publisher;
     const tracks: IngestTrackStats[] = [];
     if (s.ingest) {
@@ -143,11 +157,12 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       outputFps: s.outputFps,
       lastParams: { ...s.params },
       lastParamsUpdateTime: book.lastParamsUpdateTime ?? s.startedAt ?? null,
-      restartCount: book.restartCount,
-      lastRestartTime: book.lastRestartTime,
-      lastRestartLogs: [...book.lastRestartLogs],
-      lastError: book.lastError,
-      lastErrorTime: book.lastErrorTime,
+      // A diffusion pipeline reports its own reloads (it owns them); else our book of reload updates.
+      restartCount: engine?.restartCount ?? book.restartCount,
+      lastRestartTime: engine?.lastRestartTime ?? book.lastRestartTime,
+      lastRestartLogs: engine?.lastRestartLogs ?? [...book.lastRestartLogs],
+      lastError: engine?.lastError ?? book.lastError,
+      lastErrorTime: engine?.lastError ? engine.lastErrorTime : book.lastErrorTime,
       ingest:
         s.ingest && publisher
           ? // The node does not count bytes it sends to the publisher (RTCP only) yet: 0.

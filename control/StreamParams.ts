@@ -508,22 +508,45 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
 // ───────────────────────────── hot vs reload
 
 /**
- * Hot keys (spec PATCH list): applied on the next frame. Everything else reloads the pipeline.
- * Details per ai-runner `_update_params_dynamic`: for `controlnets` only a change of
- * conditioning_scale on the same list is hot; for `ip_adapter` only enabled/scale/weight_type.
+ * Hot keys: the spec's PATCH list, with the details of ai-runner's `_update_params_dynamic`
+ * (reference §2.2): prompt/seed blending settings, the safety checker and the processing chains are
+ * hot too — except an `image_postprocessing` change of the output scale (upscale), which changes
+ * the resolution and so reloads. For `controlnets` only a change of conditioning_scale on the same
+ * list is hot; for `ip_adapter` only enabled/scale/weight_type. Everything else reloads.
  */
 export const HOT_KEYS: ReadonlySet<string> = new Set([
   'prompt',
+  'prompt_interpolation_method',
+  'normalize_prompt_weights',
   'negative_prompt',
   'guidance_scale',
   'delta',
   'num_inference_steps',
   't_index_list',
   'seed',
+  'seed_interpolation_method',
+  'normalize_seed_weights',
+  'use_safety_checker',
   'controlnets',
   'ip_adapter',
   'ip_adapter_style_image_url',
+  'image_preprocessing',
+  'image_postprocessing',
+  'latent_preprocessing',
+  'latent_postprocessing',
 ]);
+
+/** Output scale of a post-processing chain: the product of its enabled upscalers (default 2×). */
+function outputScale(block: StreamParams['image_postprocessing']): number {
+  if (!block || block.enabled === false) return 1;
+  let scale = 1;
+  for (const p of block.processors) {
+    if (p.enabled === false || (p.type !== 'upscale' && p.type !== 'realesrgan_trt')) continue;
+    const f = (p.params as Record<string, unknown> | undefined)?.['scale_factor'] ?? (p.params as Record<string, unknown> | undefined)?.['scale'];
+    scale *= p.type === 'realesrgan_trt' ? 2 : typeof f === 'number' ? f : 2;
+  }
+  return scale;
+}
 
 /**
  * - `none`: nothing changed (not sent to the node);
@@ -552,6 +575,8 @@ export function classifyChanges(before: StreamParams, after: StreamParams): Clas
     } else if (key === 'ip_adapter') {
       const strip = (x: IpAdapter) => ({ type: x.type });
       isHot = before.ip_adapter !== null && after.ip_adapter !== null && same(strip(before.ip_adapter), strip(after.ip_adapter));
+    } else if (key === 'image_postprocessing') {
+      isHot = outputScale(before.image_postprocessing) === outputScale(after.image_postprocessing);
     }
     (isHot ? hot : reload).push(key);
   }

@@ -8,12 +8,14 @@
  * Without a media node in this process the api role gets a client with no nodes (creates answer
  * 503 STREAMS/NO_CAPACITY) until the Redis-backed client exists.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { MediaNode, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
+import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
+import { buildTinyModel } from '../native/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+import { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.ts';
 import type { MediaNodeClient } from './MediaNodeClient.ts';
 import type { RoleDeps } from './Roles.ts';
 import type { Services } from './Services.ts';
@@ -42,14 +44,30 @@ export interface StreamRoles {
 }
 
 /**
- * Which of the four models the local node has: the ones with a folder under MODELS_DIR. With none
- * (no real or tiny exports yet) every model is served by demo stand-ins, and the status says so.
+ * Which of the four models the local node has: the ones exported under MODELS_DIR. With
+ * `demoModels` on, a model id without an export gets tiny random-weight demo models (native's
+ * builder) so the live path runs end to end; `demo` is true when any served model is one.
  */
-export function localModels(modelsDir: string): { models: string[]; demo: boolean } {
-  const present = MODEL_IDS.filter((id) => existsSync(join(modelsDir, id, 'unet')));
-  // The media node does not run diffusion yet (its default processor applies image chains only),
-  // so even models on disk are demo until the diffusion stage is wired in.
-  return present.length > 0 ? { models: present, demo: true } : { models: [...MODEL_IDS], demo: true };
+export function prepareModels(modelsDir: string, demoModels: boolean, logger: Logger): { models: string[]; demo: boolean } {
+  const hasExport = (id: string) => existsSync(join(modelsDir, id, 'unet'));
+  if (demoModels) {
+    for (const id of MODEL_IDS) {
+      if (hasExport(id)) continue;
+      buildTinyModel(modelsDir, id);
+      logger.warn(`prepareModels() | no export of ${id} under ${modelsDir}: wrote a tiny DEMO model (random weights)`);
+    }
+  }
+  const models = MODEL_IDS.filter(hasExport);
+  const demo = models.some((id) => isDemoModel(join(modelsDir, id)));
+  return { models, demo };
+}
+
+function isDemoModel(dir: string): boolean {
+  try {
+    return Boolean((JSON.parse(readFileSync(join(dir, 'model_index.json'), 'utf8')) as { _demo?: unknown })._demo);
+  } catch {
+    return false;
+  }
 }
 
 /** A client for a process without a media node: no nodes, nothing to reach. */
@@ -80,21 +98,24 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   let service: StreamService | null = null;
 
   if (has('media')) {
+    const { models, demo } = prepareModels(config.modelsDir, config.demoModels, deps.logger);
     node = new MediaNode({
       publicUrl: config.publicUrl,
       logger: deps.logger,
       ...(overrides.iceAddresses ? { iceAddresses: overrides.iceAddresses } : {}),
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
-      ...(overrides.createProcessor ? { createProcessor: overrides.createProcessor } : {}),
+      // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
+      createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
       // store-backed resolver refuses every publisher.
       resolveIngest: (streamId, bearer) => service?.resolveIngest(streamId, bearer) ?? Promise.resolve(null),
       resolvePlayback: (playbackId) => service?.resolvePlayback(playbackId) ?? Promise.resolve(null),
     });
-    const { models, demo } = localModels(config.modelsDir);
-    if (demo) deps.logger.warn(`startStreamRoles() | media node serves demo stand-ins for ${models.join(', ')} (no diffusion stage wired)`);
+    if (demo) deps.logger.warn(`startStreamRoles() | media node serves DEMO models (tiny, random weights) for some of ${models.join(', ')}`);
     media = new LocalMediaNodeClient({
       node,
+      // Scale-out: registered under its address, unique per node.
+      ...(deps.store.kind === 'redis' ? { nodeId: mediaNodeId(config.publicUrl) } : {}),
       models,
       demo,
       logger: deps.logger,
@@ -107,6 +128,23 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     };
   }
 
+  // Scale-out (shared store): every node, this one included, is reached over the store's bus; the
+  // parts below are the same objects as in the embedded default (control/ScaleOut.ts).
+  let scaleOut: ScaleOutStreams | null = null;
+  if (deps.store.kind === 'redis') {
+    scaleOut = scaleOutStreams({
+      store: deps.store,
+      logger: deps.logger,
+      local: node && media instanceof LocalMediaNodeClient ? { node, client: media } : null,
+      routes: has('api') || has('media'),
+      sweep: has('worker'),
+      ...(deps.now ? { now: deps.now } : {}),
+    });
+    media = scaleOut.media;
+    if (scaleOut.routes) services.mediaRoutes = scaleOut.routes;
+    else delete services.mediaRoutes;
+  }
+
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
     service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
@@ -114,7 +152,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   }
 
   let lifecycle: StreamLifecycle | null = null;
-  if (has('worker') || has('media')) {
+  // Scale-out: node events reach every worker over the bus, so media processes need no supervisor.
+  if (has('worker') || (has('media') && !scaleOut)) {
     lifecycle = new StreamLifecycle({
       store: deps.store,
       media,
@@ -124,6 +163,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     });
     await lifecycle.start();
   }
+  await scaleOut?.start();
 
   let closing: Promise<void> | null = null;
   return {
@@ -134,7 +174,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     close() {
       closing ??= (async () => {
         // Streams before the supervisor, so the last `ended` events are recorded.
-        const steps = [() => node?.close(), () => lifecycle?.close(), () => media.close()];
+        const steps = [() => node?.close(), () => scaleOut?.close(), () => lifecycle?.close(), () => media.close()];
         for (const step of steps) {
           try {
             await step();

@@ -53,6 +53,12 @@ export const ConfigEnvSchema = z.object({
   ALLOW_LOOPBACK_TARGETS: bool.default(false),
   /** PEM file of an extra CA trusted for webhook deliveries (with the switch above, for tests). */
   EXTRA_CA_FILE: z.string().min(1).optional(),
+  /**
+   * Write tiny random-weight demo models for every model_id that has no real export under
+   * MODELS_DIR (the embedded default does, so the live path runs end to end without weights).
+   * Status, logs and the API say plainly when a stream runs on a demo model.
+   */
+  DEMO_MODELS: bool.default(true),
   /** Secret for signed download links; default: generated once and kept in DATA_DIR. */
   LINK_SIGNING_SECRET: z.string().min(32).optional(),
   /** Song render worker threads in this process (0 = no renderer here → 503 when none anywhere). */
@@ -74,6 +80,7 @@ export interface Config {
   bodyLimit: number;
   modelsDir: string;
   allowLoopbackTargets: boolean;
+  demoModels: boolean;
   extraCaFile: string | null;
   linkSigningSecret: string | null;
   renderWorkers: number;
@@ -122,6 +129,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyLimit: e.BODY_LIMIT,
     modelsDir: e.MODELS_DIR ? resolve(e.MODELS_DIR) : resolve(dataDir, 'models'),
     allowLoopbackTargets: e.ALLOW_LOOPBACK_TARGETS,
+    demoModels: e.DEMO_MODELS,
     extraCaFile: e.EXTRA_CA_FILE ?? null,
     linkSigningSecret: e.LINK_SIGNING_SECRET ?? null,
     renderWorkers: e.RENDER_WORKERS,

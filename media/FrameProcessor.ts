@@ -4,12 +4,11 @@
  * frame wins), so `process` may take as long as it needs; slow processing lowers output fps, it
  * never adds latency.
  *
- * The default processor applies native's image processor chains (`createProcessorChain`, loaded
- * from `native/index.ts` at runtime when that module exports it) around an optional diffusion
- * stage supplied by the caller. Until native's public API exports the chain factory the default is
- * a passthrough, and the log says so.
+ * The default processor applies native's image processor chains around an optional diffusion
+ * stage; `DiffusionProcessor` runs native's whole StreamDiffusion frame pipeline instead.
  */
 import type { Logger } from 'pino';
+import { createProcessorChain } from '../native/index.ts';
 
 /**
  * A decoded video frame: RGB24, row-major, no padding (`data.length === width * height * 3`).
@@ -49,6 +48,8 @@ export interface FrameProcessor {
   /** Applies new params from the next frame on. Throws if the params are unusable. */
   update(params: StreamParams): void;
   close(): void;
+  /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
+  status?(): Record<string, unknown>;
 }
 
 /** Diffusion stage plugged in by the caller (native's createFramePipeline, wrapped). */
@@ -73,23 +74,6 @@ interface ImageChain {
 }
 
 type ChainFactory = (block: ProcessingBlock | null | undefined, kind: 'image') => ImageChain;
-
-let chainFactory: Promise<ChainFactory | null> | undefined;
-
-/** native's `createProcessorChain`, or null while `native/index.ts` does not export it. */
-export function loadNativeChainFactory(): Promise<ChainFactory | null> {
-  chainFactory ??= (async () => {
-    try {
-      // A computed specifier: native's public API is still being written, and a missing export
-      // must degrade to passthrough rather than fail typecheck or start-up.
-      const mod = (await import(new URL('../native/index.ts', import.meta.url).href)) as { createProcessorChain?: ChainFactory };
-      return typeof mod.createProcessorChain === 'function' ? mod.createProcessorChain : null;
-    } catch {
-      return null;
-    }
-  })();
-  return chainFactory;
-}
 
 /**
  * image_preprocessing → [diffusion unless skip_diffusion] → image_postprocessing.
@@ -134,9 +118,5 @@ export class ImageChainProcessor implements FrameProcessor {
   }
 }
 
-/** The default factory: native image chains when available, no diffusion stage. */
-export const defaultProcessorFactory: FrameProcessorFactory = async (params, ctx) => {
-  const factory = await loadNativeChainFactory();
-  if (!factory) ctx.logger.warn(`createProcessor() | native/index.ts exports no createProcessorChain; frames pass through [streamId:${ctx.streamId}]`);
-  return new ImageChainProcessor(factory, null, params);
-};
+/** The image-chains-only factory (no diffusion): what a node without models runs. */
+export const defaultProcessorFactory: FrameProcessorFactory = async (params) => new ImageChainProcessor(createProcessorChain, null, params);

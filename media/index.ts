@@ -1,11 +1,13 @@
 /**
  * Public API of the media node: WHIP ingest → decode → frame processor → encode once → WHEP
- * viewers. The control plane creates one MediaNode per process, registers its routes on the
+ * viewers, LL-HLS (/hls/{playbackId}/index.m3u8) and an optional RTMP push. The control plane creates one MediaNode per process, registers its routes on the
  * fastify app, and listens for `started` / `live` / `ended`.
  */
 export { MediaNode, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo } from './LiveStream.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
+export type { HlsPackagerStats } from './HlsPackager.ts';
+export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export {
   ImageChainProcessor,
   defaultProcessorFactory,
@@ -15,5 +17,6 @@ export {
   type FrameProcessorFactory,
   type StreamParams,
 } from './FrameProcessor.ts';
+export { DiffusionProcessor, diffusionProcessorFactory } from './DiffusionProcessor.ts';
 export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';
 export { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';

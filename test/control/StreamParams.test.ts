@@ -9,7 +9,7 @@ import { runnerState } from '../../control/StreamService.ts';
 
 const base = (over: Partial<StreamParams> = {}): StreamParams => mergeParams(null, { model_id: 'Lykon/dreamshaper-8', ...over } as never);
 
-t.test('the spec hot list is hot; every other key reloads', async (t) => {
+t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other key reloads', async (t) => {
   const hot: [string, Partial<StreamParams>][] = [
     ['prompt', { prompt: 'x' }],
     ['negative_prompt', { negative_prompt: 'x' }],
@@ -19,6 +19,10 @@ t.test('the spec hot list is hot; every other key reloads', async (t) => {
     ['t_index_list', { t_index_list: [1, 2] }],
     ['seed', { seed: [[1, 1]] }],
     ['ip_adapter_style_image_url', { ip_adapter_style_image_url: 'https://x.example/a.png' }],
+    ['prompt_interpolation_method', { prompt_interpolation_method: 'linear' }],
+    ['use_safety_checker', { use_safety_checker: false }],
+    ['image_preprocessing', { image_preprocessing: { enabled: true, processors: [{ type: 'blur' }] } }],
+    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'sharpen' }] } }],
   ];
   for (const [key, patch] of hot) t.same(classifyChanges(base(), mergeParams(base(), patch as never)), { mode: 'hot', hot: [key], reload: [] }, `${key} is hot`);
   const reload: [string, Partial<StreamParams>][] = [
@@ -27,9 +31,7 @@ t.test('the spec hot list is hot; every other key reloads', async (t) => {
     ['acceleration', { acceleration: 'none' }],
     ['do_add_noise', { do_add_noise: false }],
     ['skip_diffusion', { skip_diffusion: true }],
-    ['prompt_interpolation_method', { prompt_interpolation_method: 'linear' }],
-    ['use_safety_checker', { use_safety_checker: false }],
-    ['image_preprocessing', { image_preprocessing: { enabled: true, processors: [] } }],
+    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'upscale', params: { scale_factor: 2 } }] } }],
   ];
   for (const [key, patch] of reload) t.same(classifyChanges(base(), mergeParams(base(), patch as never)).reload, [key], `${key} reloads`);
   t.same(classifyChanges(base(), mergeParams(base(), { prompt: 'x', width: 640 })), { mode: 'reload', hot: ['prompt'], reload: ['width'] }, 'one reload key makes the update a reload');

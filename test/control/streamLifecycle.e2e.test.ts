@@ -134,11 +134,13 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   t.equal(st.inference_status.restart_count, 0, 'no restart for a hot param');
 
   // ── reload PATCH: restart_count rises, frames keep flowing
-  const reload = await api('PATCH', `/v1/streams/${s.id}`, { params: { image_postprocessing: { processors: [{ type: 'canny' }] } } });
+  const reload = await api('PATCH', `/v1/streams/${s.id}`, { params: { do_add_noise: false } });
   t.equal(reload.headers.get('x-params-update'), 'reload');
-  st = await statusOf();
+  // The new pipeline builds in the background while the old one serves; the count rises when it swaps in.
+  st = await waitStatus('the reload finishing', (d) => d.inference_status.restart_count >= 1);
   t.equal(st.inference_status.restart_count, 1, 'restart_count rose');
-  t.match(st.inference_status.last_restart_logs[0], /image_postprocessing/);
+  t.equal(st.inference_status.last_params.do_add_noise, false, 'the node runs the new params');
+  t.ok(st.inference_status.last_restart_logs.length > 0, 'the reload left logs');
   t.equal(st.state, 'DEGRADED_INFERENCE', 'a restart in the last 60 s degrades inference (ai-runner rule)');
   const framesBefore = roles.node!.status(s.id)!.framesOut;
   await waitStatus('frames after the reload', () => roles.node!.status(s.id)!.framesOut > framesBefore + 10);

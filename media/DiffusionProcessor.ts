@@ -1,0 +1,39 @@
+/**
+ * The live path's diffusion stage: native's StreamDiffusion frame pipeline (image pre-processing,
+ * VAE encode, Stream Batch UNet, VAE decode, post-processing) behind the FrameProcessor seam.
+ * Hot params apply on the next frame; reload params build a new pipeline in the background while
+ * this one keeps serving (native/FramePipeline.ts), so `update` never blocks the frame loop.
+ */
+import { createFramePipeline, type FramePipeline, type StreamParams as NativeParams } from '../native/index.ts';
+import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
+
+export class DiffusionProcessor implements FrameProcessor {
+  readonly #pipeline: FramePipeline;
+
+  constructor(pipeline: FramePipeline) {
+    this.#pipeline = pipeline;
+  }
+
+  process(frame: Frame): Promise<Frame | null> {
+    return this.#pipeline.process(frame);
+  }
+
+  /** Throws (synchronously) on params the engine cannot use; the old pipeline keeps serving. */
+  update(params: StreamParams): void {
+    this.#pipeline.update(params as Partial<NativeParams>);
+  }
+
+  close(): void {
+    void this.#pipeline.close();
+  }
+
+  status(): Record<string, unknown> {
+    return { ...this.#pipeline.status() };
+  }
+}
+
+/** Builds each stream's diffusion pipeline from the models under `modelsDir`. */
+export function diffusionProcessorFactory(opts: { modelsDir: string }): FrameProcessorFactory {
+  return async (params, ctx) =>
+    new DiffusionProcessor(await createFramePipeline({ modelsDir: opts.modelsDir, params: params as Partial<NativeParams>, logger: ctx.logger }));
+}

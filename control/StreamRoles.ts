@@ -15,6 +15,7 @@ import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type Fra
 import { buildTinyModel } from '../native/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+import { registerMediaMetrics } from './MediaMetrics.ts';
 import { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.ts';
 import type { MediaNodeClient } from './MediaNodeClient.ts';
 import type { RoleDeps } from './Roles.ts';
@@ -122,6 +123,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(overrides.capacity !== undefined ? { capacity: overrides.capacity } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
+    registerMediaMetrics(deps.metrics, node);
     const n = node;
     services.mediaRoutes = async (app) => {
       n.registerRoutes(app);

@@ -21,8 +21,8 @@ t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other 
     ['ip_adapter_style_image_url', { ip_adapter_style_image_url: 'https://x.example/a.png' }],
     ['prompt_interpolation_method', { prompt_interpolation_method: 'linear' }],
     ['use_safety_checker', { use_safety_checker: false }],
-    ['image_preprocessing', { image_preprocessing: { enabled: true, processors: [{ type: 'blur' }] } }],
-    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'sharpen' }] } }],
+    ['image_preprocessing', { image_preprocessing: { enabled: true, processors: [{ type: 'blur', enabled: true, params: {} }] } }],
+    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'sharpen', enabled: true, params: {} }] } }],
   ];
   for (const [key, patch] of hot) t.same(classifyChanges(base(), mergeParams(base(), patch as never)), { mode: 'hot', hot: [key], reload: [] }, `${key} is hot`);
   const reload: [string, Partial<StreamParams>][] = [
@@ -31,7 +31,7 @@ t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other 
     ['acceleration', { acceleration: 'none' }],
     ['do_add_noise', { do_add_noise: false }],
     ['skip_diffusion', { skip_diffusion: true }],
-    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'upscale', params: { scale_factor: 2 } }] } }],
+    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'upscale', enabled: true, params: { scale_factor: 2 } }] } }],
   ];
   for (const [key, patch] of reload) t.same(classifyChanges(base(), mergeParams(base(), patch as never)).reload, [key], `${key} reloads`);
   t.same(classifyChanges(base(), mergeParams(base(), { prompt: 'x', width: 640 })), { mode: 'reload', hot: ['prompt'], reload: ['width'] }, 'one reload key makes the update a reload');

@@ -1,0 +1,42 @@
+/**
+ * The media node's live numbers on /metrics, read at scrape time from each stream's status (no
+ * timers of our own). Labels carry the stream id; a node holds few streams, so cardinality stays
+ * bounded by its capacity.
+ */
+import type { MediaNode } from '../media/index.ts';
+import type { Metrics } from './Metrics.ts';
+
+const STAGES = ['decode', 'process', 'encode', 'node'] as const;
+
+export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
+  const each = <L extends string>(name: string, help: string, labels: readonly L[], fill: (set: (l: Record<L, string>, v: number) => void) => void) =>
+    metrics.gauge(name, help, labels, (g) => {
+      g.reset();
+      fill((l, v) => g.set(l, v));
+    });
+
+  each('reverie_media_streams', 'Streams held by this media node.', [], (set) => set({}, node.streamCount));
+  const perStream = (name: string, help: string, value: (s: NonNullable<ReturnType<MediaNode['status']>>) => number | undefined) =>
+    each(name, help, ['stream_id'], (set) => {
+      for (const stream of node.streams()) {
+        const v = value(stream.status());
+        if (v !== undefined && Number.isFinite(v)) set({ stream_id: stream.streamId }, v);
+      }
+    });
+  perStream('reverie_media_input_fps', 'Decoded input frames per second.', (s) => s.inputFps);
+  perStream('reverie_media_output_fps', 'Encoded output frames per second.', (s) => s.outputFps);
+  perStream('reverie_media_viewers', 'WHEP viewers of the stream.', (s) => s.viewers);
+  perStream('reverie_media_ingest_packets_lost', 'RTP packets lost on ingest (from RTCP).', (s) => s.ingest?.packetsLost);
+  perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher.', (s) => s.ingest?.bytesReceived);
+  each('reverie_media_stage_latency_ms', 'Per-stage latency inside the node, ms (recent window).', ['stream_id', 'stage', 'quantile'], (set) => {
+    for (const stream of node.streams()) {
+      const latency = stream.status().latency;
+      for (const stage of STAGES) {
+        const sum = latency[stage];
+        if (!sum) continue;
+        set({ stream_id: stream.streamId, stage, quantile: '0.5' }, sum.p50);
+        set({ stream_id: stream.streamId, stage, quantile: '0.95' }, sum.p95);
+      }
+    }
+  });
+}

@@ -1,0 +1,70 @@
+/**
+ * Bus "glue" compressor: stereo-linked peak detector per 32-sample block, attack/release smoothing
+ * in dB, gain interpolated per sample. Threshold is relative to the mix's own RMS so it works the
+ * same before loudness normalisation. Circular mode primes the detector with the loop's end.
+ */
+export interface CompressorOptions {
+  /** Threshold in dB above the signal's RMS. */
+  thresholdOverRms: number;
+  ratio: number;
+  attackMs: number;
+  releaseMs: number;
+  circular: boolean;
+}
+
+const BLOCK = 32;
+
+export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr: number, o: CompressorOptions): void {
+  let ss = 0;
+  for (let i = 0; i < n; i++) {
+    const a = L[i] as number;
+    const b = R[i] as number;
+    ss += a * a + b * b;
+  }
+  const rms = Math.sqrt(ss / Math.max(1, 2 * n));
+  if (rms === 0) return;
+  const thrDb = 20 * Math.log10(rms) + o.thresholdOverRms;
+  const blockSec = BLOCK / sr;
+  const att = 1 - Math.exp(-blockSec / (o.attackMs / 1000));
+  const rel = 1 - Math.exp(-blockSec / (o.releaseMs / 1000));
+  const slope = 1 / o.ratio - 1;
+  const nBlocks = Math.ceil(n / BLOCK);
+  let envDb = thrDb - 20;
+  const detect = (b: number): number => {
+    let m = 1e-9;
+    const end = Math.min(n, (b + 1) * BLOCK);
+    for (let i = b * BLOCK; i < end; i++) {
+      const a = Math.abs(L[i] as number);
+      const c = Math.abs(R[i] as number);
+      if (a > m) m = a;
+      if (c > m) m = c;
+    }
+    return 20 * Math.log10(m);
+  };
+  const step = (lvl: number) => {
+    envDb += (lvl > envDb ? att : rel) * (lvl - envDb);
+  };
+  if (o.circular) {
+    const prime = Math.min(nBlocks, Math.ceil((0.5 * sr) / BLOCK));
+    for (let b = nBlocks - prime; b < nBlocks; b++) step(detect(b));
+  }
+  const gains = new Float32Array(nBlocks);
+  for (let b = 0; b < nBlocks; b++) {
+    step(detect(b));
+    const over = envDb - thrDb;
+    gains[b] = over > 0 ? Math.pow(10, (over * slope) / 20) : 1;
+  }
+  // Per-sample interpolation between block gains (wrapping for loops).
+  for (let b = 0; b < nBlocks; b++) {
+    const g0 = b === 0 ? (o.circular ? (gains[nBlocks - 1] as number) : (gains[0] as number)) : (gains[b - 1] as number);
+    const g1 = gains[b] as number;
+    const start = b * BLOCK;
+    const end = Math.min(n, start + BLOCK);
+    const inv = 1 / BLOCK;
+    for (let i = start; i < end; i++) {
+      const g = g0 + (g1 - g0) * (i - start + 1) * inv;
+      L[i] = (L[i] as number) * g;
+      R[i] = (R[i] as number) * g;
+    }
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Look-ahead true-peak limiter: detection uses the 4× oversampled peak (Loudness.ts) wherever the
+ * signal could reach the ceiling; the gain reaches its floor before the peak (1 ms look-ahead,
+ * moving-average attack) and recovers exponentially. Circular mode (loops) wraps every window so
+ * the gain at the seam matches on both sides.
+ */
+import { TP_BOUND, TP_TAPS, truePeakAt } from './Loudness.ts';
+
+export interface LimiterOptions {
+  /** Ceiling, linear (e.g. fromDb(−1.3)). */
+  ceiling: number;
+  /** Look-ahead and attack, samples. */
+  lookahead: number;
+  /** Release time constant, samples. */
+  release: number;
+  circular: boolean;
+}
+
+/** Scratch buffers reused across passes (each n long). */
+export interface LimiterScratch {
+  a: Float32Array;
+  b: Float32Array;
+  pre: Float32Array;
+  suf: Float32Array;
+}
+
+export function limiterScratch(n: number): LimiterScratch {
+  return { a: new Float32Array(n), b: new Float32Array(n), pre: new Float32Array(n + 256), suf: new Float32Array(n + 256) };
+}
+
+/**
+ * Peak envelope for the limiter's detector, independent of gain so it is computed once per render:
+ * the 4× true peak around each sample in blocks whose window could exceed `threshold`, elsewhere
+ * the block's upper bound (window max × TP_BOUND, always ≤ threshold).
+ */
+export function peakEnvelope(inL: Float32Array, inR: Float32Array, n: number, threshold: number, circular: boolean, out: Float32Array): void {
+  const B = 16;
+  const half = TP_TAPS / 2;
+  for (let b0 = 0; b0 < n; b0 += B) {
+    const end = Math.min(n, b0 + B);
+    const lo = Math.max(0, b0 - half);
+    const hi = Math.min(n, end + half);
+    let wmax = 0;
+    for (let i = lo; i < hi; i++) {
+      const a = Math.abs(inL[i] as number);
+      const r = Math.abs(inR[i] as number);
+      if (a > wmax) wmax = a;
+      if (r > wmax) wmax = r;
+    }
+    const bound = wmax * TP_BOUND;
+    if (bound <= threshold && !(circular && (b0 < half || end > n - half))) {
+      for (let i = b0; i < end; i++) out[i] = bound;
+      continue;
+    }
+    for (let i = b0; i < end; i++) out[i] = Math.max(truePeakAt(inL, n, i, circular), truePeakAt(inR, n, i, circular));
+  }
+}
+
+/**
+ * Writes x·inGain·g into outL/outR, where g keeps the true peak under the ceiling. `peaks` comes
+ * from peakEnvelope() on the same input.
+ */
+export function applyLimiter(
+  inL: Float32Array,
+  inR: Float32Array,
+  inGain: number,
+  outL: Float32Array,
+  outR: Float32Array,
+  n: number,
+  o: LimiterOptions,
+  scratch: LimiterScratch,
+  peaks: Float32Array,
+): void {
+  const req = scratch.a;
+  const c = o.ceiling / inGain;
+  // 1. Required gain per sample.
+  for (let i = 0; i < n; i++) {
+    const p = peaks[i] as number;
+    req[i] = p > c ? c / p : 1;
+  }
+  // 2. Forward window minimum over lookahead+1 samples (running deque-free: block min).
+  const W = o.lookahead + 1;
+  const gmin = scratch.b;
+  // van Herk/Gil-Werman: block prefix and suffix minima give any window's minimum in O(1).
+  if (W > 256) throw new RangeError(`look-ahead too long [samples:${o.lookahead}]`);
+  const pre = scratch.pre;
+  const suf = scratch.suf;
+  const m = n + W;
+  // Wrapped (loops) or 1-padded (songs) view of req, written once so the scans below are plain loops.
+  for (let i = 0; i < n; i++) suf[i] = req[i] as number;
+  for (let i = n; i < m; i++) suf[i] = o.circular ? (req[(i - n) % n] as number) : 1;
+  for (let i = 0; i < m; i++) pre[i] = i % W === 0 ? (suf[i] as number) : Math.min(pre[i - 1] as number, suf[i] as number);
+  for (let i = m - 1; i >= 0; i--) if (!(i % W === W - 1 || i === m - 1)) suf[i] = Math.min(suf[i + 1] as number, suf[i] as number);
+  for (let i = 0; i < n; i++) gmin[i] = Math.min(suf[i] as number, pre[i + W - 1] as number);
+  // 3. Moving average over the previous W values of gmin (attack ramp), in place via a ring.
+  const ring = new Float64Array(W);
+  let sum = 0;
+  if (o.circular) {
+    for (let k = 0; k < W; k++) {
+      const v = gmin[n - W + k] as number;
+      ring[k] = v;
+      sum += v;
+    }
+  } else {
+    ring.fill(1);
+    sum = W;
+  }
+  let rp = 0;
+  for (let i = 0; i < n; i++) {
+    const v = gmin[i] as number;
+    sum += v - (ring[rp] as number);
+    ring[rp] = v;
+    rp = rp + 1 < W ? rp + 1 : 0;
+    req[i] = sum / W;
+  }
+  // 4. Release (gain rises exponentially, never above the attack curve); loops run twice.
+  const rel = 1 - Math.exp(-1 / Math.max(1, o.release));
+  let g = 1;
+  const passes = o.circular ? 2 : 1;
+  for (let pass = 0; pass < passes; pass++) {
+    for (let i = 0; i < n; i++) {
+      const target = req[i] as number;
+      g = g + (1 - g) * rel;
+      if (target < g) g = target;
+      if (pass === passes - 1) {
+        const gg = g * inGain;
+        outL[i] = (inL[i] as number) * gg;
+        outR[i] = (inR[i] as number) * gg;
+      }
+    }
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * Renders a Score to a mastered stereo float signal: voices and drums into a stereo bus plus reverb
+ * and delay sends, side-chain ducking, effects, loop-tail folding, bus compression, fade-out,
+ * loudness normalisation to −14 LUFS and a true-peak limiter at −1 dBTP.
+ */
+import { applyCompressor } from './Compressor.ts';
+import { compose, takeSeed, type Score } from './Composer.ts';
+import { applyDelay } from './Delay.ts';
+import { buildKit } from './DrumKit.ts';
+import type { DrumKind } from './Drums.ts';
+import { PATCHES, type Patch } from './Instruments.ts';
+import { applyLimiter, peakEnvelope, type LimiterScratch } from './Limiter.ts';
+import { fromDb, integratedLoudness, toDb, truePeak } from './Loudness.ts';
+import { applyReverb } from './Reverb.ts';
+import type { SongPlan } from './SongPlanner.ts';
+import { renderVoice, voiceLength } from './Synth.ts';
+
+/** Loudness target, LUFS (streaming reference, songs.md §4.7). */
+export const TARGET_LUFS = -14;
+/** True-peak ceiling, dBTP (spec: ≤ −1). The limiter aims a little lower for int16 rounding. */
+export const TRUE_PEAK_DBTP = -1;
+const LIMITER_CEILING_DB = -1.25;
+/** Seconds of tail rendered past a loop's end and folded onto its start. */
+const LOOP_TAIL_SECONDS = 4;
+
+export interface MixResult {
+  L: Float32Array;
+  R: Float32Array;
+  /** Samples (= plan.totalSamples). */
+  n: number;
+  loudness: number;
+  truePeakDb: number;
+  /** Milliseconds per stage, for the benchmark. */
+  timings: Record<string, number>;
+}
+
+const DRUM_PAN: Record<DrumKind, number> = {
+  kick: 0, snare: 0.02, clap: -0.03, hat: 0.25, openhat: 0.28, ride: -0.3, crash: -0.2, rim: 0.15, tom: 0.3, lowtom: -0.25, shaker: -0.35,
+};
+const DRUM_REVERB: Record<DrumKind, number> = {
+  kick: 0.02, snare: 0.22, clap: 0.25, hat: 0.05, openhat: 0.08, ride: 0.12, crash: 0.2, rim: 0.2, tom: 0.2, lowtom: 0.3, shaker: 0.05,
+};
+const DRUM_GAIN: Record<DrumKind, number> = {
+  kick: 1, snare: 0.75, clap: 0.7, hat: 0.5, openhat: 0.45, ride: 0.5, crash: 0.5, rim: 0.6, tom: 0.6, lowtom: 0.8, shaker: 0.5,
+};
+
+function patchFor(plan: SongPlan, role: string, id: keyof typeof PATCHES): Patch {
+  const base = PATCHES[id];
+  // Dubstep wobble: a beat-synced filter LFO on the bass (8th notes), loop-safe (whole cycles per bar).
+  if (plan.style === 'dubstep' && role === 'bass') return { ...base, lfoPerBeat: 2, lfoDepth: 3, cutoff: 200 };
+  return base;
+}
+
+/** Side-chain gain curve from kick positions: a dip of `depth` recovering over `rel` samples. */
+function duckCurve(score: Score, len: number, loopLen: number | null): Float32Array {
+  const g = new Float32Array(len).fill(1);
+  const rel = Math.round(score.samplesPerBeat * 0.6);
+  const depth = 0.55;
+  const starts = loopLen === null ? score.kicks : [...score.kicks, ...score.kicks.map((k) => k + loopLen)];
+  for (const k of starts) {
+    for (let i = 0; i < rel; i++) {
+      const idx = k + i;
+      if (idx >= len) break;
+      const x = i / rel;
+      const v = 1 - depth * (1 - x) * (1 - x);
+      if (v < (g[idx] as number)) g[idx] = v;
+    }
+  }
+  return g;
+}
+
+export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void): MixResult {
+  // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
+  const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
+  const timings: Record<string, number> = {};
+  let tMark = clock();
+  const mark = (name: string) => {
+    const now = clock();
+    timings[name] = now - tMark;
+    tMark = now;
+  };
+  const sr = plan.sampleRate;
+  const total = plan.totalSamples;
+  const score = compose(plan, n);
+  mark('compose');
+  const tail = plan.loop ? Math.round(LOOP_TAIL_SECONDS * sr) : 0;
+  const len = total + tail;
+  const L = new Float32Array(len);
+  const R = new Float32Array(len);
+  const rev = new Float32Array(len);
+  const dly = new Float32Array(len);
+  const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
+
+  // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
+  // width), then the part is panned, ducked and sent once ----
+  const partA = new Float32Array(len);
+  const partB = new Float32Array(len);
+  const seedBase = takeSeed(plan, n);
+  let noteIdx = 0;
+  const totalNotes = score.parts.reduce((s, p) => s + p.notes.length, 0);
+  for (const part of score.parts) {
+    if (part.notes.length === 0) continue;
+    const patch = patchFor(plan, part.role, part.instrument);
+    const spread = part.role === 'chords' || part.role === 'pad' ? 0.35 : 0;
+    let lo = len;
+    let hi = 0;
+    for (const note of part.notes) {
+      lo = Math.min(lo, note.start);
+      hi = Math.max(hi, Math.min(len, note.start + voiceLength(patch, note, sr)));
+    }
+    if (lo >= hi) continue;
+    const tPart = clock();
+    partA.fill(0, lo, hi);
+    if (spread > 0) partB.fill(0, lo, hi);
+    for (const note of part.notes) {
+      const target = spread > 0 && note.pitch % 2 === 1 ? partB : partA;
+      const ctx = { sampleRate: sr, samplesPerBeat: score.samplesPerBeat, seed: (seedBase ^ Math.imul(noteIdx + 1, 0x9e3779b1)) | 0 };
+      renderVoice(patch, note, ctx, target, note.start, note.vel);
+      noteIdx++;
+      if ((noteIdx & 127) === 0) onProgress?.(0.05 + 0.5 * (noteIdx / Math.max(1, totalNotes)));
+    }
+    timings[`part:${part.role}:${part.instrument}`] = clock() - tPart;
+    const amp = part.gain * patch.level;
+    const panGains = (pan: number): [number, number] => {
+      const a = ((Math.max(-1, Math.min(1, pan)) + 1) * Math.PI) / 4;
+      return [amp * Math.cos(a) * Math.SQRT2, amp * Math.sin(a) * Math.SQRT2];
+    };
+    const [al, ar] = panGains(part.pan - spread);
+    const [bl, br] = panGains(part.pan + spread);
+    const sv = amp * part.reverb;
+    const sd = amp * part.delay;
+    const d = part.duck && duck !== null ? duck : null;
+    if (spread > 0) {
+      for (let i = lo; i < hi; i++) {
+        const g = d ? (d[i] as number) : 1;
+        const xa = (partA[i] as number) * g;
+        const xb = (partB[i] as number) * g;
+        L[i] = (L[i] as number) + al * xa + bl * xb;
+        R[i] = (R[i] as number) + ar * xa + br * xb;
+        const m = xa + xb;
+        rev[i] = (rev[i] as number) + sv * m;
+        dly[i] = (dly[i] as number) + sd * m;
+      }
+    } else {
+      for (let i = lo; i < hi; i++) {
+        const x = (partA[i] as number) * (d ? (d[i] as number) : 1);
+        L[i] = (L[i] as number) + al * x;
+        R[i] = (R[i] as number) + ar * x;
+        rev[i] = (rev[i] as number) + sv * x;
+        dly[i] = (dly[i] as number) + sd * x;
+      }
+    }
+  }
+  mark('voices');
+
+  // ---- drums ----
+  if (score.drums.length > 0) {
+    const kit = buildKit(plan.drums, sr, seedBase);
+    for (const h of score.drums) {
+      const smp = kit[h.kind];
+      const a = ((DRUM_PAN[h.kind] + 1) * Math.PI) / 4;
+      const amp = h.vel * DRUM_GAIN[h.kind] * 0.9;
+      const gl = amp * Math.cos(a) * Math.SQRT2;
+      const gr = amp * Math.sin(a) * Math.SQRT2;
+      const sv = amp * DRUM_REVERB[h.kind];
+      const end = Math.min(len, h.start + smp.length);
+      for (let i = h.start; i < end; i++) {
+        const x = smp[i - h.start] as number;
+        L[i] = (L[i] as number) + gl * x;
+        R[i] = (R[i] as number) + gr * x;
+        rev[i] = (rev[i] as number) + sv * x;
+      }
+    }
+  }
+  mark('drums');
+  onProgress?.(0.6);
+
+  // ---- effects ----
+  const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
+  applyReverb(rev, L, R, len, sr, { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 });
+  mark('reverb');
+  applyDelay(dly, L, R, len, sr, { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 });
+  mark('delay');
+  onProgress?.(0.7);
+
+  // ---- loop: fold the tail onto the start (circular overlap-add) ----
+  if (plan.loop) {
+    for (let i = total; i < len; i++) {
+      const j = (i - total) % total;
+      L[j] = (L[j] as number) + (L[i] as number);
+      R[j] = (R[j] as number) + (R[i] as number);
+    }
+  }
+  const outL = L.subarray(0, total);
+  const outR = R.subarray(0, total);
+
+  // ---- master ----
+  applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop });
+  if (!plan.loop && plan.fadeSeconds > 0) {
+    const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
+    for (let i = 0; i < f; i++) {
+      // Raised-cosine fade ending at exactly 0 on the final bar line.
+      const x = (f - i) / f;
+      const g = 0.5 - 0.5 * Math.cos(Math.PI * x);
+      const idx = total - f + i;
+      outL[idx] = (outL[idx] as number) * g;
+      outR[idx] = (outR[idx] as number) * g;
+    }
+  }
+  mark('bus');
+  onProgress?.(0.75);
+
+  // Loudness: measure, normalise, limit, re-measure, correct (converges in 2–3 passes).
+  const pre = integratedLoudness(outL, outR, total, sr);
+  const finalL = rev.subarray(0, total);
+  const finalR = dly.subarray(0, total);
+  let gain = Number.isFinite(pre) ? fromDb(TARGET_LUFS - pre) : 1;
+  const lim = { ceiling: fromDb(LIMITER_CEILING_DB), lookahead: 48, release: Math.round(0.08 * sr), circular: plan.loop };
+  // The part buffers are free now: reuse them as limiter scratch (saves 2 × 4 bytes per sample).
+  const scratchLim: LimiterScratch = { a: partA.subarray(0, total), b: partB.subarray(0, total), pre: new Float32Array(total + 256), suf: new Float32Array(total + 256) };
+  // Detector computed once; blocks more than 6 dB under the first ceiling are bounded, not measured.
+  const peaks = duck ? duck.subarray(0, total) : new Float32Array(total);
+  peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
+  let loud = pre;
+  for (let pass = 0; pass < 3; pass++) {
+    applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks);
+    loud = integratedLoudness(finalL, finalR, total, sr);
+    if (!Number.isFinite(loud) || Math.abs(loud - TARGET_LUFS) < 0.2) break;
+    gain *= fromDb(TARGET_LUFS - loud);
+  }
+  mark('loudness');
+  // Guard: the limiter's detection and the meter share one interpolator; trim any residue.
+  let tp = truePeak(finalL, finalR, total, plan.loop);
+  const maxTp = fromDb(LIMITER_CEILING_DB + 0.05);
+  if (tp > maxTp) {
+    const g = maxTp / tp;
+    for (let i = 0; i < total; i++) {
+      finalL[i] = (finalL[i] as number) * g;
+      finalR[i] = (finalR[i] as number) * g;
+    }
+    tp *= g;
+    loud += toDb(g);
+  }
+  mark('truepeak');
+  onProgress?.(0.8);
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings };
+}

@@ -1,0 +1,168 @@
+/**
+ * A bounded pool of render workers (worker_threads). Takes queue FIFO and run one per worker; each
+ * worker is unref'd while idle so an idle pool never keeps the process alive. A worker that dies
+ * fails its take with RenderError and is replaced on the next take.
+ */
+import { Worker } from 'node:worker_threads';
+import type { Logger } from 'pino';
+import type { TakeResult } from './Renderer.ts';
+import type { SongPlan } from './SongPlanner.ts';
+
+export class RenderError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RenderError';
+  }
+}
+
+export class PoolClosedError extends Error {
+  constructor() {
+    super('render pool closed');
+    this.name = 'PoolClosedError';
+  }
+}
+
+export interface RenderPoolOptions {
+  /** Worker threads, default 2 (one per core on our 2-core machines). */
+  size?: number;
+  logger?: Logger;
+}
+
+interface Job {
+  id: number;
+  plan: SongPlan;
+  n: 1 | 2;
+  onProgress: ((fraction: number) => void) | undefined;
+  resolve: (r: TakeResult) => void;
+  reject: (e: Error) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  job: Job | null;
+}
+
+type WorkerMessage =
+  | { id: number; type: 'progress'; fraction: number }
+  | { id: number; type: 'done'; result: TakeResult }
+  | { id: number; type: 'error'; message: string; stack?: string };
+
+/**
+ * Starts a worker on RenderWorker. From TypeScript sources (`node --import tsx`), `--import tsx` in
+ * a worker's execArgv does not register tsx's hooks on Node 20, so a small bootstrap registers
+ * tsx's ESM API inside the worker and then imports the worker module.
+ */
+function startWorker(): Worker {
+  const url = new URL('./RenderWorker.ts', import.meta.url);
+  if (!import.meta.url.endsWith('.ts')) return new Worker(url, { execArgv: [] });
+  const api = import.meta.resolve('tsx/esm/api');
+  const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;
+  return new Worker(code, { eval: true, execArgv: [] });
+}
+
+export class RenderPool {
+  private readonly size: number;
+  private readonly logger: Logger | undefined;
+  private readonly slots: Slot[] = [];
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private closed = false;
+  private closing: Promise<void> | null = null;
+
+  constructor(options: RenderPoolOptions = {}) {
+    this.size = Math.max(1, Math.floor(options.size ?? 2));
+    this.logger = options.logger;
+  }
+
+  /** Takes waiting for a worker. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Renders take `n` of `plan` on a worker; rejects with RenderError or PoolClosedError. */
+  render(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void): Promise<TakeResult> {
+    if (this.closed) return Promise.reject(new PoolClosedError());
+    return new Promise<TakeResult>((resolve, reject) => {
+      this.queue.push({ id: this.nextId++, plan, n, onProgress, resolve, reject });
+      this.pump();
+    });
+  }
+
+  /** Stops every worker; queued and running takes reject with PoolClosedError. Idempotent. */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    const err = new PoolClosedError();
+    for (const job of this.queue.splice(0)) job.reject(err);
+    const slots = this.slots.splice(0);
+    this.closing = Promise.allSettled(
+      slots.map(async (s) => {
+        if (s.job) s.job.reject(err);
+        s.job = null;
+        await s.worker.terminate();
+      }),
+    ).then(() => undefined);
+    return this.closing;
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0) {
+      let slot = this.slots.find((s) => s.job === null);
+      if (!slot && this.slots.length < this.size) slot = this.spawn();
+      if (!slot) return;
+      const job = this.queue.shift() as Job;
+      slot.job = job;
+      slot.worker.ref();
+      this.logger?.debug({ id: job.id, n: job.n, seed: job.plan.seed }, `render() | started [take:${job.n}]`);
+      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n });
+    }
+  }
+
+  private spawn(): Slot {
+    const worker = startWorker();
+    const slot: Slot = { worker, job: null };
+    worker.unref();
+    worker.on('message', (msg: WorkerMessage) => {
+      const job = slot.job;
+      if (!job || job.id !== msg.id) return;
+      if (msg.type === 'progress') {
+        try {
+          job.onProgress?.(msg.fraction);
+        } catch (e) {
+          this.logger?.warn({ err: e }, 'render() | progress listener threw');
+        }
+        return;
+      }
+      slot.job = null;
+      worker.unref();
+      if (msg.type === 'done') {
+        const r = msg.result;
+        // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
+        job.resolve({ ...r, wav: Buffer.from(r.wav.buffer, r.wav.byteOffset, r.wav.byteLength), mp3: Buffer.from(r.mp3.buffer, r.mp3.byteOffset, r.mp3.byteLength) });
+        this.logger?.debug({ id: job.id }, `render() | done [take:${job.n}]`);
+      } else {
+        const e = new RenderError(`render failed [take:${job.n}] [seed:${job.plan.seed}]: ${msg.message}`);
+        if (msg.stack) e.stack = msg.stack;
+        job.reject(e);
+      }
+      this.pump();
+    });
+    const onDeath = (cause: unknown) => {
+      const idx = this.slots.indexOf(slot);
+      if (idx < 0) return;
+      this.slots.splice(idx, 1);
+      if (slot.job) {
+        slot.job.reject(new RenderError(`render worker died [take:${slot.job.n}]`, { cause }));
+        slot.job = null;
+      }
+      if (!this.closed) {
+        this.logger?.error({ err: cause }, 'render() | worker died');
+        this.pump();
+      }
+    };
+    worker.on('error', onDeath);
+    worker.on('exit', (code) => onDeath(new Error(`worker exited [code:${code}]`)));
+    this.slots.push(slot);
+    return slot;
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * worker_threads entry: renders takes posted by RenderPool, off the main event loop. Messages:
+ * in `{ id, plan, n }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'done', result }`
+ * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
+ */
+import { parentPort } from 'node:worker_threads';
+import { renderTakeHere } from './Renderer.ts';
+import type { SongPlan } from './SongPlanner.ts';
+
+export interface RenderRequest {
+  id: number;
+  plan: SongPlan;
+  n: 1 | 2;
+}
+
+const port = parentPort;
+if (!port) throw new Error('RenderWorker.ts must run in a worker thread');
+
+port.on('message', (msg: RenderRequest) => {
+  let last = -1;
+  renderTakeHere(msg.plan, msg.n, (fraction) => {
+    // At most 100 progress messages per take.
+    const f = Math.floor(fraction * 100);
+    if (f !== last) {
+      last = f;
+      port.postMessage({ id: msg.id, type: 'progress', fraction });
+    }
+  }).then(
+    (result) => {
+      const transfer: ArrayBuffer[] = [];
+      // Buffers that own their whole ArrayBuffer can move without a copy.
+      for (const b of [result.wav, result.mp3]) {
+        if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
+      }
+      port.postMessage({ id: msg.id, type: 'done', result }, transfer);
+    },
+    (err: unknown) => {
+      const e = err instanceof Error ? err : new Error(String(err));
+      port.postMessage({ id: msg.id, type: 'error', message: e.message, stack: e.stack });
+    },
+  );
+});

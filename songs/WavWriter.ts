@@ -1,0 +1,46 @@
+/**
+ * RIFF/WAVE writer: PCM 16-bit little-endian, interleaved stereo (44-byte header, no extra chunks,
+ * so identical audio gives identical bytes).
+ */
+
+/** Float samples → 16-bit WAV. Adds TPDF dither from a fixed-seed generator (deterministic). */
+export function writeWav(L: Float32Array, R: Float32Array, n: number, sampleRate: number): Buffer {
+  const dataBytes = n * 4;
+  const buf = Buffer.alloc(44 + dataBytes);
+  buf.write('RIFF', 0, 'ascii');
+  buf.writeUInt32LE(36 + dataBytes, 4);
+  buf.write('WAVE', 8, 'ascii');
+  buf.write('fmt ', 12, 'ascii');
+  buf.writeUInt32LE(16, 16);
+  buf.writeUInt16LE(1, 20); // PCM
+  buf.writeUInt16LE(2, 22);
+  buf.writeUInt32LE(sampleRate, 24);
+  buf.writeUInt32LE(sampleRate * 4, 28);
+  buf.writeUInt16LE(4, 32);
+  buf.writeUInt16LE(16, 34);
+  buf.write('data', 36, 'ascii');
+  buf.writeUInt32LE(dataBytes, 40);
+  const pcm = new Int16Array(buf.buffer, buf.byteOffset + 44, n * 2);
+  let s = 0x2545f491;
+  for (let i = 0; i < n; i++) {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    const d1 = (s >>> 0) / 4294967296;
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    const d2 = (s >>> 0) / 4294967296;
+    let l = Math.round((L[i] as number) * 32767 + d1 - d2);
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    const d3 = (s >>> 0) / 4294967296;
+    let r = Math.round((R[i] as number) * 32767 + d2 - d3);
+    l = l > 32767 ? 32767 : l < -32768 ? -32768 : l;
+    r = r > 32767 ? 32767 : r < -32768 ? -32768 : r;
+    pcm[2 * i] = l;
+    pcm[2 * i + 1] = r;
+  }
+  return buf;
+}

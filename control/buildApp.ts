@@ -60,9 +60,8 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(9).toString('base64url')}`;
     },
-    requestIdLogLabel: 'requestId',
     // We log one line per request ourselves (onResponse), with the route pattern and timing.
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
   }).withTypeProvider<ZodTypeProvider>();
 }

@@ -9,7 +9,14 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { createProcessorChain, IMAGE_PROCESSOR_TYPES, LATENT_PROCESSOR_TYPES } from '../native/index.ts';
+import {
+  CONTROLNETS_BY_FAMILY,
+  CONTROLNET_PREPROCESSORS as ENGINE_CONTROLNET_PREPROCESSORS,
+  createProcessorChain,
+  IMAGE_PROCESSOR_TYPES,
+  LATENT_PROCESSOR_TYPES,
+  type ModelFamily,
+} from '../native/index.ts';
 
 /** Spec: integers are bounded to ±(2^53 − 1) where bounds are stated. */
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
@@ -28,7 +35,7 @@ const BLEND_MAX = 16;
  * - `sd15`: SD 1.5 (dreamshaper-8, openjourney-v4); 4 ControlNets, IP-Adapter;
  * - `sdxl`: SDXL (sdxl-turbo); 3 ControlNets, IP-Adapter (FaceID only on an sdxl-faceid pipeline).
  */
-export type ModelFamily = 'sd21' | 'sd15' | 'sdxl';
+export type { ModelFamily };
 
 export const MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'] as const;
 export type ModelId = (typeof MODEL_IDS)[number];
@@ -57,24 +64,8 @@ export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
   'pip_SD15-openjourney': 'prompthero/openjourney-v4',
 };
 
-/** ai-runner CONTROLNETS_BY_TYPE, as the spec's counts (6 / 4 / 3) require. */
-export const CONTROLNETS_BY_FAMILY: Readonly<Record<ModelFamily, readonly string[]>> = {
-  sd21: [
-    'thibaud/controlnet-sd21-openpose-diffusers',
-    'thibaud/controlnet-sd21-hed-diffusers',
-    'thibaud/controlnet-sd21-canny-diffusers',
-    'thibaud/controlnet-sd21-depth-diffusers',
-    'thibaud/controlnet-sd21-color-diffusers',
-    'daydreamlive/TemporalNet2-stable-diffusion-2-1',
-  ],
-  sd15: [
-    'lllyasviel/control_v11f1p_sd15_depth',
-    'lllyasviel/control_v11f1e_sd15_tile',
-    'lllyasviel/control_v11p_sd15_canny',
-    'daydreamlive/TemporalNet2-stable-diffusion-v1-5',
-  ],
-  sdxl: ['xinsir/controlnet-depth-sdxl-1.0', 'xinsir/controlnet-canny-sdxl-1.0', 'xinsir/controlnet-tile-sdxl-1.0'],
-};
+/** ai-runner CONTROLNETS_BY_TYPE (6 / 4 / 3 as the spec counts): the engine's own map, one source. */
+export { CONTROLNETS_BY_FAMILY };
 export const CONTROLNET_IDS = [...CONTROLNETS_BY_FAMILY.sd21, ...CONTROLNETS_BY_FAMILY.sd15, ...CONTROLNETS_BY_FAMILY.sdxl] as [string, ...string[]];
 
 /**
@@ -458,6 +449,9 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
     }
     if (c.control_guidance_start > c.control_guidance_end) {
       at(`controlnets[${i}].control_guidance_start`, 'must not be after control_guidance_end');
+    }
+    if (c.enabled && !ENGINE_CONTROLNET_PREPROCESSORS.includes(c.preprocessor)) {
+      at(`controlnets[${i}].preprocessor`, `${c.preprocessor} is not supported by this runtime yet (supported: ${ENGINE_CONTROLNET_PREPROCESSORS.join(', ')})`);
     }
   });
 

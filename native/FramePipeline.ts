@@ -8,8 +8,13 @@ import type { Logger } from 'pino';
 import { InvalidStateError } from './errors.ts';
 import type { Frame, LatentTensor } from './Frame.ts';
 import { assertFrame } from './Frame.ts';
-import { frameToTensor, resizeFrame, tensorToFrame } from './ImageTensor.ts';
-import { ModelSessions, providersFor, type ProviderName, type SessionSettings } from './ModelSessions.ts';
+import { checkControlNetPreprocessor, ControlNet } from './ControlNet.ts';
+import { mergedUnetFile } from './LoraMerge.ts';
+import { IpAdapter, loadStyleImage, type FetchImage } from './IpAdapter.ts';
+import { supportsIpAdapter } from './ModelFamilies.ts';
+import { SafetyChecker } from './SafetyChecker.ts';
+import { frameToTensor, resizeFrame, rgbToTensorConverter, tensorToRgbConverter } from './ImageTensor.ts';
+import { ModelSessions, providersFor, yieldTurn, type ProviderName, type SessionSettings } from './ModelSessions.ts';
 import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
 import { SimilarityFilter } from './SimilarityFilter.ts';
 import { StreamDiffusion } from './StreamDiffusion.ts';
@@ -31,7 +36,21 @@ export interface FramePipelineOptions {
   logger: Logger;
   /** ONNX Runtime tuning. */
   settings?: SessionSettings;
+  /**
+   * Downloads the IP-Adapter style image (http/https URLs). native/ imports nothing internal: the
+   * caller passes its SSRF-safe client here and must honour `maxBytes`/`timeoutMs` (5 MiB, 5 s);
+   * both are checked again on the result. Without it only data: URLs and raw base64 work.
+   */
+  fetchImage?: FetchImage;
 }
+
+/**
+ * - `off`: no ip_adapter requested (or disabled, or scale 0).
+ * - `loading`: the style image is being fetched/encoded; frames run without it meanwhile.
+ * - `ready`: its tokens are applied.
+ * - `error`: the last fetch/encode failed (see `ipAdapterError`); frames run without it.
+ */
+export type IpAdapterState = 'off' | 'loading' | 'ready' | 'error';
 
 /**
  * - `ready`: serving frames.
@@ -77,6 +96,10 @@ export interface FramePipelineStatus {
   framesOut: number;
   /** Frames dropped by the similarity filter. */
   framesSkipped: number;
+  /** Output frames the safety checker flagged and blanked (black). */
+  framesBlocked: number;
+  ipAdapter: IpAdapterState;
+  ipAdapterError: string | null;
   stageMs: StageMs;
   /** Params the engine accepts but cannot honour yet (ControlNet, IP-Adapter, …): never silent. */
   unsupported: string[];
@@ -97,8 +120,13 @@ export interface FramePipeline {
    * background and swap between two frames.
    */
   update(params: Partial<StreamParams>): { hot: string[]; reload: string[] };
+  /**
+   * Optional: hands an output frame's buffer back for reuse by a later frame. After this call the
+   * caller must not read `frame.data` again. Callers that never release get fresh buffers.
+   */
+  release(frame: Frame): void;
   status(): FramePipelineStatus;
-  /** Resolves when no reload is in flight (tests, benches, graceful shutdown). */
+  /** Resolves when no reload or style-image load is in flight (tests, benches, graceful shutdown). */
   whenIdle(): Promise<void>;
   close(): Promise<void>;
 }
@@ -113,25 +141,42 @@ interface Engine {
   latentPre: ProcessorChain<LatentTensor>;
   latentPost: ProcessorChain<LatentTensor>;
   filter: SimilarityFilter | null;
+  /** Loaded (enabled) ControlNets, in params order. */
+  controlNets: ControlNet[];
+  safety: SafetyChecker | null;
+  ip: IpAdapter | null;
+  /** Unscaled IP-Adapter tokens of the current style image, and the URL they came from. */
+  ipTokens: Float32Array | null;
+  ipUrl: string | null;
+  ipState: IpAdapterState;
+  ipError: string | null;
+  /** Frame → reused [1,3,H,W] input tensor (null with the similarity filter, which keeps its input). */
+  toTensor: ((data: Uint8Array) => Float32Array) | null;
+  /** Decoded [1,3,H,W] → RGB24 at the engine size. */
+  toRgb: (x: Float32Array, out: Uint8Array) => Uint8Array;
 }
 
 export async function createFramePipeline(o: FramePipelineOptions): Promise<FramePipeline> {
   const params = mergeParams({ ...DEFAULT_STREAM_PARAMS, t_index_list: [...DEFAULT_STREAM_PARAMS.t_index_list] }, o.params);
   checkParams(params);
+  for (const c of params.controlnets) checkControlNetPreprocessor(c);
   const p = new Pipeline(o, params);
   await p.init();
   return p;
 }
 
-function unsupportedOf(p: StreamParams): string[] {
+function unsupportedOf(p: StreamParams, e?: Engine): string[] {
   const out: string[] = [];
-  if (p.controlnets.some((c) => c.enabled !== false && c.conditioning_scale !== 0)) out.push('controlnets');
-  if (p.ip_adapter && p.ip_adapter.enabled !== false) out.push('ip_adapter');
-  if (p.lora_dict && Object.values(p.lora_dict).some((w) => w !== 0)) out.push('lora_dict');
-  if (p.use_safety_checker) out.push('use_safety_checker');
+  const wt = p.ip_adapter?.weight_type;
+  if (p.ip_adapter && p.ip_adapter.enabled !== false && typeof wt === 'string' && wt !== 'linear') out.push('ip_adapter.weight_type');
+  if (p.ip_adapter && p.ip_adapter.type === 'faceid') out.push('ip_adapter.type=faceid');
+  // The checker slot is honoured only when the model folder ships one.
+  if (p.use_safety_checker && !p.skip_diffusion && !e?.safety) out.push('use_safety_checker');
   if (p.cached_attention?.enabled) out.push('cached_attention');
   return out;
 }
+
+const NO_EXTRAS = { safety: null, ip: null, ipTokens: null, ipUrl: null, ipState: 'off', ipError: null } as const;
 
 class Pipeline implements FramePipeline {
   readonly #o: FramePipelineOptions;
@@ -147,6 +192,12 @@ class Pipeline implements FramePipeline {
   /** The last preprocessed input, used to prime a reloaded pipeline's Stream Batch. */
   #lastPre: Frame | null = null;
   #closePromise: Promise<void> | null = null;
+  /** Background jobs (style image loads) whenIdle() waits for. */
+  readonly #background = new Set<Promise<void>>();
+  /** Output buffers handed back with release(), reused by the next frames. */
+  #pool: Uint8Array[] = [];
+  /** Resolvers waiting for the frame in progress to end (reload pacing). */
+  #frameWaiters: (() => void)[] = [];
   readonly #retired = new Set<Promise<void>>();
   readonly #st = {
     restartCount: 0,
@@ -157,6 +208,7 @@ class Pipeline implements FramePipeline {
     framesIn: 0,
     framesOut: 0,
     framesSkipped: 0,
+    framesBlocked: 0,
     stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, postprocess: 0, ort: 0, total: 0 },
   };
 
@@ -176,11 +228,21 @@ class Pipeline implements FramePipeline {
   }
 
   #warnUnsupported(p: StreamParams): void {
-    const u = unsupportedOf(p);
+    const u = unsupportedOf(p, this.#engine);
     if (u.length > 0) this.#log.warn(`FramePipeline | accepted but not implemented, ignored [params:${u.join(',')}]`);
   }
 
-  async #build(params: StreamParams, log: Logger): Promise<Engine> {
+  /**
+   * Reload pacing: resolves after the serving pipeline's frame in progress (if any) ends, so a
+   * background build runs at most one blocking chunk (ORT session creation and runs are
+   * synchronous on this thread) between two frames and the old pipeline keeps its cadence.
+   */
+  readonly #pace = async (): Promise<void> => {
+    await yieldTurn();
+    if (this.#busy) await new Promise<void>((resolve) => this.#frameWaiters.push(resolve));
+  };
+
+  async #build(params: StreamParams, log: Logger, pace?: () => Promise<void>): Promise<Engine> {
     const chains = {
       imagePre: createProcessorChain(params.image_preprocessing, 'image'),
       imagePost: createProcessorChain(params.image_postprocessing, 'image'),
@@ -192,25 +254,99 @@ class Pipeline implements FramePipeline {
       : null;
     if (params.skip_diffusion) {
       log.info(`FramePipeline.build() | skip_diffusion: processors only [model:${params.model_id}]`);
-      return { params, sessions: null, diffusion: null, filter, ...chains };
+      return { params, sessions: null, diffusion: null, filter, controlNets: [], ...NO_EXTRAS, toTensor: null, toRgb: tensorToRgbConverter(params.width, params.height), ...chains };
     }
     const providers = this.#o.provider ? [this.#o.provider] : providersFor(params.acceleration);
+    const modelDir = join(this.#o.modelsDir, params.model_id);
+    const unetFile = mergedUnetFile(this.#o.modelsDir, modelDir, params.lora_dict, log);
     const sessions = await ModelSessions.load({
-      modelDir: join(this.#o.modelsDir, params.model_id),
+      modelDir,
+      unetFile,
       providers,
       width: params.width,
       height: params.height,
       ...(this.#o.settings ? { settings: this.#o.settings } : {}),
+      ...(pace ? { pace } : {}),
       logger: log,
     });
     try {
+      await pace?.();
       const diffusion = await StreamDiffusion.create(sessions, params, log);
       diffusion.latentPre = chains.latentPre;
       diffusion.latentPost = chains.latentPost;
-      return { params, sessions, diffusion, filter, ...chains };
+      const controlNets: ControlNet[] = [];
+      for (const cfg of params.controlnets) {
+        if (cfg.enabled === false) continue;
+        await pace?.();
+        controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
+      }
+      diffusion.controlNets = controlNets;
+      await pace?.();
+      const safety = await SafetyChecker.open(sessions);
+      let ip: IpAdapter | null = null;
+      // Loaded whenever ip_adapter is set (even disabled): `enabled` is hot.
+      if (params.ip_adapter && supportsIpAdapter(params.model_id)) {
+        await pace?.();
+        ip = await IpAdapter.open(sessions);
+      }
+      if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
+      const toTensor = filter ? null : rgbToTensorConverter(params.width, params.height, new Float32Array(3 * params.width * params.height));
+      const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, toTensor, toRgb: tensorToRgbConverter(params.width, params.height), ...chains };
+      this.#syncIp(e);
+      return e;
     } catch (err) {
       await sessions.close();
       throw err;
+    }
+  }
+
+  /**
+   * Brings the IP-Adapter tokens in line with the engine's params: fetches/encodes a new style
+   * image in the background (frames keep running without it), applies scale/enabled at once.
+   */
+  #syncIp(e: Engine): void {
+    const d = e.diffusion;
+    const cfg = e.params.ip_adapter;
+    const on = !!(e.ip && d && cfg && cfg.enabled !== false && Number(cfg.scale ?? 1) !== 0);
+    if (!on || !e.ip || !d) {
+      d?.setIpTokens(null);
+      if (!e.ip || !cfg || cfg.enabled === false) e.ipState = 'off';
+      return;
+    }
+    const url = e.params.ip_adapter_style_image_url;
+    if (!url) {
+      e.ipState = 'error';
+      e.ipError = 'no ip_adapter_style_image_url (the hosted default style image is not bundled)';
+      d.setIpTokens(null);
+      return;
+    }
+    if (url !== e.ipUrl) {
+      e.ipUrl = url;
+      e.ipState = 'loading';
+      const ip = e.ip;
+      const job = loadStyleImage(url, this.#o.fetchImage)
+        .then((img) => ip.encode(img))
+        .then(
+          (tokens) => {
+            if (e.ipUrl !== url) return;
+            e.ipTokens = tokens;
+            e.ipState = 'ready';
+            e.ipError = null;
+            this.#syncIp(e);
+          },
+          (err: unknown) => {
+            if (e.ipUrl !== url) return;
+            e.ipState = 'error';
+            e.ipError = err instanceof Error ? err.message : String(err);
+            this.#log.warn({ err }, 'ip_adapter | style image failed, running without it');
+          },
+        );
+      this.#background.add(job);
+      void job.finally(() => this.#background.delete(job));
+    }
+    if (e.ipTokens && e.ipState === 'ready') {
+      const scale = Number(cfg.scale ?? 1);
+      d.setIpTokens(e.ipTokens.map((v) => v * scale));
     }
   }
 
@@ -223,9 +359,12 @@ class Pipeline implements FramePipeline {
     createProcessorChain(next.image_postprocessing, 'image');
     createProcessorChain(next.latent_preprocessing, 'latent');
     createProcessorChain(next.latent_postprocessing, 'latent');
+    for (const c of next.controlnets) checkControlNetPreprocessor(c);
     const { hot, reload } = classifyChanges(this.#target, next);
     this.#target = next;
     if (hot.length > 0) this.#hotPending = true;
+    // Encode new prompts now, in the background, so the frame that applies them does not wait.
+    if (hot.some((k) => k === 'prompt' || k === 'negative_prompt' || k === 'guidance_scale' || k === 'cfg_type')) void this.#engine.diffusion?.prefetch(next);
     if (reload.length > 0) this.#startReload();
     this.#warnUnsupported(next);
     this.#log.info(`update() | [hot:${hot.join(',') || '-'}] [reload:${reload.join(',') || '-'}]`);
@@ -261,11 +400,15 @@ class Pipeline implements FramePipeline {
     note(`reload() | started [model:${params.model_id}] [size:${params.width}x${params.height}]`);
     let engine: Engine | null = null;
     try {
-      engine = await this.#build(params, log);
+      engine = await this.#build(params, log, this.#pace);
       // Prime the Stream Batch with the latest input so the swap does not open a lag-long gap.
       if (engine.diffusion && this.#lastPre && engine.diffusion.lag > 0) {
-        const x = frameToTensor(resizeFrame(this.#lastPre, params.width, params.height));
-        for (let i = 0; i < engine.diffusion.lag; i++) await engine.diffusion.step(x);
+        const sized = resizeFrame(this.#lastPre, params.width, params.height);
+        const x = frameToTensor(sized);
+        for (let i = 0; i < engine.diffusion.lag; i++) {
+          await this.#pace();
+          await engine.diffusion.step(x, sized);
+        }
       }
       if (this.#state === 'closed') {
         await engine.sessions?.close();
@@ -327,7 +470,13 @@ class Pipeline implements FramePipeline {
     if (e.diffusion) {
       e.diffusion.latentPre = e.latentPre;
       e.diffusion.latentPost = e.latentPost;
+      // conditioning_scale is the only hot ControlNet field (classifyChanges).
+      for (const c of e.controlNets) {
+        const cfg = next.controlnets.find((x) => x.model_id === c.modelId);
+        if (cfg) c.scale = cfg.conditioning_scale;
+      }
       await e.diffusion.apply(next);
+      if (hot.includes('ip_adapter') || hot.includes('ip_adapter_style_image_url')) this.#syncIp(e);
     }
   }
 
@@ -348,6 +497,9 @@ class Pipeline implements FramePipeline {
       throw err;
     } finally {
       this.#busy = false;
+      const waiters = this.#frameWaiters;
+      this.#frameWaiters = [];
+      for (const w of waiters) w();
     }
   }
 
@@ -366,14 +518,16 @@ class Pipeline implements FramePipeline {
       return out;
     }
     const { width, height } = e.params;
-    const x = frameToTensor(resizeFrame(pre, width, height));
+    const sized = resizeFrame(pre, width, height);
+    // The filter keeps its input as the next reference: give it a tensor of its own.
+    const x = e.toTensor ? e.toTensor(sized.data) : frameToTensor(sized);
     this.#lastPre = pre;
     if (e.filter?.shouldSkip(x)) {
       this.#st.framesSkipped++;
       return null;
     }
     const ortBefore = e.diffusion.sessions.timing.runMs;
-    const img = await e.diffusion.step(x);
+    const img = await e.diffusion.step(x, sized);
     ms.ort = e.diffusion.sessions.timing.runMs - ortBefore;
     const d = e.diffusion.stageMs;
     ms.encode = d.encode;
@@ -382,12 +536,31 @@ class Pipeline implements FramePipeline {
     ms.decode = d.decode;
     if (!img) return null;
     const t2 = performance.now();
-    const out = e.imagePost.apply(tensorToFrame(img, width, height, frame.ptsMs));
+    // A released buffer when the caller gave one back: a fresh 786 kB buffer per frame costs page
+    // faults on every first touch (measured ~5 ms/frame at 512² on the dev VM).
+    const n3 = 3 * width * height;
+    const k = this.#pool.findIndex((b) => b.length === n3);
+    const data = k >= 0 ? (this.#pool.splice(k, 1)[0] as Uint8Array) : new Uint8Array(n3);
+    e.toRgb(img, data);
+    if (e.safety && e.params.use_safety_checker) {
+      const score = await e.safety.score({ width, height, data, ptsMs: frame.ptsMs });
+      if (score > e.params.safety_checker_threshold) {
+        data.fill(0);
+        this.#st.framesBlocked++;
+      }
+    }
+    const out = e.imagePost.apply({ width, height, data, ptsMs: frame.ptsMs });
     e.imagePre.observeOutput(out);
     const t3 = performance.now();
     ms.postprocess = t3 - t2;
     ms.total = t3 - t0;
     return out;
+  }
+
+  release(frame: Frame): void {
+    if (this.#pool.length < 4 && !this.#pool.includes(frame.data) && frame.data.byteOffset === 0 && frame.data.byteLength === frame.data.buffer.byteLength) {
+      this.#pool.push(frame.data);
+    }
   }
 
   status(): FramePipelineStatus {
@@ -409,13 +582,19 @@ class Pipeline implements FramePipeline {
       framesIn: this.#st.framesIn,
       framesOut: this.#st.framesOut,
       framesSkipped: this.#st.framesSkipped,
+      framesBlocked: this.#st.framesBlocked,
+      ipAdapter: e.ipState,
+      ipAdapterError: e.ipError,
       stageMs: { ...this.#st.stageMs },
-      unsupported: unsupportedOf(e.params),
+      unsupported: unsupportedOf(e.params, e),
     };
   }
 
   async whenIdle(): Promise<void> {
-    while (this.#reload) await this.#reload;
+    while (this.#reload || this.#background.size > 0) {
+      if (this.#reload) await this.#reload;
+      await Promise.allSettled([...this.#background]);
+    }
   }
 
   close(): Promise<void> {

@@ -52,11 +52,29 @@ export interface ModelInfo {
   encoderReturnsParameters: boolean;
   inputIdsType: 'int32' | 'int64';
   timestepType: 'float32' | 'int64' | 'float16';
+  /**
+   * ControlNet residual inputs the UNet takes (empty when it was exported without them), in the
+   * order ControlNet outputs map onto them: `down_block_additional_residual_<i>`…, then
+   * `mid_block_additional_residual`. Each with its channels and spatial factor relative to the latent.
+   */
+  residualInputs: ResidualInput[];
   /** Providers the sessions were created with, in preference order. */
   providers: ProviderName[];
   /** Set when the requested providers could not be used; says what happened. */
   providerNote: string | null;
 }
+
+/** One ControlNet residual input of the UNet. */
+export interface ResidualInput {
+  name: string;
+  channels: number;
+  /** Latent height/width divided by this gives the residual's spatial size. */
+  factor: number;
+}
+
+/** UNet input names of the ControlNet residuals (diffusers `down_block_additional_residuals` tuple flattened, + mid). */
+export const DOWN_RESIDUAL_PREFIX = 'down_block_additional_residual_';
+export const MID_RESIDUAL = 'mid_block_additional_residual';
 
 export interface RunTiming {
   /** Sum of time spent inside `session.run`, ms, since the last reset. */
@@ -75,13 +93,49 @@ export class ModelSessions {
   readonly timing: RunTiming = { runMs: 0, runs: 0 };
   readonly #sessions: Record<ModelPart, ort.InferenceSession>;
   readonly #names: { latentOut: string };
+  readonly #open: (file: string) => Promise<ort.InferenceSession>;
+  readonly #extra: ort.InferenceSession[] = [];
+  /** Reused per-call timestep arrays (one per batch size) so the UNet call allocates nothing. */
+  readonly #tsF32 = new Map<number, Float32Array>();
+  readonly #tsI64 = new Map<number, BigInt64Array>();
   #closed = false;
 
-  private constructor(info: ModelInfo, tokenizer: ClipTokenizer, sessions: Record<ModelPart, ort.InferenceSession>, latentOut: string) {
+  private constructor(
+    info: ModelInfo,
+    tokenizer: ClipTokenizer,
+    sessions: Record<ModelPart, ort.InferenceSession>,
+    latentOut: string,
+    open: (file: string) => Promise<ort.InferenceSession>,
+  ) {
     this.info = info;
     this.tokenizer = tokenizer;
     this.#sessions = sessions;
     this.#names = { latentOut };
+    this.#open = open;
+  }
+
+  /**
+   * Opens an extra model (ControlNet, safety checker, image encoder) with the providers and
+   * settings of this model; released by close().
+   */
+  async openExtra(file: string): Promise<ort.InferenceSession> {
+    if (!existsSync(file)) throw new ModelLoadError(this.info.modelDir, `missing ${file}`);
+    const s = await this.#open(file);
+    this.#extra.push(s);
+    return s;
+  }
+
+  /** Times a `run` of an extra session into `timing` (so the overhead metric stays honest). */
+  async runExtra(stage: string, s: ort.InferenceSession, feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.OnnxValueMapType> {
+    const t0 = performance.now();
+    try {
+      return await s.run(feeds);
+    } catch (err) {
+      throw new InferenceError(stage, (err as Error).message, { cause: err });
+    } finally {
+      this.timing.runMs += performance.now() - t0;
+      this.timing.runs++;
+    }
   }
 
   /**
@@ -94,6 +148,13 @@ export class ModelSessions {
     width: number;
     height: number;
     settings?: SessionSettings;
+    /**
+     * Awaited before each blocking step (session creation, probe runs). A reload passes one that
+     * waits for the serving pipeline's current frame; default: one event-loop turn.
+     */
+    pace?: () => Promise<void>;
+    /** UNet file to load instead of `<modelDir>/unet/model.onnx` (a LoRA-merged copy). */
+    unetFile?: string;
     logger: Logger;
   }): Promise<ModelSessions> {
     const { modelDir, logger } = o;
@@ -101,7 +162,8 @@ export class ModelSessions {
       throw new ModelLoadError(modelDir, 'no model_index.json or unet/model.onnx');
     }
     const index = readJson(join(modelDir, 'model_index.json')) as { _demo?: boolean } | null;
-    const { providers, note, sessions } = await openWithFallback(modelDir, o.providers, o.settings ?? {}, logger);
+    const pace = o.pace ?? yieldTurn;
+    const { providers, note, sessions, open } = await openWithFallback(modelDir, o.providers, o.settings ?? {}, logger, pace, o.unetFile);
     const tokenizer = ClipTokenizer.fromDir(join(modelDir, 'tokenizer'));
 
     const meta = (s: ort.InferenceSession, name: string, io: 'in' | 'out') => {
@@ -135,10 +197,12 @@ export class ModelSessions {
     // D from the UNet input shape, else by running the text encoder once.
     let embedDim = typeof ehs.shape[2] === 'number' ? ehs.shape[2] : 0;
     if (!embedDim) {
+      await pace();
       const out = await sessions.text_encoder.run({ input_ids: idsTensor(inputIdsType, tokenizer.encode(''), 1) });
       embedDim = (out.last_hidden_state as ort.Tensor).dims[2] as number;
     }
     // C and f by running the encoder once at the stream size.
+    await pace();
     const probe = await sessions.vae_encoder.run({
       sample: new ort.Tensor('float32', new Float32Array(3 * o.width * o.height), [1, 3, o.height, o.width]),
     });
@@ -149,6 +213,7 @@ export class ModelSessions {
     if (!Number.isInteger(vaeScaleFactor) || o.width / (ld[3] as number) !== vaeScaleFactor) {
       throw new ModelLoadError(modelDir, `VAE latent ${ld.join('x')} does not divide ${o.width}x${o.height} evenly`);
     }
+    const residualInputs = residualInputsOf(modelDir, sessions.unet.inputNames);
     const cfg = (readJson(join(modelDir, 'vae_decoder', 'config.json')) ?? readJson(join(modelDir, 'vae_encoder', 'config.json'))) as { scaling_factor?: number } | null;
     const info: ModelInfo = {
       modelDir,
@@ -162,11 +227,12 @@ export class ModelSessions {
       encoderReturnsParameters: latentOut === 'latent_parameters',
       inputIdsType,
       timestepType,
+      residualInputs,
       providers,
       providerNote: note,
     };
     logger.info({ ...info }, `ModelSessions.load() | ready [dir:${modelDir}] [providers:${providers.join(',')}]${info.demo ? ' [DEMO model]' : ''}`);
-    return new ModelSessions(info, tokenizer, sessions, latentOut);
+    return new ModelSessions(info, tokenizer, sessions, latentOut, open);
   }
 
   async #run(part: ModelPart, feeds: Record<string, ort.Tensor>): Promise<ort.InferenceSession.OnnxValueMapType> {
@@ -195,18 +261,49 @@ export class ModelSessions {
     return this.info.encoderReturnsParameters ? data.subarray(0, data.length / 2) : data;
   }
 
-  /** UNet: one batched call. */
-  async predictNoise(sample: Float32Array, dims: [number, number, number, number], timesteps: readonly number[], embeds: Float32Array): Promise<Float32Array> {
+  /** Timestep tensor of batch B over a reused buffer. */
+  timestepTensor(timesteps: readonly number[]): ort.Tensor {
+    const B = timesteps.length;
+    if (this.info.timestepType === 'int64') {
+      let a = this.#tsI64.get(B);
+      if (!a) this.#tsI64.set(B, (a = new BigInt64Array(B)));
+      for (let i = 0; i < B; i++) a[i] = BigInt(Math.round(timesteps[i] as number));
+      return new ort.Tensor('int64', a, [B]);
+    }
+    if (this.info.timestepType === 'float32') {
+      let a = this.#tsF32.get(B);
+      if (!a) this.#tsF32.set(B, (a = new Float32Array(B)));
+      for (let i = 0; i < B; i++) a[i] = timesteps[i] as number;
+      return new ort.Tensor('float32', a, [B]);
+    }
+    throw new InferenceError('unet', 'float16 timestep models are not supported yet (export in float32)');
+  }
+
+  /**
+   * UNet: one batched call. `embeds` is [B, S, D] flattened (S = 77, or more with IP-Adapter
+   * tokens); `residuals` are the ControlNet residuals in `info.residualInputs` order (required when
+   * the UNet takes them: pass zeros for "no control").
+   */
+  async predictNoise(
+    sample: Float32Array,
+    dims: [number, number, number, number],
+    timesteps: readonly number[],
+    embeds: Float32Array,
+    residuals: readonly ort.Tensor[] = [],
+  ): Promise<Float32Array> {
     const B = dims[0];
-    let t: ort.Tensor;
-    if (this.info.timestepType === 'int64') t = new ort.Tensor('int64', BigInt64Array.from(timesteps.map((v) => BigInt(Math.round(v)))), [B]);
-    else if (this.info.timestepType === 'float32') t = new ort.Tensor('float32', Float32Array.from(timesteps), [B]);
-    else throw new InferenceError('unet', 'float16 timestep models are not supported yet (export in float32)');
-    const out = await this.#run('unet', {
-      sample: new ort.Tensor('float32', sample, dims),
-      timestep: t,
-      encoder_hidden_states: new ort.Tensor('float32', embeds, [B, this.info.maxLength, this.info.embedDim]),
-    });
+    const D = this.info.embedDim;
+    const feeds: Record<string, ort.Tensor> = {
+      sample: new ort.Tensor('float32', sample.length === B * dims[1] * dims[2] * dims[3] ? sample : sample.subarray(0, B * dims[1] * dims[2] * dims[3]), dims),
+      timestep: this.timestepTensor(timesteps),
+      encoder_hidden_states: new ort.Tensor('float32', embeds, [B, embeds.length / (B * D), D]),
+    };
+    const ri = this.info.residualInputs;
+    if (ri.length > 0) {
+      if (residuals.length !== ri.length) throw new InferenceError('unet', `expected ${ri.length} ControlNet residuals, got ${residuals.length}`);
+      for (let i = 0; i < ri.length; i++) feeds[(ri[i] as ResidualInput).name] = residuals[i] as ort.Tensor;
+    }
+    const out = await this.#run('unet', feeds);
     return (out.out_sample as ort.Tensor).data as Float32Array;
   }
 
@@ -219,7 +316,7 @@ export class ModelSessions {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const s of Object.values(this.#sessions)) {
+    for (const s of [...Object.values(this.#sessions), ...this.#extra]) {
       try {
         await s.release();
       } catch {
@@ -251,8 +348,15 @@ async function openWithFallback(
   wanted: ProviderName[],
   settings: SessionSettings,
   logger: Logger,
-): Promise<{ providers: ProviderName[]; note: string | null; sessions: Record<ModelPart, ort.InferenceSession> }> {
-  const open = async (providers: ProviderName[]) => {
+  pace: () => Promise<void>,
+  unetFile?: string,
+): Promise<{
+  providers: ProviderName[];
+  note: string | null;
+  sessions: Record<ModelPart, ort.InferenceSession>;
+  open: (file: string) => Promise<ort.InferenceSession>;
+}> {
+  const optionsFor = (providers: ProviderName[]): ort.InferenceSession.SessionOptions => {
     const eps: ort.InferenceSession.ExecutionProviderConfig[] = providers.map((p) =>
       p === 'tensorrt'
         ? {
@@ -269,11 +373,18 @@ async function openWithFallback(
       ...(settings.intraOpNumThreads ? { intraOpNumThreads: settings.intraOpNumThreads } : {}),
       extra: { session: { intra_op: { allow_spinning: settings.allowSpinning ? '1' : '0' }, inter_op: { allow_spinning: settings.allowSpinning ? '1' : '0' } } },
     };
+    return opts;
+  };
+  const open = async (providers: ProviderName[]) => {
+    const opts = optionsFor(providers);
     const out = {} as Record<ModelPart, ort.InferenceSession>;
     try {
       for (const part of PARTS) {
-        const file = join(modelDir, part, 'model.onnx');
+        const file = part === 'unet' && unetFile ? unetFile : join(modelDir, part, 'model.onnx');
         if (!existsSync(file)) throw new ModelLoadError(modelDir, `missing ${part}/model.onnx`);
+        // Session creation runs synchronously on the JS thread inside ORT's setImmediate: let a
+        // serving pipeline's frame go between parts (reload builds run beside it).
+        await pace();
         out[part] = await ort.InferenceSession.create(file, opts);
       }
     } catch (err) {
@@ -282,18 +393,58 @@ async function openWithFallback(
     }
     return out;
   };
-  if (wanted.length === 1 && wanted[0] === 'cpu') return { providers: ['cpu'], note: null, sessions: await open(['cpu']) };
+  const result = (providers: ProviderName[], note: string | null, sessions: Record<ModelPart, ort.InferenceSession>) => {
+    const opts = optionsFor(providers);
+    return { providers, note, sessions, open: (file: string) => ort.InferenceSession.create(file, opts) };
+  };
+  if (wanted.length === 1 && wanted[0] === 'cpu') return result(['cpu'], null, await open(['cpu']));
   const available = new Set(ort.listSupportedBackends().map((b) => b.name));
   const usable = wanted.filter((p) => p === 'cpu' || available.has(p));
   try {
-    if (usable.some((p) => p !== 'cpu')) return { providers: usable, note: null, sessions: await open(usable) };
+    if (usable.some((p) => p !== 'cpu')) return result(usable, null, await open(usable));
   } catch (err) {
     if (err instanceof ModelLoadError) throw err;
     const note = `providers ${usable.join(',')} failed (${(err as Error).message}); running on cpu`;
     logger.warn({ err }, `ModelSessions.load() | ${note}`);
-    return { providers: ['cpu'], note, sessions: await open(['cpu']) };
+    return result(['cpu'], note, await open(['cpu']));
   }
   const note = `providers ${wanted.filter((p) => p !== 'cpu').join(',')} not available in this onnxruntime-node build; running on cpu`;
   logger.warn(`ModelSessions.load() | ${note}`);
-  return { providers: ['cpu'], note, sessions: await open(['cpu']) };
+  return result(['cpu'], note, await open(['cpu']));
+}
+
+/** Lets queued macrotasks (a serving pipeline's ORT runs) go first. */
+export function yieldTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * The UNet's ControlNet residual inputs with their shapes. Shapes follow diffusers'
+ * UNet2DConditionModel from `unet/config.json` (block_out_channels, layers_per_block): conv_in
+ * (factor 1), then per down block `layers_per_block` residuals plus a downsampler residual on all
+ * but the last block, then the mid block at the last block's channels.
+ */
+function residualInputsOf(modelDir: string, inputNames: readonly string[]): ResidualInput[] {
+  const downs = inputNames
+    .filter((n) => n.startsWith(DOWN_RESIDUAL_PREFIX))
+    .sort((a, b) => Number(a.slice(DOWN_RESIDUAL_PREFIX.length)) - Number(b.slice(DOWN_RESIDUAL_PREFIX.length)));
+  const hasMid = inputNames.includes(MID_RESIDUAL);
+  if (downs.length === 0 && !hasMid) return [];
+  const cfg = readJson(join(modelDir, 'unet', 'config.json')) as { block_out_channels?: number[]; layers_per_block?: number } | null;
+  const blocks = cfg?.block_out_channels;
+  const layers = cfg?.layers_per_block ?? 2;
+  if (!blocks || blocks.length === 0) throw new ModelLoadError(modelDir, 'unet takes ControlNet residuals but unet/config.json has no block_out_channels');
+  const shapes: { channels: number; factor: number }[] = [{ channels: blocks[0] as number, factor: 1 }];
+  blocks.forEach((ch, i) => {
+    for (let l = 0; l < layers; l++) shapes.push({ channels: ch, factor: 2 ** i });
+    if (i < blocks.length - 1) shapes.push({ channels: ch, factor: 2 ** (i + 1) });
+  });
+  if (shapes.length !== downs.length || !hasMid) {
+    throw new ModelLoadError(modelDir, `unet has ${downs.length} down residual inputs${hasMid ? '' : ' and no mid'}; config implies ${shapes.length} + mid`);
+  }
+  const last = blocks[blocks.length - 1] as number;
+  return [
+    ...downs.map((name, i) => ({ name, ...(shapes[i] as { channels: number; factor: number }) })),
+    { name: MID_RESIDUAL, channels: last, factor: 2 ** (blocks.length - 1) },
+  ];
 }

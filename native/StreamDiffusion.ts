@@ -1,12 +1,18 @@
 /**
  * StreamDiffusion's per-frame algorithm over ONNX Runtime (reference/live-diffusion.md §1.3):
- * VAE encode → one batched UNet call (Stream Batch; +1 slot for RCFG 'initialize', ×2 for 'full')
- * → elementwise LCM boundary step → VAE decode. All per-slot scalars are precomputed; noise is
- * fixed per seed; prompt embeddings are cached per prompt and re-blended on weight changes.
+ * VAE encode → (ControlNets) → one batched UNet call (Stream Batch; +1 slot for RCFG 'initialize',
+ * ×2 for 'full') → elementwise LCM boundary step → VAE decode. All per-slot scalars are
+ * precomputed; noise is fixed per seed; prompt embeddings are cached per prompt, encoded in the
+ * background when a new prompt arrives and swapped in on the first frame after they are ready.
+ *
+ * Per-frame buffers are allocated once per batch size and reused: the frame path allocates only
+ * what ONNX Runtime returns.
  */
+import * as ort from 'onnxruntime-node';
 import type { Logger } from 'pino';
 import { blendEmbeddings, blendNoise } from './Blend.ts';
-import type { LatentTensor } from './Frame.ts';
+import { zeroResiduals, type ControlNet } from './ControlNet.ts';
+import type { Frame, LatentTensor } from './Frame.ts';
 import { LcmScheduler, type StepTables } from './LcmScheduler.ts';
 import type { ModelSessions } from './ModelSessions.ts';
 import type { ProcessorChain } from './processors/ProcessorChain.ts';
@@ -16,6 +22,7 @@ import type { CfgType, StreamParams } from './StreamParams.ts';
 /** Milliseconds spent per stage on the last frame. */
 export interface DiffusionStageMs {
   encode: number;
+  /** UNet plus ControlNet runs. */
   unet: number;
   /** Elementwise scheduler math and buffer shifts. */
   math: number;
@@ -23,6 +30,13 @@ export interface DiffusionStageMs {
 }
 
 const IDENTITY_CHAIN: ProcessorChain<LatentTensor> = { types: [], empty: true, apply: (x) => x, observeOutput: () => {}, reset: () => {} };
+
+type Dims4 = [number, number, number, number];
+
+/** What the prompt embeddings were built from; equal keys mean nothing to re-blend. */
+function promptKey(p: StreamParams, needUncond: boolean): string {
+  return JSON.stringify([p.prompt, p.prompt_interpolation_method, p.normalize_prompt_weights, needUncond ? p.negative_prompt : null]);
+}
 
 export class StreamDiffusion {
   readonly sessions: ModelSessions;
@@ -35,10 +49,15 @@ export class StreamDiffusion {
   readonly stageMs: DiffusionStageMs = { encode: 0, unet: 0, math: 0, decode: 0 };
   latentPre: ProcessorChain<LatentTensor> = IDENTITY_CHAIN;
   latentPost: ProcessorChain<LatentTensor> = IDENTITY_CHAIN;
+  /** Loaded ControlNets (set by the pipeline at build; their scales are hot). */
+  controlNets: ControlNet[] = [];
+  /** Last background prompt-encoding error, or null. */
+  promptError: string | null = null;
 
   readonly #scheduler = new LcmScheduler();
   readonly #logger: Logger;
   readonly #promptCache = new Map<string, Float32Array>();
+  readonly #encoding = new Map<string, Promise<void>>();
   readonly #noiseCache = new Map<number, Float32Array>();
   #params!: StreamParams;
   #tables!: StepTables;
@@ -50,9 +69,26 @@ export class StreamDiffusion {
   #filled = 0;
   #cond: Float32Array = new Float32Array(0);
   #uncond: Float32Array = new Float32Array(0);
+  /** The prompt key #cond/#uncond were built from, and the one wanted now. */
+  #builtKey = '';
+  #wantKey = '';
+  /** IP-Adapter tokens [K, D] (already scaled) appended to every conditional slot, or null. */
+  #ipTokens: Float32Array | null = null;
   /** Embeddings laid out for the UNet batch of the current cfg mode. */
   #unetEmbeds = new Float32Array(0);
   #freshNoise = new SeededRandom(0);
+  // Reused per-frame buffers (sized in #alloc).
+  #z0 = new Float32Array(0);
+  #xIn = new Float32Array(0);
+  #sample = new Float32Array(0);
+  #pred = new Float32Array(0);
+  #x0 = new Float32Array(0);
+  #next = new Float32Array(0);
+  #scaled = new Float32Array(0);
+  #seqX = new Float32Array(0);
+  #ts: number[] = [];
+  readonly #zeros = new Map<number, ort.Tensor[]>();
+  readonly #sums = new Map<number, Float32Array[]>();
 
   private constructor(sessions: ModelSessions, params: StreamParams, logger: Logger) {
     this.sessions = sessions;
@@ -65,8 +101,10 @@ export class StreamDiffusion {
     this.latentSize = sessions.info.latentChannels * this.latentWidth * this.latentHeight;
   }
 
+  /** Builds the object and encodes the initial prompts (awaited: no frame runs without them). */
   static async create(sessions: ModelSessions, params: StreamParams, logger: Logger): Promise<StreamDiffusion> {
     const sd = new StreamDiffusion(sessions, params, logger);
+    await sd.prefetch(params);
     await sd.apply(params);
     return sd;
   }
@@ -81,6 +119,11 @@ export class StreamDiffusion {
     return this.#params.guidance_scale > 1 ? this.#params.cfg_type : 'none';
   }
 
+  /** True while the embeddings in use lag behind the requested prompt (background encode). */
+  get promptPending(): boolean {
+    return this.#builtKey !== this.#wantKey;
+  }
+
   /** Empties the Stream Batch: the next lag frames return null again. */
   flush(): void {
     this.#buffer.fill(0);
@@ -89,8 +132,38 @@ export class StreamDiffusion {
   }
 
   /**
+   * Starts encoding the prompts `next` needs, off the frame path (the text encoder runs between
+   * frames). Resolves when they are cached; never rejects (errors land in `promptError`).
+   */
+  prefetch(next: StreamParams): Promise<void> {
+    const needUncond = next.guidance_scale > 1 && (next.cfg_type === 'full' || next.cfg_type === 'initialize');
+    const prompts = typeof next.prompt === 'string' ? [next.prompt] : next.prompt.map(([p]) => p);
+    const want = [...new Set([...prompts, ...(needUncond ? [next.negative_prompt] : [])])];
+    const missing = want.filter((p) => !this.#promptCache.has(p) && !this.#encoding.has(p));
+    const waits = want.map((p) => this.#encoding.get(p)).filter((x): x is Promise<void> => x !== undefined);
+    if (missing.length > 0) {
+      const job = this.#encodePrompts(missing).then(
+        () => {
+          this.promptError = null;
+        },
+        (err: unknown) => {
+          this.promptError = err instanceof Error ? err.message : String(err);
+          this.#logger.error({ err }, 'StreamDiffusion.prefetch() | prompt encoding failed, keeping the previous prompt');
+        },
+      );
+      const done = job.finally(() => {
+        for (const p of missing) this.#encoding.delete(p);
+      });
+      for (const p of missing) this.#encoding.set(p, done);
+      waits.push(done);
+    }
+    return Promise.all(waits).then(() => undefined);
+  }
+
+  /**
    * Applies (hot) params: recomputes only what changed. Width/height/model are fixed for the life
-   * of this object (they are reload keys).
+   * of this object (they are reload keys). Prompts not yet encoded are encoded in the background
+   * and swapped in by the first frame after they are ready; until then the previous prompt serves.
    */
   async apply(next: StreamParams): Promise<void> {
     const prev = this.#params as StreamParams | undefined;
@@ -103,8 +176,7 @@ export class StreamDiffusion {
       if (n !== this.#n) {
         // Batch size changed: reallocate and flush, the in-flight latents have no slot any more.
         this.#n = n;
-        this.#stock = new Float32Array(n * L);
-        this.#buffer = new Float32Array(Math.max(0, n - 1) * L);
+        this.#alloc(n);
         this.#filled = 0;
       }
     }
@@ -116,18 +188,51 @@ export class StreamDiffusion {
       this.#freshNoise = new SeededRandom((seeds[0]?.[0] ?? 0) ^ 0x5eed);
     }
     const needUncond = this.activeCfg === 'full' || this.activeCfg === 'initialize';
-    const promptChanged = changed('prompt') || changed('prompt_interpolation_method') || changed('normalize_prompt_weights');
-    if (promptChanged || this.#cond.length === 0) {
-      const prompts: [string, number][] = typeof next.prompt === 'string' ? [[next.prompt, 1]] : next.prompt;
-      await this.#encodePrompts([...prompts.map(([p]) => p), ...(needUncond ? [next.negative_prompt] : [])]);
-      const embeds = prompts.map(([p]) => this.#promptCache.get(p) as Float32Array);
-      this.#cond = blendEmbeddings(embeds, prompts.map(([, w]) => w), { method: next.prompt_interpolation_method, normalize: next.normalize_prompt_weights });
-    }
-    if (needUncond) {
-      await this.#encodePrompts([next.negative_prompt]);
-      this.#uncond = this.#promptCache.get(next.negative_prompt) as Float32Array;
-    }
+    this.#wantKey = promptKey(next, needUncond);
+    // A cfg mode that newly needs the negative prompt cannot run a frame without it: wait (rare).
+    if (needUncond && this.#uncond.length === 0) await this.prefetch(next);
+    if (!this.#refreshEmbeds()) void this.prefetch(next).then(() => this.#refreshEmbeds());
     this.#layoutEmbeds();
+  }
+
+  /** Sets (or clears) the IP-Adapter tokens [K·D], already multiplied by the adapter scale. */
+  setIpTokens(tokens: Float32Array | null): void {
+    this.#ipTokens = tokens;
+    this.#layoutEmbeds();
+  }
+
+  #alloc(n: number): void {
+    const L = this.latentSize;
+    this.#stock = new Float32Array(n * L);
+    this.#buffer = new Float32Array(Math.max(0, n - 1) * L);
+    this.#z0 = new Float32Array(L);
+    this.#xIn = new Float32Array(n * L);
+    this.#sample = new Float32Array(2 * n * L);
+    this.#pred = new Float32Array(n * L);
+    this.#x0 = new Float32Array(n * L);
+    this.#next = new Float32Array(n * L);
+    this.#scaled = new Float32Array(L);
+    this.#seqX = new Float32Array(L);
+  }
+
+  /**
+   * Re-blends the embeddings when the wanted prompt key differs from the built one and every
+   * prompt is cached. Returns false when some prompt still has to be encoded.
+   */
+  #refreshEmbeds(): boolean {
+    if (this.#builtKey === this.#wantKey && this.#cond.length > 0) return true;
+    const p = this.#params;
+    const needUncond = this.activeCfg === 'full' || this.activeCfg === 'initialize';
+    if (promptKey(p, needUncond) !== this.#wantKey) return false;
+    const prompts: [string, number][] = typeof p.prompt === 'string' ? [[p.prompt, 1]] : p.prompt;
+    const embeds = prompts.map(([s]) => this.#promptCache.get(s));
+    const uncond = needUncond ? this.#promptCache.get(p.negative_prompt) : undefined;
+    if (embeds.some((e) => !e) || (needUncond && !uncond)) return false;
+    this.#cond = blendEmbeddings(embeds as Float32Array[], prompts.map(([, w]) => w), { method: p.prompt_interpolation_method, normalize: p.normalize_prompt_weights });
+    if (uncond) this.#uncond = uncond;
+    this.#builtKey = this.#wantKey;
+    this.#layoutEmbeds();
+    return true;
   }
 
   #noiseFor(seed: number): Float32Array {
@@ -151,58 +256,122 @@ export class StreamDiffusion {
     const out = await this.sessions.encodeText(ids, missing.length);
     const per = out.length / missing.length;
     missing.forEach((p, i) => this.#promptCache.set(p, out.slice(i * per, (i + 1) * per)));
-    this.#logger.debug(`StreamDiffusion.apply() | encoded prompts [count:${missing.length}]`);
+    this.#logger.debug(`StreamDiffusion.prefetch() | encoded prompts [count:${missing.length}]`);
+  }
+
+  /** Text tokens (+ IP-Adapter tokens) of one slot. */
+  #slot(text: Float32Array, cond: boolean): Float32Array {
+    const ip = this.#ipTokens;
+    if (!ip) return text;
+    const out = new Float32Array(text.length + ip.length);
+    out.set(text, 0);
+    // The negative side gets zero image tokens (IP-Adapter's uncond image embedding).
+    if (cond) out.set(ip, text.length);
+    return out;
   }
 
   #layoutEmbeds(): void {
+    if (this.#cond.length === 0 || !this.#params) return;
     const n = this.#n;
-    const E = this.#cond.length;
+    const cond = this.#slot(this.#cond, true);
+    const uncond = this.#uncond.length > 0 ? this.#slot(this.#uncond, false) : this.#uncond;
+    const E = cond.length;
     const mode = this.activeCfg;
     const slots: Float32Array[] = [];
-    if (mode === 'full') for (let i = 0; i < n; i++) slots.push(this.#uncond);
-    if (mode === 'initialize') slots.push(this.#uncond);
-    for (let i = 0; i < n; i++) slots.push(this.#cond);
-    const batch = this.#params.use_denoising_batch ? slots.length : slots.length - (n - 1) * (mode === 'full' ? 2 : 1);
-    const out = new Float32Array(batch * E);
+    if (mode === 'full') for (let i = 0; i < n; i++) slots.push(uncond);
+    if (mode === 'initialize') slots.push(uncond);
+    for (let i = 0; i < n; i++) slots.push(cond);
     // Sequential mode runs one slot (+ its uncond) per call: [uncond?, cond].
-    const layout = this.#params.use_denoising_batch ? slots : mode === 'none' || mode === 'self' ? [this.#cond] : [this.#uncond, this.#cond];
+    const layout = this.#params.use_denoising_batch ? slots : mode === 'none' || mode === 'self' ? [cond] : [uncond, cond];
+    const out = new Float32Array(layout.length * E);
     layout.forEach((s, i) => out.set(s, i * E));
     this.#unetEmbeds = out;
   }
 
   /**
    * One frame: `image` [1,3,H,W] in [-1,1] → decoded image [1,3,H,W] (unclamped), or null while
-   * the Stream Batch is still filling after a flush.
+   * the Stream Batch is still filling after a flush. `frame` is the same picture as RGB24, the
+   * ControlNets' input. The returned buffer belongs to ONNX Runtime's output (not reused).
    */
-  async step(image: Float32Array): Promise<Float32Array | null> {
-    const p = this.#params;
+  async step(image: Float32Array, frame?: Frame): Promise<Float32Array | null> {
+    if (this.#builtKey !== this.#wantKey) this.#refreshEmbeds();
     const info = this.sessions.info;
     const L = this.latentSize;
-    const dimsOf = (b: number): [number, number, number, number] => [b, info.latentChannels, this.latentHeight, this.latentWidth];
     let t0 = performance.now();
     const raw = await this.sessions.encodeImage(image, this.width, this.height);
-    const z0 = new Float32Array(L);
-    for (let i = 0; i < L; i++) z0[i] = (raw[i] as number) * info.scalingFactor;
-    const z = this.latentPre.apply({ data: z0, dims: dimsOf(1) }).data;
+    const z0 = this.#z0;
+    const sf = info.scalingFactor;
+    for (let i = 0; i < L; i++) z0[i] = (raw[i] as number) * sf;
+    // Latent processors may keep what they are given (feedback): hand them a copy.
+    const z = this.latentPre.empty ? z0 : this.latentPre.apply({ data: z0.slice(), dims: this.#dims(1) }).data;
     let t1 = performance.now();
     this.stageMs.encode = t1 - t0;
     this.stageMs.unet = 0;
     this.stageMs.math = 0;
 
-    const out = p.use_denoising_batch ? await this.#batchStep(z, dimsOf) : await this.#sequentialStep(z, dimsOf);
+    const out = this.#params.use_denoising_batch ? await this.#batchStep(z, frame) : await this.#sequentialStep(z, frame);
     if (!out) return null;
 
     t0 = performance.now();
-    const post = this.latentPost.apply({ data: out, dims: dimsOf(1) }).data;
-    const scaled = new Float32Array(L);
-    for (let i = 0; i < L; i++) scaled[i] = (post[i] as number) / info.scalingFactor;
+    const post = this.latentPost.empty ? out : this.latentPost.apply({ data: out.slice(), dims: this.#dims(1) }).data;
+    let scaled = post;
+    if (sf !== 1) {
+      scaled = this.#scaled;
+      for (let i = 0; i < L; i++) scaled[i] = (post[i] as number) / sf;
+    }
     const img = await this.sessions.decodeLatent(scaled, this.latentHeight, this.latentWidth);
     t1 = performance.now();
     this.stageMs.decode = t1 - t0;
     return img;
   }
 
-  async #batchStep(z: Float32Array, dimsOf: (b: number) => [number, number, number, number]): Promise<Float32Array | null> {
+  #dims(b: number): Dims4 {
+    return [b, this.sessions.info.latentChannels, this.latentHeight, this.latentWidth];
+  }
+
+  /**
+   * The UNet call with ControlNet residuals: each ControlNet with a non-zero scale and at least
+   * one gated-in batch entry runs once on the whole batch; entries outside its guidance window are
+   * zeroed; several ControlNets sum (diffusers MultiControlNet).
+   */
+  async #unet(sample: Float32Array, ts: readonly number[], tIdx: readonly number[], frame: Frame | undefined): Promise<Float32Array> {
+    const s = this.sessions;
+    const B = ts.length;
+    const dims = this.#dims(B);
+    const view = sample.length === B * this.latentSize ? sample : sample.subarray(0, B * this.latentSize);
+    let residuals: ort.Tensor[] = [];
+    if (s.info.residualInputs.length > 0) {
+      let zeros = this.#zeros.get(B);
+      if (!zeros) this.#zeros.set(B, (zeros = zeroResiduals(s.info.residualInputs, B, this.latentHeight, this.latentWidth)));
+      residuals = zeros;
+      const steps = this.#params.num_inference_steps;
+      const active = frame ? this.controlNets.filter((c) => c.scale !== 0 && tIdx.some((t) => c.activeAt(t, steps))) : [];
+      if (active.length > 0) {
+        const sampleT = new ort.Tensor('float32', view, dims);
+        const tsT = s.timestepTensor(ts);
+        const ehs = new ort.Tensor('float32', this.#unetEmbeds, [B, this.#unetEmbeds.length / (B * s.info.embedDim), s.info.embedDim]);
+        let sums = this.#sums.get(B);
+        if (!sums) this.#sums.set(B, (sums = zeros.map((z) => new Float32Array(z.data.length))));
+        for (const a of sums) a.fill(0);
+        for (const c of active) {
+          const outs = await c.run(sampleT, tsT, ehs, c.prepare(frame as Frame, B));
+          for (let r = 0; r < outs.length; r++) {
+            const src = (outs[r] as ort.Tensor).data as Float32Array;
+            const dst = sums[r] as Float32Array;
+            const per = src.length / B;
+            for (let b = 0; b < B; b++) {
+              if (!c.activeAt(tIdx[b] as number, steps)) continue;
+              for (let i = b * per; i < (b + 1) * per; i++) dst[i] = (dst[i] as number) + (src[i] as number);
+            }
+          }
+        }
+        residuals = sums.map((a, r) => new ort.Tensor('float32', a, (zeros[r] as ort.Tensor).dims));
+      }
+    }
+    return s.predictNoise(view, dims, ts, this.#unetEmbeds, residuals);
+  }
+
+  async #batchStep(z: Float32Array, frame: Frame | undefined): Promise<Float32Array | null> {
     const n = this.#n;
     const L = this.latentSize;
     const { alpha, beta, cSkip, cOut, subTimesteps } = this.#tables;
@@ -210,9 +379,10 @@ export class StreamDiffusion {
     const stock = this.#stock;
     const mode = this.activeCfg;
     const rcfg = this.#params.cfg_type === 'self' || this.#params.cfg_type === 'initialize';
+    const tList = this.#params.t_index_list;
     let tm = performance.now();
     // Slot 0: the new frame noised to t0 (always, whatever do_add_noise says); slots 1.. the buffer.
-    const xIn = new Float32Array(n * L);
+    const xIn = this.#xIn;
     const a0 = alpha[0] as number;
     const b0 = beta[0] as number;
     for (let i = 0; i < L; i++) xIn[i] = a0 * (z[i] as number) + b0 * (init[i] as number);
@@ -223,21 +393,31 @@ export class StreamDiffusion {
       stock.set(init.subarray(0, L), 0);
     }
     let sample = xIn;
-    let ts = subTimesteps;
+    const ts = this.#ts;
+    ts.length = 0;
+    const tIdx: number[] = [];
     if (mode === 'initialize') {
-      sample = new Float32Array((n + 1) * L);
+      sample = this.#sample;
       sample.set(xIn.subarray(0, L), 0);
       sample.set(xIn, L);
-      ts = [subTimesteps[0] as number, ...subTimesteps];
+      ts.push(subTimesteps[0] as number);
+      tIdx.push(tList[0] as number);
     } else if (mode === 'full') {
-      sample = new Float32Array(2 * n * L);
+      sample = this.#sample;
       sample.set(xIn, 0);
       sample.set(xIn, n * L);
-      ts = [...subTimesteps, ...subTimesteps];
+      for (let s = 0; s < n; s++) {
+        ts.push(subTimesteps[s] as number);
+        tIdx.push(tList[s] as number);
+      }
+    }
+    for (let s = 0; s < n; s++) {
+      ts.push(subTimesteps[s] as number);
+      tIdx.push(tList[s] as number);
     }
     this.stageMs.math += performance.now() - tm;
     const tu = performance.now();
-    const eps = await this.sessions.predictNoise(sample, dimsOf(ts.length), ts, this.#unetEmbeds);
+    const eps = await this.#unet(sample, ts, tIdx, frame);
     this.stageMs.unet = performance.now() - tu;
     tm = performance.now();
     let epsText = eps;
@@ -251,13 +431,20 @@ export class StreamDiffusion {
     const delta = this.#params.delta;
     let pred = epsText;
     if (mode !== 'none') {
-      pred = new Float32Array(n * L);
-      for (let i = 0; i < n * L; i++) {
-        const unc = mode === 'full' ? (eps[i] as number) : (stock[i] as number) * delta;
-        pred[i] = unc + g * ((epsText[i] as number) - unc);
+      pred = this.#pred;
+      if (mode === 'full') {
+        for (let i = 0; i < n * L; i++) {
+          const unc = eps[i] as number;
+          pred[i] = unc + g * ((epsText[i] as number) - unc);
+        }
+      } else {
+        for (let i = 0; i < n * L; i++) {
+          const unc = (stock[i] as number) * delta;
+          pred[i] = unc + g * ((epsText[i] as number) - unc);
+        }
       }
     }
-    const x0 = new Float32Array(n * L);
+    const x0 = this.#x0;
     for (let s = 0; s < n; s++) {
       const a = alpha[s] as number;
       const b = beta[s] as number;
@@ -270,7 +457,7 @@ export class StreamDiffusion {
     }
     if (rcfg) {
       // RCFG residual-noise update: the stock noise follows each latent to its next timestep.
-      const next = new Float32Array(n * L);
+      const next = this.#next;
       for (let s = 0; s < n; s++) {
         const a = alpha[s] as number;
         const b = beta[s] as number;
@@ -290,13 +477,14 @@ export class StreamDiffusion {
     }
     // Advance the batch: slot s becomes slot s+1 at the next timestep.
     const addNoise = this.#params.do_add_noise;
+    const buffer = this.#buffer;
     for (let s = 0; s + 1 < n; s++) {
       const an = alpha[s + 1] as number;
       const bn = beta[s + 1] as number;
-      for (let i = 0; i < L; i++) {
-        const k = s * L + i;
-        this.#buffer[k] = an * (x0[k] as number) + (addNoise ? bn * (init[(s + 1) * L + i] as number) : 0);
-      }
+      const base = s * L;
+      const nb = (s + 1) * L;
+      if (addNoise) for (let i = 0; i < L; i++) buffer[base + i] = an * (x0[base + i] as number) + bn * (init[nb + i] as number);
+      else for (let i = 0; i < L; i++) buffer[base + i] = an * (x0[base + i] as number) + 0;
     }
     this.stageMs.math += performance.now() - tm;
     if (this.#filled < n - 1) {
@@ -310,30 +498,33 @@ export class StreamDiffusion {
    * `use_denoising_batch: false`: all steps on the same frame, one UNet call each, no lag. Between
    * steps `do_add_noise` uses fresh noise (upstream `randn_like`), drawn from a seeded stream.
    */
-  async #sequentialStep(z: Float32Array, dimsOf: (b: number) => [number, number, number, number]): Promise<Float32Array> {
+  async #sequentialStep(z: Float32Array, frame: Frame | undefined): Promise<Float32Array> {
     const n = this.#n;
     const L = this.latentSize;
     const { alpha, beta, cSkip, cOut, subTimesteps } = this.#tables;
     const mode = this.activeCfg;
     const g = this.#params.guidance_scale;
-    let x = new Float32Array(L);
+    const tList = this.#params.t_index_list;
+    // x and x0 alternate between two reused buffers.
+    let x = this.#seqX;
     for (let i = 0; i < L; i++) x[i] = (alpha[0] as number) * (z[i] as number) + (beta[0] as number) * (this.#init[i] as number);
     let x0 = x;
     for (let s = 0; s < n; s++) {
       const t = subTimesteps[s] as number;
+      const ti = tList[s] as number;
       const two = mode === 'full' || mode === 'initialize';
-      const sample = two ? new Float32Array(2 * L) : x;
+      const sample = two ? this.#sample : x;
       if (two) {
         sample.set(x, 0);
         sample.set(x, L);
       }
       const tu = performance.now();
-      const eps = await this.sessions.predictNoise(sample, dimsOf(two ? 2 : 1), two ? [t, t] : [t], this.#unetEmbeds);
+      const eps = await this.#unet(sample, two ? [t, t] : [t], two ? [ti, ti] : [ti], frame);
       this.stageMs.unet += performance.now() - tu;
       const tm = performance.now();
       const a = alpha[s] as number;
       const b = beta[s] as number;
-      x0 = new Float32Array(L);
+      x0 = x === this.#seqX ? this.#x0.subarray(0, L) : this.#seqX;
       for (let i = 0; i < L; i++) {
         let e = two ? (eps[L + i] as number) : (eps[i] as number);
         if (two) e = (eps[i] as number) + g * (e - (eps[i] as number));
@@ -347,7 +538,8 @@ export class StreamDiffusion {
         const an = alpha[s + 1] as number;
         const bn = beta[s + 1] as number;
         const fresh = this.#params.do_add_noise ? gaussianNoise(this.#freshNoise.nextUint32(), L) : null;
-        x = new Float32Array(L);
+        // x takes the buffer x0 does not use.
+        x = x0 === this.#seqX ? this.#x0.subarray(0, L) : this.#seqX;
         for (let i = 0; i < L; i++) x[i] = an * (x0[i] as number) + (fresh ? bn * (fresh[i] as number) : 0);
       }
       this.stageMs.math += performance.now() - tm;

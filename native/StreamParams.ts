@@ -6,7 +6,8 @@
 import type { Acceleration } from './ModelSessions.ts';
 import type { InterpolationMethod } from './Blend.ts';
 import type { ProcessingBlock } from './processors/ProcessorChain.ts';
-import { InvalidParamsError } from './errors.ts';
+import { InvalidParamsError, UnsupportedProcessorError } from './errors.ts';
+import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, supportsIpAdapter } from './ModelFamilies.ts';
 
 /**
  * RCFG mode (engine setting, not in Daydream's public schema; upstream default 'self'):
@@ -195,4 +196,37 @@ export function checkParams(p: StreamParams): void {
   if (prompts.length === 0) throw new InvalidParamsError('prompt list is empty');
   const seeds = typeof p.seed === 'number' ? [p.seed] : p.seed;
   if (seeds.length === 0) throw new InvalidParamsError('seed list is empty');
+  checkControlNets(p);
+  if (p.ip_adapter && p.ip_adapter.enabled !== false && !supportsIpAdapter(p.model_id)) {
+    throw new InvalidParamsError(`ip_adapter is not available on ${p.model_id} (family ${familyOf(p.model_id)})`);
+  }
+  if (p.lora_dict) {
+    for (const [path, w] of Object.entries(p.lora_dict)) {
+      if (typeof w !== 'number' || !Number.isFinite(w)) throw new InvalidParamsError(`lora_dict[${path}] must be a finite number`);
+    }
+  }
+}
+
+/** ControlNet entries: known for the base model's family, unique, supported preprocessor, within the family's cap. */
+function checkControlNets(p: StreamParams): void {
+  const allowed = controlNetsFor(p.model_id);
+  const seen = new Set<string>();
+  for (const [i, c] of p.controlnets.entries()) {
+    if (!allowed.includes(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is not allowed on ${p.model_id} (allowed: ${allowed.join(', ')})`);
+    if (seen.has(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is listed twice`);
+    seen.add(c.model_id);
+    if (typeof c.conditioning_scale !== 'number' || !Number.isFinite(c.conditioning_scale)) throw new InvalidParamsError(`controlnets[${i}].conditioning_scale must be a finite number`);
+    for (const k of ['control_guidance_start', 'control_guidance_end'] as const) {
+      const v = c[k];
+      if (v !== undefined && (typeof v !== 'number' || v < 0 || v > 1)) throw new InvalidParamsError(`controlnets[${i}].${k} must be in [0,1]`);
+    }
+    const pre = c.preprocessor ?? 'passthrough';
+    if (!CONTROLNET_PREPROCESSORS.includes(pre)) {
+      throw new UnsupportedProcessorError(pre, 'image', CONTROLNET_PREPROCESSORS);
+    }
+  }
+  const fam = familyOf(p.model_id);
+  const cap = fam ? MAX_ENABLED_CONTROLNETS[fam] : undefined;
+  const enabled = p.controlnets.filter((c) => c.enabled !== false).length;
+  if (cap !== undefined && enabled > cap) throw new InvalidParamsError(`${p.model_id} allows at most ${cap} enabled ControlNets (got ${enabled})`);
 }

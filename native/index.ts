@@ -9,6 +9,7 @@ export {
   type FramePipelineOptions,
   type FramePipelineState,
   type FramePipelineStatus,
+  type IpAdapterState,
   type StageMs,
 } from './FramePipeline.ts';
 export {
@@ -31,7 +32,20 @@ export {
 } from './processors/ProcessorChain.ts';
 export type { ProcessorKind, ImageProcessor, LatentProcessor } from './processors/Processor.ts';
 export { type Acceleration, type ProviderName, type SessionSettings, type ModelInfo, providersFor } from './ModelSessions.ts';
-export { buildTinyModel, DEMO_MODEL_IDS, type TinyModelOptions } from './tiny/TinyModelBuilder.ts';
+export {
+  type ModelFamily,
+  MODEL_FAMILY,
+  CONTROLNETS_BY_FAMILY,
+  MAX_ENABLED_CONTROLNETS,
+  IP_ADAPTER_FAMILIES,
+  CONTROLNET_PREPROCESSORS,
+  familyOf,
+  controlNetsFor,
+  supportsIpAdapter,
+} from './ModelFamilies.ts';
+export { buildTinyModel, buildTinyLora, DEMO_MODEL_IDS, type TinyModelOptions } from './tiny/TinyModelBuilder.ts';
+export { type FetchImage, STYLE_IMAGE_MAX_BYTES, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
+export { readSafetensors, writeSafetensors, loraFile } from './LoraMerge.ts';
 export {
   NativeError,
   type NativeErrorCode,

@@ -14,6 +14,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LcmScheduler } from '../LcmScheduler.ts';
+import { writeSafetensors } from '../LoraMerge.ts';
 import { SeededRandom } from '../SeededNoise.ts';
 import { OnnxGraph } from './OnnxGraph.ts';
 import { buildTinyVocab } from './TinyVocab.ts';
@@ -35,6 +36,15 @@ export interface TinyModelOptions {
   inputIdsType?: 'int32' | 'int64';
   /** Text sequence length (max_position_embeddings). Default 77. */
   maxLength?: number;
+  /**
+   * ControlNet ids to write under `<modelsDir>/controlnet/<id>/model.onnx`; when non-empty the
+   * UNet is exported with ControlNet residual inputs. Default none (a plain UNet).
+   */
+  controlNets?: string[];
+  /** Write `safety_checker/model.onnx` (flags near-white frames: a demo, not a classifier). Default false. */
+  safetyChecker?: boolean;
+  /** Write `image_encoder/model.onnx` (IP-Adapter image tokens). Default false. */
+  imageEncoder?: boolean;
 }
 
 /** Real Daydream model ids; the CLI writes a demo model under each unless told otherwise. */
@@ -51,19 +61,12 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
     timestepType: options.timestepType ?? 'float32',
     inputIdsType: options.inputIdsType ?? 'int32',
     maxLength: options.maxLength ?? 77,
+    controlNets: options.controlNets ?? [],
+    safetyChecker: options.safetyChecker ?? false,
+    imageEncoder: options.imageEncoder ?? false,
   };
   const dir = join(modelsDir, modelId);
-  const rng = new SeededRandom(o.seed);
-  const randn = (n: number, scale: number) => {
-    const out = new Float32Array(n);
-    for (let i = 0; i < n; i += 2) {
-      const r = Math.sqrt(-2 * Math.log(1 - rng.next()));
-      const th = 2 * Math.PI * rng.next();
-      out[i] = r * Math.cos(th) * scale;
-      if (i + 1 < n) out[i + 1] = r * Math.sin(th) * scale;
-    }
-    return out;
-  };
+  const randn = gaussian(new SeededRandom(o.seed));
   const write = (sub: string, file: string, data: Uint8Array | string) => {
     mkdirSync(join(dir, sub), { recursive: true });
     writeFileSync(join(dir, sub, file), data);
@@ -82,12 +85,25 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
   write('unet', 'model.onnx', unet(o, randn));
   write('vae_encoder', 'model.onnx', vaeEncoder(o, randn));
   write('vae_decoder', 'model.onnx', vaeDecoder(o, randn));
+  for (const [i, id] of o.controlNets.entries()) {
+    const cnDir = join(modelsDir, 'controlnet', id);
+    mkdirSync(cnDir, { recursive: true });
+    const cnRng = new SeededRandom(o.seed + 7919 * (i + 1));
+    writeFileSync(join(cnDir, 'model.onnx'), controlNet(o, gaussian(cnRng)));
+    writeFileSync(join(cnDir, 'config.json'), JSON.stringify({ _demo: true, _note: demoNote, block_out_channels: [o.unetChannels], layers_per_block: 1 }, null, 2));
+  }
+  if (o.safetyChecker) {
+    write('safety_checker', 'model.onnx', safetyChecker());
+    write('safety_checker', 'config.json', JSON.stringify({ _demo: true, note: 'DEMO: flags frames whose mean brightness is above ~0.9; not a content classifier' }, null, 2));
+  }
+  if (o.imageEncoder) write('image_encoder', 'model.onnx', imageEncoder(o, randn));
 
   const vaeConfig = { _demo: true, latent_channels: o.latentChannels, scaling_factor: 1.0, note: demoNote };
   write('vae_encoder', 'config.json', JSON.stringify(vaeConfig, null, 2));
   write('vae_decoder', 'config.json', JSON.stringify(vaeConfig, null, 2));
   write('text_encoder', 'config.json', JSON.stringify({ _demo: true, hidden_size: o.embedDim, max_position_embeddings: o.maxLength, vocab_size: vocabSize }, null, 2));
-  write('unet', 'config.json', JSON.stringify({ _demo: true, in_channels: o.latentChannels, out_channels: o.latentChannels, cross_attention_dim: o.embedDim }, null, 2));
+  // block_out_channels/layers_per_block give the ControlNet residual shapes (ModelSessions).
+  write('unet', 'config.json', JSON.stringify({ _demo: true, in_channels: o.latentChannels, out_channels: o.latentChannels, cross_attention_dim: o.embedDim, block_out_channels: [o.unetChannels], layers_per_block: 1 }, null, 2));
   write(
     'scheduler',
     'scheduler_config.json',
@@ -116,8 +132,125 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
   return dir;
 }
 
+/**
+ * Writes a tiny LoRA for a tiny model built with the same embedDim/unetChannels/latentChannels to
+ * `<modelsDir>/lora/<name>.safetensors`, patching the UNet's `w_q`, `w_k` (MatMul) and `w_in`
+ * (Conv) initializers at rank `rank`. Returns the file.
+ */
+export function buildTinyLora(modelsDir: string, name: string, options: { rank?: number; seed?: number; embedDim?: number; unetChannels?: number; latentChannels?: number } = {}): string {
+  const r = options.rank ?? 2;
+  const D = options.embedDim ?? 32;
+  const H = options.unetChannels ?? 32;
+  const C = options.latentChannels ?? 4;
+  const randn = gaussian(new SeededRandom(options.seed ?? 99));
+  // name → [out, in·kh·kw] of the update (MatMul [in,out] initializers take its transpose).
+  const targets: Record<string, [number, number]> = { w_q: [H, H], w_k: [H, D], w_in: [H, C * 9] };
+  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
+  for (const [t, [out, inK]] of Object.entries(targets)) {
+    tensors[`${t}.lora_down.weight`] = { shape: [r, inK], data: randn(r * inK, 1 / Math.sqrt(inK)) };
+    tensors[`${t}.lora_up.weight`] = { shape: [out, r], data: randn(out * r, 0.5) };
+    tensors[`${t}.alpha`] = { shape: [], data: Float32Array.of(r) };
+  }
+  const file = join(modelsDir, 'lora', `${name}.safetensors`);
+  mkdirSync(join(file, '..'), { recursive: true });
+  writeFileSync(file, writeSafetensors(tensors));
+  return file;
+}
+
 type Opts = Required<TinyModelOptions>;
 type Randn = (n: number, scale: number) => Float32Array;
+
+/** Box–Muller over a seeded stream. */
+function gaussian(rng: SeededRandom): Randn {
+  return (n: number, scale: number) => {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i += 2) {
+      const r = Math.sqrt(-2 * Math.log(1 - rng.next()));
+      const th = 2 * Math.PI * rng.next();
+      out[i] = r * Math.cos(th) * scale;
+      if (i + 1 < n) out[i + 1] = r * Math.sin(th) * scale;
+    }
+    return out;
+  };
+}
+
+/** Sinusoidal timestep embedding → linear → SiLU, shaped [B,H,1,1]. */
+function timestepEmbedding(g: OnnxGraph, tF: string, H: number, randn: Randn, prefix: string): string {
+  const half = H / 2;
+  const freqs = Float32Array.from({ length: half }, (_, i) => Math.exp((-Math.log(10000) * i) / half));
+  const arg = g.op1('Mul', [g.op1('Unsqueeze', [tF, g.i64(`${prefix}ax1`, [1], [1])]), g.f32(`${prefix}freqs`, [1, half], freqs)]);
+  const temb0 = g.op1('MatMul', [g.op1('Concat', [g.op1('Sin', [arg]), g.op1('Cos', [arg])], { axis: 1 }), g.f32(`${prefix}w_temb`, [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
+  return g.op1('Reshape', [silu(g, temb0), g.i64(`${prefix}temb_shape`, [4], [-1, H, 1, 1])]);
+}
+
+/**
+ * A tiny ControlNet with the diffusers ControlNetModel I/O names: the control image is pooled to
+ * the latent grid and embedded (the "hint"), added to the sample's features with the timestep and
+ * mean text embedding, and projected by "zero convolutions" (small random here, trained in real
+ * ones) into two down residuals and a mid residual, each times `conditioning_scale`.
+ */
+function controlNet(o: Opts, randn: Randn): Uint8Array {
+  const C = o.latentChannels;
+  const H = o.unetChannels;
+  const D = o.embedDim;
+  const f = o.vaeScaleFactor;
+  const g = new OnnxGraph('controlnet');
+  const sample = g.input('sample', 'float32', ['batch', C, 'height', 'width']);
+  const timestep = g.input('timestep', o.timestepType, ['batch']);
+  const enc = g.input('encoder_hidden_states', 'float32', ['batch', 'sequence', D]);
+  const cond = g.input('controlnet_cond', 'float32', ['batch', 3, 'image_height', 'image_width']);
+  const scale = g.input('conditioning_scale', 'float32', []);
+  const tF = o.timestepType === 'float32' ? timestep : g.op1('Cast', [timestep], { to: 1 });
+  const temb = timestepEmbedding(g, tF, H, randn, 'cn_');
+  const hint = g.op1('Conv', [g.op1('AveragePool', [cond], { kernel_shape: [f, f], strides: [f, f] }), g.f32('w_hint', [H, 3, 1, 1], randn(H * 3, 1))]);
+  const ctx = g.op1('Reshape', [g.op1('MatMul', [g.op1('ReduceMean', [enc], { axes: [1], keepdims: 0 }), g.f32('w_ctx', [D, H], randn(D * H, 0.1 / Math.sqrt(D)))]), g.i64('ctx_shape', [4], [-1, H, 1, 1])]);
+  const h0 = g.op1('Conv', [sample, g.f32('w_in', [H, C, 3, 3], randn(H * C * 9, 1 / Math.sqrt(C * 9)))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
+  const h = silu(g, g.op1('Add', [g.op1('Add', [h0, hint]), g.op1('Add', [temb, ctx])]));
+  const h2 = silu(g, g.op1('Conv', [h, g.f32('w_mid', [H, H, 3, 3], randn(H * H * 9, 1 / Math.sqrt(H * 9)))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] }));
+  const zero = (name: string, x: string, out: string) =>
+    g.op1('Mul', [g.op1('Conv', [x, g.f32(name, [H, H, 1, 1], randn(H * H, 0.3 / Math.sqrt(H)))]), scale], {}, out);
+  zero('zero_conv_0', h, 'down_block_res_sample_0');
+  zero('zero_conv_1', h2, 'down_block_res_sample_1');
+  zero('zero_conv_mid', h2, 'mid_block_res_sample');
+  for (const n of ['down_block_res_sample_0', 'down_block_res_sample_1', 'mid_block_res_sample']) g.output(n, 'float32', ['batch', H, 'height', 'width']);
+  return g.encode({ demo: 'true' });
+}
+
+/**
+ * Demo safety checker with the diffusers ONNX input name `clip_input` [B,3,224,224] (CLIP-normalised
+ * pixels) and one output `scores` [B] in [0,1]: a steep sigmoid of the mean brightness around 0.9.
+ * It flags near-white frames, nothing else; it stands in for the real CLIP concept classifier.
+ */
+function safetyChecker(): Uint8Array {
+  const g = new OnnxGraph('safety_checker');
+  const x = g.input('clip_input', 'float32', ['batch', 3, 224, 224]);
+  // Undo CLIP normalisation (mean/std per channel) back to [0,1], then the mean over C,H,W.
+  const mean = g.f32('clip_mean', [1, 3, 1, 1], [0.48145466, 0.4578275, 0.40821073]);
+  const std = g.f32('clip_std', [1, 3, 1, 1], [0.26862954, 0.26130258, 0.27577711]);
+  const px = g.op1('Add', [g.op1('Mul', [x, std]), mean]);
+  const m = g.op1('ReduceMean', [px], { axes: [1, 2, 3], keepdims: 0 });
+  g.op1('Sigmoid', [g.op1('Mul', [g.op1('Sub', [m, g.f32('knee', [], [0.9])]), g.f32('steep', [], [60])])], {}, 'scores');
+  g.output('scores', 'float32', ['batch']);
+  return g.encode({ demo: 'true' });
+}
+
+/**
+ * Demo IP-Adapter image encoder: `pixel_values` [B,3,224,224] (CLIP-normalised) → `image_embeds`
+ * [B,4,D], i.e. CLIP vision + the IP-Adapter projection collapsed into one small graph: 4×4
+ * pooled colour patches through a random linear map to 4 tokens of width D.
+ */
+function imageEncoder(o: Opts, randn: Randn): Uint8Array {
+  const D = o.embedDim;
+  const K = 4;
+  const g = new OnnxGraph('image_encoder');
+  const x = g.input('pixel_values', 'float32', ['batch', 3, 224, 224]);
+  const pooled = g.op1('AveragePool', [x], { kernel_shape: [56, 56], strides: [56, 56] });
+  const flat = g.op1('Flatten', [pooled], { axis: 1 });
+  const tokens = g.op1('MatMul', [flat, g.f32('w_proj', [48, K * D], randn(48 * K * D, 1 / Math.sqrt(48)))]);
+  g.op1('Reshape', [tokens, g.i64('tok_shape', [3], [-1, K, D])], {}, 'image_embeds');
+  g.output('image_embeds', 'float32', ['batch', K, D]);
+  return g.encode({ demo: 'true' });
+}
 
 function textEncoder(o: Opts, vocabSize: number, randn: Randn): Uint8Array {
   const D = o.embedDim;
@@ -150,13 +283,13 @@ function unet(o: Opts, randn: Randn): Uint8Array {
   const sample = g.input('sample', 'float32', ['batch', C, 'height', 'width']);
   const timestep = g.input('timestep', o.timestepType, ['batch']);
   const enc = g.input('encoder_hidden_states', 'float32', ['batch', 'sequence', D]);
+  const cn = o.controlNets.length > 0;
+  const res = cn
+    ? ['down_block_additional_residual_0', 'down_block_additional_residual_1', 'mid_block_additional_residual'].map((n) => g.input(n, 'float32', ['batch', H, 'height', 'width']))
+    : [];
   const tF = o.timestepType === 'float32' ? timestep : g.op1('Cast', [timestep], { to: 1 });
   // Sinusoidal timestep embedding → linear → SiLU → per-channel bias.
-  const half = H / 2;
-  const freqs = Float32Array.from({ length: half }, (_, i) => Math.exp((-Math.log(10000) * i) / half));
-  const arg = g.op1('Mul', [g.op1('Unsqueeze', [tF, g.i64('ax1', [1], [1])]), g.f32('freqs', [1, half], freqs)]);
-  const temb0 = g.op1('MatMul', [g.op1('Concat', [g.op1('Sin', [arg]), g.op1('Cos', [arg])], { axis: 1 }), g.f32('w_temb', [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
-  const temb = g.op1('Reshape', [silu(g, temb0), g.i64('temb_shape', [4], [-1, H, 1, 1])]);
+  const temb = timestepEmbedding(g, tF, H, randn, '');
   // √(1−ᾱ_t) lookup, so the prediction scales like the noise it stands for.
   const sched = new LcmScheduler();
   const betaTable = Float32Array.from(sched.alphasCumprod, (a) => Math.sqrt(1 - a));
@@ -164,7 +297,8 @@ function unet(o: Opts, randn: Randn): Uint8Array {
   const betaT = g.op1('Reshape', [g.op1('Gather', [g.f32('beta_table', [1000], betaTable), tIdx], { axis: 0 }), g.i64('b_shape', [4], [-1, 1, 1, 1])]);
 
   const h0 = g.op1('Conv', [sample, g.f32('w_in', [H, C, 3, 3], randn(H * C * 9, 1 / Math.sqrt(C * 9))), g.f32('b_in', [H], randn(H, 0.1))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
-  const h1 = silu(g, g.op1('Add', [h0, temb]));
+  // ControlNet residuals join where diffusers adds them: after conv_in, after the down block, at the mid block.
+  const h1 = cn ? g.op1('Add', [silu(g, g.op1('Add', [g.op1('Add', [h0, res[0] as string]), temb])), res[1] as string]) : silu(g, g.op1('Add', [h0, temb]));
   // Cross-attention: queries from the latent pixels, keys/values from the text embeddings.
   const hShape = g.op1('Shape', [h1]);
   const q0 = g.op1('Transpose', [g.op1('Reshape', [h1, g.i64('flat', [3], [0, 0, -1])])], { perm: [0, 2, 1] });
@@ -173,7 +307,8 @@ function unet(o: Opts, randn: Randn): Uint8Array {
   const v = g.op1('MatMul', [enc, g.f32('w_v', [D, H], randn(D * H, 1 / Math.sqrt(D)))]);
   const scores = g.op1('Mul', [g.op1('MatMul', [q, g.op1('Transpose', [k], { perm: [0, 2, 1] })]), g.f32('attn_scale', [], [1 / Math.sqrt(H)])]);
   const attn = g.op1('MatMul', [g.op1('MatMul', [g.op1('Softmax', [scores], { axis: -1 }), v]), g.f32('w_o', [H, H], randn(H * H, 1 / Math.sqrt(H)))]);
-  const h2 = g.op1('Add', [h1, g.op1('Reshape', [g.op1('Transpose', [attn], { perm: [0, 2, 1] }), hShape])]);
+  const h2a = g.op1('Add', [h1, g.op1('Reshape', [g.op1('Transpose', [attn], { perm: [0, 2, 1] }), hShape])]);
+  const h2 = cn ? g.op1('Add', [h2a, res[2] as string]) : h2a;
   const r = g.op1('Conv', [h2, g.f32('w_out', [C, H, 3, 3], randn(C * H * 9, 0.05 / Math.sqrt(H * 9))), g.f32('b_out', [C], new Float32Array(C))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
   g.op1('Add', [g.op1('Mul', [sample, betaT]), r], {}, 'out_sample');
   g.output('out_sample', 'float32', ['batch', C, 'height', 'width']);

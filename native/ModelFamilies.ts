@@ -1,0 +1,74 @@
+/**
+ * Which base model belongs to which family, and which ControlNets / IP-Adapter each family accepts
+ * (ai-runner `MODEL_ID_TO_TYPE` / `CONTROLNETS_BY_TYPE`, reference/live-diffusion.md §2.3). The API
+ * validator imports this map so the HTTP layer and the engine refuse the same things.
+ */
+
+/**
+ * - `sd21`: SD 2.1 (sd-turbo), D=1024.
+ * - `sd15`: SD 1.5 fine-tunes, D=768.
+ * - `sdxl`: SDXL (sdxl-turbo), D=2048 + pooled text embeds.
+ */
+export type ModelFamily = 'sd21' | 'sd15' | 'sdxl';
+
+export const MODEL_FAMILY: Readonly<Record<string, ModelFamily>> = Object.freeze({
+  'stabilityai/sd-turbo': 'sd21',
+  'Lykon/dreamshaper-8': 'sd15',
+  'prompthero/openjourney-v4': 'sd15',
+  'stabilityai/sdxl-turbo': 'sdxl',
+});
+
+export const CONTROLNETS_BY_FAMILY: Readonly<Record<ModelFamily, readonly string[]>> = Object.freeze({
+  sd21: Object.freeze([
+    'thibaud/controlnet-sd21-openpose-diffusers',
+    'thibaud/controlnet-sd21-hed-diffusers',
+    'thibaud/controlnet-sd21-canny-diffusers',
+    'thibaud/controlnet-sd21-depth-diffusers',
+    'thibaud/controlnet-sd21-color-diffusers',
+    'daydreamlive/TemporalNet2-stable-diffusion-2-1',
+  ]),
+  sd15: Object.freeze([
+    'lllyasviel/control_v11f1p_sd15_depth',
+    'lllyasviel/control_v11f1e_sd15_tile',
+    'lllyasviel/control_v11p_sd15_canny',
+    'daydreamlive/TemporalNet2-stable-diffusion-v1-5',
+  ]),
+  sdxl: Object.freeze([
+    'xinsir/controlnet-depth-sdxl-1.0',
+    'xinsir/controlnet-canny-sdxl-1.0',
+    'xinsir/controlnet-tile-sdxl-1.0',
+    'daydreamlive/TemporalNet2-stable-diffusion-xl-base-1.0',
+  ]),
+});
+
+/** Most ControlNets enabled at once per family (SDXL: 3, ai-runner); undefined = no limit. */
+export const MAX_ENABLED_CONTROLNETS: Readonly<Partial<Record<ModelFamily, number>>> = Object.freeze({ sdxl: 3 });
+
+/** Families whose models accept an IP-Adapter (h94 sd15 / sdxl weights exist; not SD 2.1). */
+export const IP_ADAPTER_FAMILIES: ReadonlySet<ModelFamily> = new Set<ModelFamily>(['sd15', 'sdxl']);
+
+/**
+ * Preprocessors a ControlNet entry may name that this engine implements; any other name is
+ * refused with UnsupportedProcessorError (depth/pose/hed/… need models we do not ship yet).
+ */
+export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen']);
+
+/** The family of a base model id; null for ids outside Daydream's four (custom/demo models). */
+export function familyOf(modelId: string): ModelFamily | null {
+  return MODEL_FAMILY[modelId] ?? null;
+}
+
+/**
+ * ControlNet ids allowed on `modelId`. Unknown base models (local/demo ids) get the union of all
+ * families: the engine then relies on the files present on disk.
+ */
+export function controlNetsFor(modelId: string): readonly string[] {
+  const f = familyOf(modelId);
+  return f ? CONTROLNETS_BY_FAMILY[f] : Object.values(CONTROLNETS_BY_FAMILY).flat();
+}
+
+/** Whether `modelId` may use an IP-Adapter; unknown (local/demo) ids are allowed. */
+export function supportsIpAdapter(modelId: string): boolean {
+  const f = familyOf(modelId);
+  return f === null || IP_ADAPTER_FAMILIES.has(f);
+}

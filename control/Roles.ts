@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BlobStore, Store } from '../store/index.ts';
+import type { FetchImage } from '../native/index.ts';
 import { createWebhooks } from '../webhooks/index.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './Metrics.ts';
@@ -49,7 +50,14 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
   closers.push(() => songs.close());
   Object.assign(services, songs.services);
 
-  const streams = await startStreamRoles(config, deps);
+  // Style images for IP-Adapter come through the same SSRF-safe client as webhooks (issue 6).
+  const fetchImage: FetchImage = async (url, { maxBytes, timeoutMs }) => {
+    const res = await webhooks.client.request(url, { timeoutMs, maxResponseBytes: maxBytes + 1 });
+    if (res.status !== 200) throw new Error(`style image ${url}: HTTP ${res.status}`);
+    if (res.truncated || res.body.length > maxBytes) throw new Error(`style image ${url}: larger than ${maxBytes} bytes`);
+    return res.body;
+  };
+  const streams = await startStreamRoles(config, deps, { fetchImage });
   closers.push(() => streams.close());
   Object.assign(services, streams.services);
 

@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
-import { buildTinyModel } from '../native/index.ts';
+import { buildTinyModel, type FetchImage } from '../native/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
 import { registerMediaMetrics } from './MediaMetrics.ts';
@@ -34,6 +34,8 @@ export interface StreamRoleOverrides {
   iceAddresses?: string[];
   /** Streams the local node holds at most. */
   capacity?: number;
+  /** Fetches IP-Adapter style images (the SSRF-safe client); without it only data: URLs work. */
+  fetchImage?: FetchImage;
 }
 
 export interface StreamRoles {
@@ -106,7 +108,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(overrides.iceAddresses ? { iceAddresses: overrides.iceAddresses } : {}),
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
-      createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir }) : defaultProcessorFactory),
+      createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
       // store-backed resolver refuses every publisher.
       resolveIngest: (streamId, bearer) => service?.resolveIngest(streamId, bearer) ?? Promise.resolve(null),

@@ -4,7 +4,7 @@
  * Hot params apply on the next frame; reload params build a new pipeline in the background while
  * this one keeps serving (native/FramePipeline.ts), so `update` never blocks the frame loop.
  */
-import { createFramePipeline, type FramePipeline, type StreamParams as NativeParams } from '../native/index.ts';
+import { createFramePipeline, type FetchImage, type FramePipeline, type StreamParams as NativeParams } from '../native/index.ts';
 import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
@@ -32,8 +32,18 @@ export class DiffusionProcessor implements FrameProcessor {
   }
 }
 
-/** Builds each stream's diffusion pipeline from the models under `modelsDir`. */
-export function diffusionProcessorFactory(opts: { modelsDir: string }): FrameProcessorFactory {
+/**
+ * Builds each stream's diffusion pipeline from the models under `modelsDir`; `fetchImage` (the
+ * caller's SSRF-safe client) downloads IP-Adapter style images.
+ */
+export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?: FetchImage }): FrameProcessorFactory {
   return async (params, ctx) =>
-    new DiffusionProcessor(await createFramePipeline({ modelsDir: opts.modelsDir, params: params as Partial<NativeParams>, logger: ctx.logger }));
+    new DiffusionProcessor(
+      await createFramePipeline({
+        modelsDir: opts.modelsDir,
+        params: params as Partial<NativeParams>,
+        logger: ctx.logger,
+        ...(opts.fetchImage ? { fetchImage: opts.fetchImage } : {}),
+      }),
+    );
 }

@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import type { Logger } from 'pino';
 import { StoreError } from './errors.ts';
 import { LocalBus } from './LocalBus.ts';
+import { MemoryNodeRegistry } from './NodeRegistry.ts';
 import { checkQueueName, cleanPatch, createdMs, decodeCursor, encodeCursor, pageLimit } from './paging.ts';
 import { SlidingLogLimiter } from './SlidingLogLimiter.ts';
 import { WorkSignal } from './WorkSignal.ts';
@@ -163,6 +164,7 @@ export class EmbeddedStore implements Store {
   readonly bus: LocalBus;
   readonly rateLimits: SlidingLogLimiter;
   readonly counters: CounterRepo;
+  readonly nodes: MemoryNodeRegistry;
 
   private readonly db: Db;
   private readonly now: () => number;
@@ -198,6 +200,7 @@ export class EmbeddedStore implements Store {
     this.streams = new Streams(db, jobs);
     this.webhooks = new Webhooks(db, jobs);
     this.counters = new Counters(db, () => this.assertOpen());
+    this.nodes = new MemoryNodeRegistry(now, () => this.assertOpen());
   }
 
   async ping(): Promise<void> {

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { StoreError } from './errors.ts';
 import { checkQueueName, cleanPatch, createdMs, decodeCursor, encodeCursor, pageLimit, sortMember } from './paging.ts';
+import { RedisNodeRegistry } from './RedisNodeRegistry.ts';
 import { scripts } from './RedisScripts.ts';
 import type { LuaScript } from './RedisScripts.ts';
 import { WorkSignal } from './WorkSignal.ts';
@@ -103,6 +104,7 @@ export class RedisStore implements Store {
   readonly bus: Bus;
   readonly rateLimits: RateLimiter;
   readonly counters: CounterRepo;
+  readonly nodes: RedisNodeRegistry;
 
   private readonly ctx: Ctx;
   private readonly subscriber: Subscriber;
@@ -153,6 +155,7 @@ export class RedisStore implements Store {
     this.bus = subscriber;
     this.rateLimits = new Limiter(ctx);
     this.counters = new Counters(ctx, () => this.closing !== null);
+    this.nodes = new RedisNodeRegistry(redis, ctx.prefix, ctx.now, () => this.closing !== null);
   }
 
   async ping(): Promise<void> {

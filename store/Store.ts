@@ -35,6 +35,7 @@ export interface Store {
   readonly bus: Bus;
   readonly rateLimits: RateLimiter;
   readonly counters: CounterRepo;
+  readonly nodes: NodeRegistry;
   /** Round-trips to the backing store; throws when it is unreachable (for /healthz). */
   ping(): Promise<void>;
   /** Idempotent. Stops waiters, closes connections. */
@@ -265,4 +266,31 @@ export interface CounterRepo {
   /** Adds `delta` (an integer, may be negative) and returns the new value. */
   add(name: string, delta: number): Promise<number>;
   get(name: string): Promise<number>;
+}
+
+// ───────────────────────────── node registry (presence)
+
+/** A registered process as the registry holds it. Times are ms since the epoch on the store's clock. */
+export interface NodeEntry {
+  id: string;
+  /** What the node said about itself in its last beat (plain JSON). */
+  info: unknown;
+  lastBeatMs: number;
+  /** `lastBeatMs + ttlMs` of the last beat: the node counts as alive while `now < expiresAtMs`. */
+  expiresAtMs: number;
+}
+
+/**
+ * Presence of processes (media nodes, workers) by kind, kept alive by heartbeats. An entry whose
+ * beats stopped is not removed by the registry: it stays, expired, so a sweeper can tell a node
+ * that died (and end what it owned) from one that never existed; the sweeper removes it after.
+ * Kinds and ids follow the queue-name rule `[A-Za-z0-9_.:-]{1,128}`.
+ */
+export interface NodeRegistry {
+  /** Registers the node or refreshes it: `info` replaces the last one; alive for `ttlMs` from now. */
+  beat(kind: string, id: string, info: unknown, ttlMs: number): Promise<void>;
+  /** Every entry of the kind, expired ones included, ordered by id. */
+  list(kind: string): Promise<NodeEntry[]>;
+  /** Forgets the node; false if it was not registered. A later beat registers it again. */
+  remove(kind: string, id: string): Promise<boolean>;
 }

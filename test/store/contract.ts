@@ -663,6 +663,41 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     await t.rejects(store.counters.add('x', 1.5), { code: 'invalid_argument' }, 'a fractional delta is refused');
   });
 
+  // ───────────────────────────── node registry
+
+  test('nodes: a beat registers or refreshes an entry; expired entries stay listed until removed', async (t, { store, clock }) => {
+    t.same(await store.nodes.list('media'), [], 'empty at first');
+    await store.nodes.beat('media', 'node-b', { publicUrl: 'http://b', capacity: 4, models: ['m1'] }, 3000);
+    clock.advance(10);
+    await store.nodes.beat('media', 'node-a', { publicUrl: 'http://a', capacity: 2, models: [] }, 3000);
+    await store.nodes.beat('worker', 'w1', null, 3000);
+    t.same(await store.nodes.list('media'), [
+      { id: 'node-a', info: { publicUrl: 'http://a', capacity: 2, models: [] }, lastBeatMs: T0 + 10, expiresAtMs: T0 + 3010 },
+      { id: 'node-b', info: { publicUrl: 'http://b', capacity: 4, models: ['m1'] }, lastBeatMs: T0, expiresAtMs: T0 + 3000 },
+    ], 'ordered by id, info kept as JSON (empty arrays stay arrays)');
+    t.same((await store.nodes.list('worker')).map((n) => n.id), ['w1'], 'kinds are apart');
+
+    clock.advance(2000);
+    await store.nodes.beat('media', 'node-b', { publicUrl: 'http://b', capacity: 4, models: ['m1'], load: 1 }, 3000);
+    const b = (await store.nodes.list('media')).find((n) => n.id === 'node-b');
+    t.same(b, { id: 'node-b', info: { publicUrl: 'http://b', capacity: 4, models: ['m1'], load: 1 }, lastBeatMs: T0 + 2010, expiresAtMs: T0 + 5010 }, 'a beat replaces info and moves the expiry');
+
+    clock.advance(10_000);
+    t.same((await store.nodes.list('media')).map((n) => n.id), ['node-a', 'node-b'], 'expired entries are still listed (a sweeper decides)');
+    t.equal(await store.nodes.remove('media', 'node-a'), true);
+    t.equal(await store.nodes.remove('media', 'node-a'), false, 'removing twice: false');
+    t.same((await store.nodes.list('media')).map((n) => n.id), ['node-b']);
+    await store.nodes.beat('media', 'node-a', {}, 1000);
+    t.same((await store.nodes.list('media')).map((n) => n.id), ['node-a', 'node-b'], 'a later beat registers it again');
+  });
+
+  test('nodes: bad kinds, ids and ttls are refused', async (t, { store }) => {
+    await t.rejects(store.nodes.beat('media', 'has space', {}, 1000), { name: 'StoreError', code: 'invalid_argument' });
+    await t.rejects(store.nodes.beat('me dia', 'n', {}, 1000), { code: 'invalid_argument' });
+    await t.rejects(store.nodes.beat('media', 'n', {}, 0), { code: 'invalid_argument' });
+    await t.rejects(store.nodes.list(''), { code: 'invalid_argument' });
+  });
+
   // ───────────────────────────── lifecycle
 
   test('ping answers while open; close is idempotent and ends waits', async (t, { store }) => {

@@ -1,0 +1,162 @@
+/**
+ * WHIP/WHEP/HLS requests that reach a process which is not the stream's node (scale-out): the
+ * stream's record names its node (placement), the registry gives that node's public URL, and the
+ * request goes there.
+ *
+ * - WHIP and WHEP POSTs are forwarded by default (`proxy`): the node's answer comes back as is,
+ *   with its absolute session `Location`, so the client's PATCH/DELETE then reach the node
+ *   directly. `redirect` answers 307 instead (RFC 9725 §4.5 allows it for load balancing; OBS
+ *   follows it), but browsers and fetch clients drop `Authorization` on a cross-origin redirect,
+ *   so it suits only clients that re-send it — hence not the default.
+ * - HLS GETs are 307-redirected (players follow; the playlist's relative URIs then resolve on
+ *   the node).
+ * - A stream whose node is dead is placed again on a live node that has its model and room (the
+ *   publisher is reconnecting, the same stream goes on elsewhere); a WHEP or HLS request for it
+ *   answers 503 until a publisher is back.
+ *
+ * In a process that also runs a media node the local routes stay in place and a hook in front of
+ * them forwards only what another live node owns; an api-only process gets its own thin routes.
+ */
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { Store, StreamRecord } from '../store/index.ts';
+import type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
+
+export type LiveRouting = 'proxy' | 'redirect';
+
+export interface LiveRouterOptions {
+  store: Store;
+  media: MediaNodeClient;
+  logger: Logger;
+  /** The media node in this process, if any: requests it owns are served by `routes`. */
+  local?: { nodeId: string; routes: (app: FastifyInstance) => void };
+  /** How WHIP/WHEP POSTs reach a remote node. Default `proxy`. */
+  routing?: LiveRouting;
+  /** ms a forwarded POST may take (the node gathers candidates before answering). Default 20 000. */
+  proxyTimeoutMs?: number;
+}
+
+const SDP = 'application/sdp';
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'OPTIONS, POST, PATCH, DELETE',
+  'access-control-allow-headers': 'Authorization, Content-Type, If-Match',
+  'access-control-expose-headers': 'Location, Link, ETag, Accept-Post, Accept-Patch',
+};
+/** Headers of the node's answer a forwarded reply keeps. */
+const PASS_HEADERS = ['content-type', 'location', 'etag', 'link', 'accept-patch', 'www-authenticate', 'retry-after'];
+// The control app's auth hook skips routes marked public; WHIP checks its own Bearer token on the node.
+const PUBLIC = { config: { public: true } } as Record<string, unknown>;
+
+/** Marks a request an api replica forwarded to a node. */
+const FORWARDED = 'x-reverie-forwarded';
+
+type Route = 'whip' | 'whep' | 'hls';
+type Target = { to: 'local' } | { to: 'remote'; node: MediaNodeInfo } | { to: 'none'; status: number; message: string };
+
+function text(reply: FastifyReply, status: number, message: string): FastifyReply {
+  return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+}
+
+export class LiveRouter {
+  readonly #o: LiveRouterOptions;
+  readonly #log: Logger;
+  readonly #routing: LiveRouting;
+
+  constructor(opts: LiveRouterOptions) {
+    this.#o = opts;
+    this.#log = opts.logger.child({ module: 'LiveRouter' });
+    this.#routing = opts.routing ?? 'proxy';
+  }
+
+  /** The fastify plugin: the local node's routes behind a forwarding hook, or stand-alone forwarding routes. */
+  plugin(): FastifyPluginAsync {
+    return async (app) => {
+      const local = this.#o.local;
+      if (local) {
+        app.addHook('preHandler', async (req, reply) => {
+          const route = routeOf(req);
+          // Forwarded once already: serve here whatever the registry says now (no ping-pong).
+          if (!route || req.headers[FORWARDED] !== undefined) return;
+          const param = (req.params as Record<string, string>)[route === 'whip' ? 'streamId' : 'playbackId'] ?? '';
+          const target = await this.target(route, param);
+          if (target.to === 'remote') return this.#send(route, target.node, req, reply);
+          // Local or nobody: the node's own route answers (it refuses what it cannot serve).
+        });
+        local.routes(app);
+        return;
+      }
+      app.addContentTypeParser(SDP, { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));
+      const options = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(204).headers({ ...CORS, 'accept-post': SDP }).send();
+      app.options('/live/:streamId/whip', PUBLIC, options);
+      app.options('/live/:playbackId/whep', PUBLIC, options);
+      const handler = (route: Route, param: string) => async (req: FastifyRequest, reply: FastifyReply) => {
+        const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '');
+        if (target.to === 'none') return text(reply, target.status, target.message);
+        if (target.to === 'local') return text(reply, 503, 'no media node in this process');
+        return this.#send(route, target.node, req, reply);
+      };
+      app.post('/live/:streamId/whip', PUBLIC, handler('whip', 'streamId'));
+      app.post('/live/:playbackId/whep', PUBLIC, handler('whep', 'playbackId'));
+      app.get('/hls/:playbackId/*', PUBLIC, handler('hls', 'playbackId'));
+      // Session URLs are absolute on the node; one reaching us was built by hand.
+      app.all('/live/sessions/:sessionId', PUBLIC, async (_req, reply) => text(reply, 404, 'unknown session (session URLs are on the media node: use the Location you were given)'));
+    };
+  }
+
+  /** Where a request for the stream (WHIP: stream id; WHEP/HLS: playback id) should go. */
+  async target(route: Route, param: string): Promise<Target> {
+    const stream = route === 'whip' ? await this.#o.store.streams.get(param) : await this.#o.store.streams.getByPlaybackId(param);
+    // Unknown streams: the node's own answer (401 / 404) from the local node, or ours.
+    if (!stream || stream.deleted) return this.#o.local ? { to: 'local' } : route === 'whip' ? { to: 'none', status: 401, message: 'invalid stream key' } : { to: 'none', status: 404, message: 'unknown playback id' };
+    const nodes = await this.#o.media.nodes();
+    const owner = nodes.find((n) => n.id === stream.nodeId);
+    if (owner) return owner.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: owner };
+    if (route !== 'whip') return { to: 'none', status: 503, message: 'the stream is not on any live media node right now; retry when it is published' };
+    const moved = await this.#replace(stream, nodes);
+    if (!moved) return { to: 'none', status: 503, message: 'no live media node can take this stream right now; retry shortly' };
+    return moved.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: moved };
+  }
+
+  /** Places a stream whose node is gone on a live node with its model and room; the record follows. */
+  async #replace(stream: StreamRecord, nodes: MediaNodeInfo[]): Promise<MediaNodeInfo | null> {
+    const model = (stream.params as { model_id?: string }).model_id;
+    const node = nodes
+      .filter((n) => (model === undefined || n.models.includes(model)) && n.load < n.capacity)
+      .sort((a, b) => a.load / a.capacity - b.load / b.capacity)[0];
+    if (!node) return null;
+    await this.#o.store.streams.update(stream.id, { nodeId: node.id, updatedAt: new Date().toISOString() });
+    this.#log.info(`replace() | stream moved to a live node [streamId:${stream.id}] [from:${stream.nodeId ?? '-'}] [to:${node.id}]`);
+    return node;
+  }
+
+  async #send(route: Route, node: MediaNodeInfo, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const url = `${node.publicUrl.replace(/\/+$/, '')}${req.url}`;
+    if (route === 'hls' || this.#routing === 'redirect') return reply.code(307).headers({ ...CORS, location: url, 'cache-control': 'no-store' }).send();
+    const headers: Record<string, string> = { 'content-type': req.headers['content-type'] ?? SDP, [FORWARDED]: '1' };
+    if (req.headers.authorization) headers['authorization'] = req.headers.authorization;
+    let res: Response;
+    try {
+      res = await fetch(url, { method: 'POST', headers, body: typeof req.body === 'string' ? req.body : '', redirect: 'manual', signal: AbortSignal.timeout(this.#o.proxyTimeoutMs ?? 20_000) });
+    } catch (err) {
+      this.#log.warn({ err }, `send() | node unreachable [node:${node.id}] [url:${url}]`);
+      return text(reply, 502, `media node ${node.id} did not answer`);
+    }
+    const body = await res.text();
+    reply.code(res.status).headers(CORS);
+    for (const name of PASS_HEADERS) {
+      const value = res.headers.get(name);
+      if (value !== null) reply.header(name, value);
+    }
+    return reply.send(body);
+  }
+}
+
+/** Which forwarded route a request is, by its route pattern (null for everything else). */
+function routeOf(req: FastifyRequest): Route | null {
+  const url = req.routeOptions.url;
+  if (req.method === 'POST' && url === '/live/:streamId/whip') return 'whip';
+  if (req.method === 'POST' && url === '/live/:playbackId/whep') return 'whep';
+  if (req.method === 'GET' && url?.startsWith('/hls/:playbackId/')) return 'hls';
+  return null;
+}

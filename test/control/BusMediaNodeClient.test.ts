@@ -1,0 +1,152 @@
+/**
+ * The scale-out media-node client and the agent on the node's side, over a real store bus and
+ * registry: the embedded store (one process) and a real redis-server with the client and the
+ * agent on separate connections (two "processes"). A real MediaNode holds the stream (no
+ * publisher: an update is applied to the LiveStream, the same call a live pipeline gets).
+ */
+import pino from 'pino';
+import t, { type Test } from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } from '../../control/BusMediaNodeClient.ts';
+import { LocalMediaNodeClient } from '../../control/LocalMediaNodeClient.ts';
+import { MediaNodeAgent } from '../../control/MediaNodeAgent.ts';
+import type { NodeEvent, ParamsUpdate } from '../../control/MediaNodeClient.ts';
+import { MediaNode } from '../../media/index.ts';
+import { EmbeddedStore, RedisStore, type Store } from '../../store/index.ts';
+import { startRedis } from '../helpers/redis.ts';
+
+const logger = pino({ level: 'silent' });
+const redis = await startRedis(t);
+let prefixes = 0;
+
+type Pair = { client: Store; node: Store };
+
+/** Two views of one store: the client's and the node's (separate connections on Redis). */
+async function stores(t: Test, kind: 'embedded' | 'redis'): Promise<Pair> {
+  if (kind === 'embedded') {
+    const dir = mkdtempSync(join(tmpdir(), 'rv-busclient-'));
+    const store = EmbeddedStore.open({ dataDir: dir });
+    t.teardown(async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return { client: store, node: store };
+  }
+  const prefix = `bus${prefixes++}:`;
+  const [client, node] = await Promise.all([RedisStore.open({ url: redis.url, prefix }), RedisStore.open({ url: redis.url, prefix })]);
+  t.teardown(async () => {
+    await client.close();
+    await node.close();
+  });
+  return { client, node };
+}
+
+function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${nodeId}`) {
+  const node = new MediaNode({ publicUrl, logger, resolveIngest: async () => null, resolvePlayback: async () => null });
+  const local = new LocalMediaNodeClient({ node, nodeId, models: ['stabilityai/sd-turbo'], demo: true, capacity: 3, logger });
+  const agent = new MediaNodeAgent({ store, local, logger });
+  t.teardown(async () => {
+    node.close();
+    await agent.close();
+  });
+  return { node, local, agent };
+}
+
+const hot = (streamId: string, prompt: string): ParamsUpdate => ({ streamId, params: { prompt }, mode: 'hot', hot: ['prompt'], reload: [] });
+
+for (const kind of ['embedded', 'redis'] as const) {
+  t.test(`${kind}: a registered node is listed, and updates, status and end reach it and apply`, { timeout: 30_000 }, async (t) => {
+    const s = await stores(t, kind);
+    const { node, agent } = startNode(t, s.node, 'node-a');
+    await agent.start();
+    const client = new BusMediaNodeClient({ store: s.client, logger });
+    t.teardown(() => client.close());
+
+    t.same(await client.nodes(), [{ id: 'node-a', publicUrl: 'http://node-a', models: ['stabilityai/sd-turbo'], demo: true, capacity: 3, load: 0 }], 'the node as it registered');
+    t.same(await client.updateParams('node-a', hot('str_1', 'a cat')), { delivered: false, restartCount: 0 }, 'a stream the node does not hold: not delivered');
+    t.equal(await client.status('node-a', 'str_1'), null);
+
+    node.createStream('str_1');
+    const r = await client.updateParams('node-a', hot('str_1', 'a dog'));
+    t.same(r, { delivered: true, restartCount: 0 }, 'delivered');
+    t.equal(node.getStream('str_1')?.status().params['prompt'], 'a dog', 'applied on the node');
+    const status = await client.status('node-a', 'str_1');
+    t.match(status, { streamId: 'str_1', state: 'idle', lastParams: { prompt: 'a dog' }, restartCount: 0, viewers: 0 }, 'live values from the node');
+    t.type(status?.lastParamsUpdateTime, 'number');
+
+    await agent.beat();
+    t.equal((await client.nodes())[0]?.load, 1, 'the beat carries the load');
+    t.equal(await client.endStream('node-a', 'str_1'), true, 'ended on the node');
+    t.equal(node.getStream('str_1'), undefined);
+    t.equal(await client.endStream('node-a', 'str_1'), false, 'twice: not there');
+  });
+
+  t.test(`${kind}: node events fan in to every subscriber`, { timeout: 30_000 }, async (t) => {
+    const s = await stores(t, kind);
+    const client = new BusMediaNodeClient({ store: s.client, logger });
+    t.teardown(() => client.close());
+    const got: NodeEvent[] = [];
+    let arrivedResolve: () => void = () => undefined;
+    const arrived = new Promise<void>((resolve) => (arrivedResolve = resolve));
+    // Resolves once the subscription is in place on the server.
+    const off = await client.subscribe((e) => {
+      got.push(e);
+      if (got.length === 2) arrivedResolve();
+    });
+    t.teardown(off);
+    const events: NodeEvent[] = [
+      { type: 'started', nodeId: 'node-a', streamId: 'str_1', startedAt: 1 },
+      { type: 'ended', nodeId: 'node-a', streamId: 'str_1', startedAt: 1, endedAt: 2, reason: 'closed' },
+    ];
+    for (const e of events) await s.node.bus.publish(MEDIA_EVENTS_CHANNEL, e);
+    await arrived;
+    t.same(got, events, 'in order, as published by the node side');
+  });
+
+  t.test(`${kind}: dead nodes are not listed and answer at once; a silent one times out`, { timeout: 30_000 }, async (t) => {
+    const s = await stores(t, kind);
+    // The client's clock runs 1 s ahead: a 1 ms beat is expired for it, a 60 s one is not.
+    const client = new BusMediaNodeClient({ store: s.client, logger, requestTimeoutMs: 300, now: () => Date.now() + 1000 });
+    t.teardown(() => client.close());
+    await s.node.nodes.beat('media', 'dead', { publicUrl: 'http://dead', models: [], capacity: 1, load: 0 }, 1);
+    await s.node.nodes.beat('media', 'silent', { publicUrl: 'http://silent', models: [], capacity: 1, load: 0 }, 60_000);
+    t.same((await client.nodes()).map((n) => n.id), ['silent'], 'expired entries are left out');
+    const t0 = performance.now();
+    t.equal(await client.status('dead', 'str_1'), null, 'a dead node holds nothing');
+    t.same(await client.updateParams('dead', hot('str_1', 'x')), { delivered: false, restartCount: 0 });
+    t.equal(await client.endStream('dead', 'str_1'), false);
+    t.ok(performance.now() - t0 < 250, 'without waiting for a reply');
+
+    await t.rejects(client.status('silent', 'str_1'), MediaNodeUnreachableError, 'no agent answers: unreachable after the timeout');
+    const r = await client.updateParams('silent', hot('str_1', 'x'));
+    t.equal(r.delivered, false);
+    t.match(r.error, /did not answer updateParams in 300 ms/, 'the PATCH reports the node error');
+  });
+}
+
+t.test('redis: placement ties rotate across clients (api replicas) through a shared counter', { timeout: 30_000 }, async (t) => {
+  const s = await stores(t, 'redis');
+  for (const id of ['node-a', 'node-b']) await s.node.nodes.beat('media', id, { publicUrl: `http://${id}`, models: ['m'], capacity: 4, load: 0 }, 60_000);
+  const api1 = new BusMediaNodeClient({ store: s.client, logger });
+  const api2 = new BusMediaNodeClient({ store: s.node, logger });
+  t.teardown(async () => {
+    await api1.close();
+    await api2.close();
+  });
+  const firsts = [];
+  for (let i = 0; i < 4; i++) firsts.push((await (i % 2 ? api2 : api1).nodes())[0]?.id);
+  t.equal(new Set(firsts).size, 2, `alternating replicas still alternate nodes (${firsts.join(', ')})`);
+  t.not(firsts[0], firsts[1]);
+});
+
+t.test('redis: closing the agent leaves the registry', { timeout: 30_000 }, async (t) => {
+  const s = await stores(t, 'redis');
+  const { agent } = startNode(t, s.node, 'node-c');
+  await agent.start();
+  t.same((await s.client.nodes.list('media')).map((n) => n.id), ['node-c']);
+  await agent.close();
+  await agent.close();
+  t.same(await s.client.nodes.list('media'), [], 'gone on close (idempotent)');
+});

@@ -37,9 +37,8 @@ const GST_ELEMENTS: [string, string][] = [
   ['avdec_h264', 'gstreamer1.0-libav'],
   ['x264enc', 'gstreamer1.0-plugins-ugly'],
   ['h264parse', 'gstreamer1.0-plugins-bad'],
-  ['hlssink2', 'gstreamer1.0-plugins-good'],
-  ['flvmux', 'gstreamer1.0-plugins-good'],
-  ['rtmp2sink', 'gstreamer1.0-plugins-bad'],
+  ['rtpopusdepay', 'gstreamer1.0-plugins-good'],
+  ['avenc_aac', 'gstreamer1.0-libav'],
 ];
 
 async function which(cmd: string): Promise<string | null> {
@@ -88,7 +87,7 @@ export async function runDoctor(opts: { dataDir: string }): Promise<CheckResult[
   add('better-sqlite3', 'required', sqlite === null, sqlite ?? 'loads', 'run `npm ci` (it compiles better-sqlite3; needs python3, make, g++)');
 
   for (const [cmd, need, pkg] of [
-    ['ffmpeg', 'songs', 'ffmpeg'],
+    ['ffmpeg', 'media', 'ffmpeg'], // RTMP push (ffmpeg -c copy), style-image decoding
     ['ffprobe', 'tests', 'ffmpeg'],
     ['lame', 'songs', 'lame'],
     ['redis-server', 'tests', 'redis-server'],

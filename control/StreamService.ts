@@ -388,7 +388,7 @@ export class StreamService {
   // ───────────────────────────── for the media node
 
   /** WHIP: the stream key must match; deleted streams and accounts out of allowance are refused. */
-  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown> } | null> {
+  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -403,7 +403,7 @@ export class StreamService {
         return null;
       }
     }
-    return { streamId: s.id, params: s.params };
+    return { streamId: s.id, params: s.params, ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}) };
   }
 
   /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */

@@ -4,6 +4,11 @@
  *
  *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─► EncoderBin ─AU─► packetize once ─► N × WhepSession
  *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N × WhepSession
+ *                                                               EncoderBin AUs ─┬► HlsPackager (LL-HLS, fMP4 parts)
+ *   WhipSession ─Opus RTP─► AacEncoderBin ─AAC──────────────────────────────────┴► RtmpPush (FLV → ffmpeg → output_rtmp_url)
+ *
+ * HLS and RTMP take the same access units the WHEP viewers get (no second encoder); the AAC
+ * encoder runs once per publisher session when either output exists.
  *
  * Between decoder and processor sits a one-frame slot: while the processor works, a newer frame
  * replaces the waiting one (latest frame wins), so a slow processor lowers fps but never adds
@@ -15,14 +20,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RtpPacket } from 'werift';
+import { AacEncoderBin } from './AacEncoderBin.ts';
 import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
+import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
+import { RtmpPush, type RtmpPushStatus } from './RtmpPush.ts';
 import { RateMeter, StageTimer } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { WhepSession } from './WhepSession.ts';
@@ -89,6 +97,12 @@ export interface LiveStreamStatus {
   keyUnitsForced: number;
   params: StreamParams;
   lastError: string | undefined;
+  /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
+  pipeline: Record<string, unknown> | null;
+  /** LL-HLS output (null when hlsEnabled is off). */
+  hls: HlsPackagerStats | null;
+  /** RTMP push to output_rtmp_url (null when the stream has none or no publisher). */
+  rtmp: RtmpPushStatus | null;
 }
 
 export interface LiveStreamOptions {
@@ -134,6 +148,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
   #framesDropped = 0;
+  readonly #hls: HlsPackager | null;
+  #aac: AacEncoderBin | null = null;
+  #rtmp: RtmpPush | null = null;
+  #rtmpUrl: string | undefined;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -153,7 +171,22 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         this.#lastError = `processor: ${String(err)}`;
         this.#logger.error({ err }, `LiveStream() | processor creation failed [streamId:${this.streamId}]`);
       });
-    this.#statsTimer = setInterval(() => void this.#publisher?.refreshStats().catch(() => undefined), 2000);
+    this.#hls = opts.settings.hlsEnabled
+      ? new HlsPackager({
+          partTargetMs: opts.settings.hlsPartTargetMs,
+          segmentTargetMs: opts.settings.hlsSegmentTargetMs,
+          windowSegments: opts.settings.hlsWindowSegments,
+          partSegments: 3,
+          nominalFrameMs: 1000 / opts.settings.outputFps,
+          logger: opts.logger,
+          requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+          onDemand: () => this.#syncAac(),
+        })
+      : null;
+    this.#statsTimer = setInterval(() => {
+      void this.#publisher?.refreshStats().catch(() => undefined);
+      this.#syncAac();
+    }, 2000);
     this.#armIdle();
   }
 
@@ -171,6 +204,77 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   get publisher(): WhipSession | null {
     return this.#publisher;
+  }
+
+  /** The LL-HLS packager (null when HLS is off). */
+  get hls(): HlsPackager | null {
+    return this.#hls;
+  }
+
+  /**
+   * Sets (or clears) the RTMP push target. The push runs while a publisher is attached: it starts
+   * now if one is, else with the next publisher, and stops when the publisher leaves.
+   */
+  setRtmpOutput(url: string | undefined): void {
+    this.#assertOpen();
+    if (url === this.#rtmpUrl) return;
+    this.#rtmpUrl = url;
+    this.#rtmp?.close();
+    this.#rtmp = null;
+    if (this.#publisher) this.#startOutputs();
+  }
+
+  /** RTMP push for the current publisher (if the stream has a target) and the AAC encoder if needed. */
+  #startOutputs(): void {
+    if (this.#rtmpUrl && !this.#rtmp) {
+      this.#rtmp = new RtmpPush({
+        url: this.#rtmpUrl,
+        ffmpegPath: this.#settings.ffmpegPath,
+        logger: this.#logger,
+        requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+      });
+    }
+    this.#syncAac();
+  }
+
+  /**
+   * Runs the AAC encoder only while something consumes it: an RTMP push, or HLS players (a
+   * request in the last 30 s). It holds a libuv threadpool thread and ≈ 1–2 % of a core, so
+   * streams nobody watches over HLS don't pay for it; HLS parts carry silence until it runs.
+   */
+  #syncAac(): void {
+    const audio = this.#publisher?.audioPayloadType;
+    const wanted = this.#state !== 'closed' && (this.#rtmp !== null || (this.#hls?.watched ?? false));
+    if (audio === undefined || !wanted) {
+      this.#aac?.close();
+      this.#aac = null;
+      if (this.#hls) this.#hls.audioExpected = false;
+      return;
+    }
+    if (this.#aac) return;
+    try {
+      this.#aac = new AacEncoderBin({
+        payloadType: audio,
+        bitrateBps: this.#settings.aacBitrateBps,
+        logger: this.#logger,
+        onFrame: (frame, atMs) => {
+          this.#hls?.pushAudio(frame, atMs);
+          this.#rtmp?.pushAudio(frame, atMs);
+        },
+      });
+    } catch (err) {
+      // Outputs go on video-only (silence-padded) rather than failing the stream.
+      this.#lastError = `aac: ${String(err)}`;
+      this.#logger.error({ err }, `syncAac() | AAC encoder failed [streamId:${this.streamId}]`);
+    }
+    if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
+  }
+
+  #stopOutputs(): void {
+    this.#aac?.close();
+    this.#aac = null;
+    this.#rtmp?.close();
+    this.#rtmp = null;
   }
 
   /** Resolves once the frame processor exists (frames before that are dropped). */
@@ -212,9 +316,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       onVideoRtp: (rtp, packet) => this.#onVideoRtp(session, rtp, packet),
       onAudioRtp: (rtp) => {
         for (const v of this.#viewers.values()) v.sendAudio(rtp);
+        if (session === this.#publisher) this.#aac?.push(rtp);
       },
     });
+    this.#stopOutputs();
     this.#publisher = session;
+    this.#startOutputs();
     this.#state = 'connecting';
     clearTimeout(this.#idleTimer);
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
@@ -321,6 +428,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
     for (const v of this.#viewers.values()) v.sendAccessUnit(packets, au.keyframe);
+    this.#hls?.pushVideo(au);
+    this.#rtmp?.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -341,6 +450,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = null;
     this.#decoder?.close();
     this.#decoder = null;
+    this.#stopOutputs();
+    if (this.#hls && !this.#hls.closed) this.#hls.flush();
     this.#pending = null;
     clearInterval(this.#heartbeat);
     const wasLive = this.#state === 'live';
@@ -422,6 +533,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
       params: this.#params,
       lastError: this.#lastError,
+      hls: this.#hls?.stats() ?? null,
+      rtmp: this.#rtmp?.status() ?? null,
+      pipeline: this.#processor?.status?.() ?? null,
     };
   }
 
@@ -441,6 +555,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#decoder?.close(),
       () => this.#encoder?.close(),
       () => this.#processor?.close(),
+      () => this.#stopOutputs(),
+      () => this.#hls?.close(),
     ];
     for (const step of steps) {
       try {

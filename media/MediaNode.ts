@@ -16,6 +16,7 @@ import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import type { WhepSession } from './WhepSession.ts';
+import { hlsRoutes } from './HlsRoutes.ts';
 import { whipWhepRoutes } from './WhipWhepRoutes.ts';
 import type { WhipSession } from './WhipSession.ts';
 
@@ -29,8 +30,11 @@ export interface MediaNodeOptions {
   /** STUN/TURN servers, sent to clients as `Link: <…>; rel="ice-server"`. */
   iceServers?: RTCIceServer[];
   logger: Logger;
-  /** Checks a publisher's Bearer token; null → 401. */
-  resolveIngest(streamId: string, bearerToken: string): Promise<{ streamId: string; params: StreamParams } | null>;
+  /**
+   * Checks a publisher's Bearer token; null → 401. `outputRtmpUrl` (the stream's output_rtmp_url,
+   * optional) makes the node push the output there over RTMP while this publisher is live.
+   */
+  resolveIngest(streamId: string, bearerToken: string): Promise<{ streamId: string; params: StreamParams; outputRtmpUrl?: string | undefined } | null>;
   /** Maps a playback id to its stream; null → 404. */
   resolvePlayback(playbackId: string): Promise<{ streamId: string } | null>;
   /** Builds each stream's frame processor (default: native image chains, no diffusion). */
@@ -68,9 +72,10 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#opts;
   }
 
-  /** Registers the WHIP/WHEP endpoints (an encapsulated plugin with its own SDP body parsers). */
+  /** Registers the WHIP/WHEP endpoints (an encapsulated plugin with its own SDP body parsers) and the HLS endpoints. */
   registerRoutes(app: FastifyInstance): void {
     void app.register(whipWhepRoutes, { node: this });
+    if (this.settings.hlsEnabled) void app.register(hlsRoutes, { node: this });
   }
 
   /** Returns the stream, creating it (idle, no pipelines yet) if needed. */
@@ -99,6 +104,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   getStream(streamId: string): LiveStream | undefined {
     return this.#streams.get(streamId);
+  }
+
+  /** Every stream this node holds (for metrics and the registry). */
+  streams(): LiveStream[] {
+    return [...this.#streams.values()];
   }
 
   /** Hot-applies params to a stream on this node; false if the stream is not here. */
@@ -134,11 +144,15 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#sessions.get(sessionId);
   }
 
-  /** Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers. */
-  async publish(streamId: string, params: StreamParams, sdp: string): Promise<{ sessionId: string; answer: string; etag: string }> {
+  /**
+   * Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers.
+   * `outputs.rtmpUrl`: push the output there while this publisher is live (undefined: no push).
+   */
+  async publish(streamId: string, params: StreamParams, sdp: string, outputs: { rtmpUrl?: string | undefined } = {}): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
     const stream = this.createStream(streamId, params);
     stream.updateParams(params);
+    stream.setRtmpOutput(outputs.rtmpUrl);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
     this.#sessions.set(sessionId, { kind: 'whip', session, stream });

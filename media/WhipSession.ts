@@ -76,6 +76,8 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   readonly streamId: string;
   readonly codec: 'VP8' | 'H264';
   readonly payloadType: number;
+  /** RTP payload type of the publisher's Opus; undefined when the offer has no audio. */
+  readonly audioPayloadType: number | undefined;
   /** Strong entity tag of the ICE session (RFC 9725 §4.3.1). */
   readonly etag: string;
   readonly createdAtMs = Date.now();
@@ -101,6 +103,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.streamId = opts.streamId;
     this.codec = video.codec;
     this.payloadType = video.payloadType;
+    this.audioPayloadType = opts.offer.audio?.payloadType;
     this.etag = `"${randomBytes(8).toString('hex')}"`;
     this.#opts = opts;
     this.#logger = opts.logger;

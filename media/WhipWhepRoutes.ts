@@ -98,7 +98,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     const ingest = await node.options.resolveIngest(req.params.streamId, token);
     if (!ingest) return fail(reply.header('www-authenticate', 'Bearer error="invalid_token"'), 401, 'invalid stream key');
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body));
+    return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl }));
   });
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {

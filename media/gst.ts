@@ -3,8 +3,9 @@
  * `import` fails; `createRequire` loads it). Only the surface the media bins use is typed here.
  *
  * Threadpool: every pending `appsink.pull()` holds one libuv threadpool thread until a sample (or
- * EOS/flush) arrives. Each live stream holds two (decoder + encoder appsinks), so the process must
- * start with `UV_THREADPOOL_SIZE >= 2 × streams + 4` (file I/O, dns and onnxruntime share the pool).
+ * EOS/flush) arrives. Each live stream holds two (decoder + encoder appsinks), three while its AAC
+ * encoder runs (RTMP push set, or HLS watched), so the process must start with
+ * `UV_THREADPOOL_SIZE >= 3 × streams + 4` (file I/O, dns and onnxruntime share the pool).
  * We never call `pollBus()`: its worker blocks forever on an idle bus and cannot be cancelled.
  */
 import { createRequire } from 'node:module';

@@ -1,7 +1,8 @@
 /**
  * Public API of the media node: WHIP ingest → decode → frame processor → encode once → WHEP
- * viewers, LL-HLS (/hls/{playbackId}/index.m3u8) and an optional RTMP push. The control plane creates one MediaNode per process, registers its routes on the
- * fastify app, and listens for `started` / `live` / `ended`.
+ * viewers, LL-HLS (/hls/{playbackId}/index.m3u8) and an optional RTMP push. The control plane
+ * creates one MediaNode per process, registers its routes on the fastify app, and listens for
+ * `started` / `live` / `ended`.
  */
 export { MediaNode, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo } from './LiveStream.ts';

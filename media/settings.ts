@@ -33,6 +33,18 @@ export interface MediaSettings {
   rtpMaxPayload: number;
   /** avdec_h264 threads; 1 keeps decode 1-in-1-out (frame threading delays output by N frames). */
   decoderThreads: number;
+  /** Serve LL-HLS (/hls/{playbackId}/index.m3u8) for every live stream; costs one AAC encode per stream. */
+  hlsEnabled: boolean;
+  /** LL-HLS part target, ms (PART-TARGET; PART-HOLD-BACK is 3×). */
+  hlsPartTargetMs: number;
+  /** HLS segment target, ms: the packager asks for an IDR when a segment reaches it (shortens the GOP for WHEP too). */
+  hlsSegmentTargetMs: number;
+  /** Complete segments kept in memory per stream (sliding window). */
+  hlsWindowSegments: number;
+  /** AAC bitrate for HLS/RTMP, bit/s. */
+  aacBitrateBps: number;
+  /** ffmpeg binary for the RTMP push. */
+  ffmpegPath: string;
 }
 
 export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
@@ -51,4 +63,10 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   maxViewersPerStream: 100,
   rtpMaxPayload: 1100,
   decoderThreads: 1,
+  hlsEnabled: true,
+  hlsPartTargetMs: 200,
+  hlsSegmentTargetMs: 1000,
+  hlsWindowSegments: 6,
+  aacBitrateBps: 128_000,
+  ffmpegPath: 'ffmpeg',
 };

@@ -30,27 +30,19 @@ export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr:
   const slope = 1 / o.ratio - 1;
   const nBlocks = Math.ceil(n / BLOCK);
   let envDb = thrDb - 20;
-  const detect = (b: number): number => {
-    let m = 1e-9;
-    const end = Math.min(n, (b + 1) * BLOCK);
-    for (let i = b * BLOCK; i < end; i++) {
-      const a = Math.abs(L[i] as number);
-      const c = Math.abs(R[i] as number);
-      if (a > m) m = a;
-      if (c > m) m = c;
-    }
-    return 20 * Math.log10(m);
-  };
-  const step = (lvl: number) => {
-    envDb += (lvl > envDb ? att : rel) * (lvl - envDb);
-  };
+  // Detector: block peak in dB, smoothed with attack/release (top-level helper, no closures: V8
+  // keeps envDb in a register instead of a context slot).
   if (o.circular) {
     const prime = Math.min(nBlocks, Math.ceil((0.5 * sr) / BLOCK));
-    for (let b = nBlocks - prime; b < nBlocks; b++) step(detect(b));
+    for (let b = nBlocks - prime; b < nBlocks; b++) {
+      const lvl = blockPeakDb(L, R, b * BLOCK, Math.min(n, (b + 1) * BLOCK));
+      envDb += (lvl > envDb ? att : rel) * (lvl - envDb);
+    }
   }
   const gains = new Float32Array(nBlocks);
   for (let b = 0; b < nBlocks; b++) {
-    step(detect(b));
+    const lvl = blockPeakDb(L, R, b * BLOCK, Math.min(n, (b + 1) * BLOCK));
+    envDb += (lvl > envDb ? att : rel) * (lvl - envDb);
     const over = envDb - thrDb;
     gains[b] = over > 0 ? Math.pow(10, (over * slope) / 20) : 1;
   }
@@ -67,4 +59,16 @@ export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr:
       R[i] = (R[i] as number) * g;
     }
   }
+}
+
+/** Stereo-linked peak of samples [start, end) in dB (floor 1e-9). */
+function blockPeakDb(L: Float32Array, R: Float32Array, start: number, end: number): number {
+  let m = 1e-9;
+  for (let i = start; i < end; i++) {
+    const a = Math.abs(L[i] as number);
+    const c = Math.abs(R[i] as number);
+    if (a > m) m = a;
+    if (c > m) m = c;
+  }
+  return 20 * Math.log10(m);
 }

@@ -4,7 +4,7 @@
  * moving-average attack) and recovers exponentially. Circular mode (loops) wraps every window so
  * the gain at the seam matches on both sides.
  */
-import { TP_BOUND, TP_TAPS, truePeakAt } from './Loudness.ts';
+import { TP_BOUND, TP_TAPS, truePeakSpan } from './Loudness.ts';
 
 export interface LimiterOptions {
   /** Ceiling, linear (e.g. fromDb(−1.3)). */
@@ -36,6 +36,8 @@ export function limiterScratch(n: number): LimiterScratch {
 export function peakEnvelope(inL: Float32Array, inR: Float32Array, n: number, threshold: number, circular: boolean, out: Float32Array): void {
   const B = 16;
   const half = TP_TAPS / 2;
+  const tl = new Float64Array(B);
+  const tr = new Float64Array(B);
   for (let b0 = 0; b0 < n; b0 += B) {
     const end = Math.min(n, b0 + B);
     const lo = Math.max(0, b0 - half);
@@ -49,10 +51,12 @@ export function peakEnvelope(inL: Float32Array, inR: Float32Array, n: number, th
     }
     const bound = wmax * TP_BOUND;
     if (bound <= threshold && !(circular && (b0 < half || end > n - half))) {
-      for (let i = b0; i < end; i++) out[i] = bound;
+      out.fill(bound, b0, end);
       continue;
     }
-    for (let i = b0; i < end; i++) out[i] = Math.max(truePeakAt(inL, n, i, circular), truePeakAt(inR, n, i, circular));
+    truePeakSpan(inL, n, b0, end, circular, tl, 0);
+    truePeakSpan(inR, n, b0, end, circular, tr, 0);
+    for (let i = b0; i < end; i++) out[i] = Math.max(tl[i - b0] as number, tr[i - b0] as number);
   }
 }
 
@@ -87,10 +91,28 @@ export function applyLimiter(
   const suf = scratch.suf;
   const m = n + W;
   // Wrapped (loops) or 1-padded (songs) view of req, written once so the scans below are plain loops.
-  for (let i = 0; i < n; i++) suf[i] = req[i] as number;
-  for (let i = n; i < m; i++) suf[i] = o.circular ? (req[(i - n) % n] as number) : 1;
-  for (let i = 0; i < m; i++) pre[i] = i % W === 0 ? (suf[i] as number) : Math.min(pre[i - 1] as number, suf[i] as number);
-  for (let i = m - 1; i >= 0; i--) if (!(i % W === W - 1 || i === m - 1)) suf[i] = Math.min(suf[i + 1] as number, suf[i] as number);
+  suf.set(req.subarray(0, n));
+  if (o.circular) for (let i = n; i < m; i++) suf[i] = req[(i - n) % n] as number;
+  else suf.fill(1, n, m);
+  // Block boundaries every W samples (counters instead of i % W: integer division per sample is slow).
+  for (let b0 = 0; b0 < m; b0 += W) {
+    const end = Math.min(m, b0 + W);
+    let v = suf[b0] as number;
+    pre[b0] = v;
+    for (let i = b0 + 1; i < end; i++) {
+      v = Math.min(v, suf[i] as number);
+      pre[i] = v;
+    }
+  }
+  for (let b0 = Math.floor((m - 1) / W) * W; b0 >= 0; b0 -= W) {
+    // Suffix minima within each block; the block's last sample (and the array's) stays as it is.
+    const last = Math.min(m, b0 + W) - 1;
+    let v = suf[last] as number;
+    for (let i = last - 1; i >= b0; i--) {
+      v = Math.min(v, suf[i] as number);
+      suf[i] = v;
+    }
+  }
   for (let i = 0; i < n; i++) gmin[i] = Math.min(suf[i] as number, pre[i + W - 1] as number);
   // 3. Moving average over the previous W values of gmin (attack ramp), in place via a ring.
   const ring = new Float64Array(W);
@@ -117,16 +139,19 @@ export function applyLimiter(
   const rel = 1 - Math.exp(-1 / Math.max(1, o.release));
   let g = 1;
   const passes = o.circular ? 2 : 1;
-  for (let pass = 0; pass < passes; pass++) {
+  for (let pass = 0; pass < passes - 1; pass++) {
     for (let i = 0; i < n; i++) {
       const target = req[i] as number;
       g = g + (1 - g) * rel;
       if (target < g) g = target;
-      if (pass === passes - 1) {
-        const gg = g * inGain;
-        outL[i] = (inL[i] as number) * gg;
-        outR[i] = (inR[i] as number) * gg;
-      }
     }
+  }
+  for (let i = 0; i < n; i++) {
+    const target = req[i] as number;
+    g = g + (1 - g) * rel;
+    if (target < g) g = target;
+    const gg = g * inGain;
+    outL[i] = (inL[i] as number) * gg;
+    outR[i] = (inR[i] as number) * gg;
   }
 }

@@ -69,6 +69,89 @@ function duckCurve(score: Score, len: number, loopLen: number | null): Float32Ar
   return g;
 }
 
+/** Union of [start, end) intervals as a flat sorted list [lo0, hi0, lo1, hi1, …] (empty ones dropped). */
+function noteSpans(iv: [number, number][]): number[] {
+  const sorted = iv.filter(([a, b]) => a < b).sort((x, y) => x[0] - y[0]);
+  const out: number[] = [];
+  for (const [a, b] of sorted) {
+    const last = out.length - 1;
+    if (last > 0 && a <= (out[last] as number)) out[last] = Math.max(out[last] as number, b);
+    else out.push(a, b);
+  }
+  return out;
+}
+
+// The per-sample mixing loops live in small functions of their own: inside renderMix (large, with
+// closures) V8 optimises them poorly. Arithmetic and its order are unchanged (the duck gain is 1
+// when there is no ducking, so those loops just skip the multiply).
+
+/** Adds a chord/pad part (two mono buffers, panned apart) into the bus and its sends. */
+function mixPair(
+  a: Float32Array, b: Float32Array, d: Float32Array | null, lo: number, hi: number,
+  al: number, ar: number, bl: number, br: number, sv: number, sd: number,
+  L: Float32Array, R: Float32Array, rev: Float32Array, dly: Float32Array,
+): void {
+  // Parts without a delay send (bass, pad) skip that buffer: adding 0·x changes nothing.
+  const withDelay = sd !== 0;
+  if (d) {
+    for (let i = lo; i < hi; i++) {
+      const g = d[i] as number;
+      const xa = (a[i] as number) * g;
+      const xb = (b[i] as number) * g;
+      L[i] = (L[i] as number) + al * xa + bl * xb;
+      R[i] = (R[i] as number) + ar * xa + br * xb;
+      const m = xa + xb;
+      rev[i] = (rev[i] as number) + sv * m;
+      if (withDelay) dly[i] = (dly[i] as number) + sd * m;
+    }
+    return;
+  }
+  for (let i = lo; i < hi; i++) {
+    const xa = a[i] as number;
+    const xb = b[i] as number;
+    L[i] = (L[i] as number) + al * xa + bl * xb;
+    R[i] = (R[i] as number) + ar * xa + br * xb;
+    const m = xa + xb;
+    rev[i] = (rev[i] as number) + sv * m;
+    if (withDelay) dly[i] = (dly[i] as number) + sd * m;
+  }
+}
+
+/** Adds a mono part into the bus and its sends. */
+function mixMono(
+  a: Float32Array, d: Float32Array | null, lo: number, hi: number, al: number, ar: number, sv: number, sd: number,
+  L: Float32Array, R: Float32Array, rev: Float32Array, dly: Float32Array,
+): void {
+  const withDelay = sd !== 0;
+  if (d) {
+    for (let i = lo; i < hi; i++) {
+      const x = (a[i] as number) * (d[i] as number);
+      L[i] = (L[i] as number) + al * x;
+      R[i] = (R[i] as number) + ar * x;
+      rev[i] = (rev[i] as number) + sv * x;
+      if (withDelay) dly[i] = (dly[i] as number) + sd * x;
+    }
+    return;
+  }
+  for (let i = lo; i < hi; i++) {
+    const x = a[i] as number;
+    L[i] = (L[i] as number) + al * x;
+    R[i] = (R[i] as number) + ar * x;
+    rev[i] = (rev[i] as number) + sv * x;
+    if (withDelay) dly[i] = (dly[i] as number) + sd * x;
+  }
+}
+
+/** Adds one drum hit (samples [start, end) of the bus) with its pan gains and reverb send. */
+function addDrum(smp: Float32Array, start: number, end: number, gl: number, gr: number, sv: number, L: Float32Array, R: Float32Array, rev: Float32Array): void {
+  for (let i = start; i < end; i++) {
+    const x = smp[i - start] as number;
+    L[i] = (L[i] as number) + gl * x;
+    R[i] = (R[i] as number) + gr * x;
+    rev[i] = (rev[i] as number) + sv * x;
+  }
+}
+
 export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void): MixResult {
   // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
   const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
@@ -102,16 +185,15 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     if (part.notes.length === 0) continue;
     const patch = patchFor(plan, part.role, part.instrument);
     const spread = part.role === 'chords' || part.role === 'pad' ? 0.35 : 0;
-    let lo = len;
-    let hi = 0;
-    for (const note of part.notes) {
-      lo = Math.min(lo, note.start);
-      hi = Math.max(hi, Math.min(len, note.start + voiceLength(patch, note, sr)));
-    }
-    if (lo >= hi) continue;
+    // Spans the part sounds in (union of its notes' [start, end of release)): only these are
+    // cleared and mixed, so sections where the part rests cost nothing (the buffer is 0 there).
+    const spans = noteSpans(part.notes.map((note) => [note.start, Math.min(len, note.start + voiceLength(patch, note, sr))]));
+    if (spans.length === 0) continue;
     const tPart = clock();
-    partA.fill(0, lo, hi);
-    if (spread > 0) partB.fill(0, lo, hi);
+    for (let k = 0; k < spans.length; k += 2) {
+      partA.fill(0, spans[k] as number, spans[k + 1] as number);
+      if (spread > 0) partB.fill(0, spans[k] as number, spans[k + 1] as number);
+    }
     for (const note of part.notes) {
       const target = spread > 0 && note.pitch % 2 === 1 ? partB : partA;
       const ctx = { sampleRate: sr, samplesPerBeat: score.samplesPerBeat, seed: (seedBase ^ Math.imul(noteIdx + 1, 0x9e3779b1)) | 0 };
@@ -130,25 +212,11 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     const sv = amp * part.reverb;
     const sd = amp * part.delay;
     const d = part.duck && duck !== null ? duck : null;
-    if (spread > 0) {
-      for (let i = lo; i < hi; i++) {
-        const g = d ? (d[i] as number) : 1;
-        const xa = (partA[i] as number) * g;
-        const xb = (partB[i] as number) * g;
-        L[i] = (L[i] as number) + al * xa + bl * xb;
-        R[i] = (R[i] as number) + ar * xa + br * xb;
-        const m = xa + xb;
-        rev[i] = (rev[i] as number) + sv * m;
-        dly[i] = (dly[i] as number) + sd * m;
-      }
-    } else {
-      for (let i = lo; i < hi; i++) {
-        const x = (partA[i] as number) * (d ? (d[i] as number) : 1);
-        L[i] = (L[i] as number) + al * x;
-        R[i] = (R[i] as number) + ar * x;
-        rev[i] = (rev[i] as number) + sv * x;
-        dly[i] = (dly[i] as number) + sd * x;
-      }
+    for (let k = 0; k < spans.length; k += 2) {
+      const lo = spans[k] as number;
+      const hi = spans[k + 1] as number;
+      if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
+      else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
     }
   }
   mark('voices');
@@ -163,13 +231,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const gl = amp * Math.cos(a) * Math.SQRT2;
       const gr = amp * Math.sin(a) * Math.SQRT2;
       const sv = amp * DRUM_REVERB[h.kind];
-      const end = Math.min(len, h.start + smp.length);
-      for (let i = h.start; i < end; i++) {
-        const x = smp[i - h.start] as number;
-        L[i] = (L[i] as number) + gl * x;
-        R[i] = (R[i] as number) + gr * x;
-        rev[i] = (rev[i] as number) + sv * x;
-      }
+      addDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, sv, L, R, rev);
     }
   }
   mark('drums');

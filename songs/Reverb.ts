@@ -5,7 +5,8 @@
  */
 
 /** Line lengths in samples at 48 kHz (mutually prime, 23–37 ms). */
-const LINES = [1117, 1187, 1277, 1361, 1429, 1493, 1559, 1621];
+/** Eight lines: runFdn's loop is unrolled for exactly this many. */
+const LINES = [1117, 1187, 1277, 1361, 1429, 1493, 1559, 1621] as const;
 const DIFFUSERS = [
   [142, 0.6],
   [379, 0.6],
@@ -62,61 +63,72 @@ function runFdn(send: Float32Array, outL: Float32Array, outR: Float32Array, n: n
   const N = LINES.length;
   const scale = sr / 48000;
   const len = LINES.map((l) => Math.max(8, Math.round(l * scale)));
-  const bufs = len.map((l) => new Float32Array(l));
-  const pos = new Int32Array(N);
-  const gain = new Float64Array(N);
-  for (let j = 0; j < N; j++) gain[j] = Math.pow(10, (-3 * (len[j] as number)) / (sr * o.rt60));
+  const gain = len.map((l) => Math.pow(10, (-3 * l) / (sr * o.rt60)));
   const damp = Math.exp((-2 * Math.PI * o.damping) / sr);
-  const lp = new Float64Array(N);
-  const dl = DIFFUSERS.map(([d]) => new Float32Array(Math.round(d * scale)));
-  const dp = [0, 0];
-  const pre = new Float32Array(Math.max(1, Math.round((o.preDelay * sr) / 48000)));
-  let pp = 0;
-  const s = new Float64Array(N);
+  const undamp = 1 - damp;
   const wet = o.wet;
-  const b0 = bufs[0] as Float32Array, b1 = bufs[1] as Float32Array, b2 = bufs[2] as Float32Array, b3 = bufs[3] as Float32Array;
-  const b4 = bufs[4] as Float32Array, b5 = bufs[5] as Float32Array, b6 = bufs[6] as Float32Array, b7 = bufs[7] as Float32Array;
-  const d0 = dl[0] as Float32Array, d1 = dl[1] as Float32Array;
+  const hN = 2 / N;
   const g0 = DIFFUSERS[0][1], g1 = DIFFUSERS[1][1];
+  const d0 = new Float32Array(Math.round(DIFFUSERS[0][0] * scale));
+  const d1 = new Float32Array(Math.round(DIFFUSERS[1][0] * scale));
+  const pre = new Float32Array(Math.max(1, Math.round((o.preDelay * sr) / 48000)));
+  // Hot loop: the eight lines are unrolled into locals (buffer, position, length, gain, damping
+  // state), so no per-sample array indirection; arithmetic and its order are the same per line.
+  const L0 = len[0] as number, L1 = len[1] as number, L2 = len[2] as number, L3 = len[3] as number;
+  const L4 = len[4] as number, L5 = len[5] as number, L6 = len[6] as number, L7 = len[7] as number;
+  const G0 = gain[0] as number, G1 = gain[1] as number, G2 = gain[2] as number, G3 = gain[3] as number;
+  const G4 = gain[4] as number, G5 = gain[5] as number, G6 = gain[6] as number, G7 = gain[7] as number;
+  const b0 = new Float32Array(L0), b1 = new Float32Array(L1), b2 = new Float32Array(L2), b3 = new Float32Array(L3);
+  const b4 = new Float32Array(L4), b5 = new Float32Array(L5), b6 = new Float32Array(L6), b7 = new Float32Array(L7);
+  let q0 = 0, q1 = 0, q2 = 0, q3 = 0, q4 = 0, q5 = 0, q6 = 0, q7 = 0;
+  let f0 = 0, f1 = 0, f2 = 0, f3 = 0, f4 = 0, f5 = 0, f6 = 0, f7 = 0;
+  const dn0 = d0.length, dn1 = d1.length, pn = pre.length;
+  let dp0 = 0, dp1 = 0, pp = 0;
   for (let i = 0; i < n; i++) {
     // Pre-delay.
     let x = pre[pp] as number;
     pre[pp] = send[i] as number;
-    pp = pp + 1 < pre.length ? pp + 1 : 0;
+    pp = pp + 1 < pn ? pp + 1 : 0;
     // Two Schroeder all-passes.
-    let v = d0[dp[0] as number] as number;
+    let v = d0[dp0] as number;
     let w = x + g0 * v;
-    d0[dp[0] as number] = w;
+    d0[dp0] = w;
     x = v - g0 * w;
-    dp[0] = (dp[0] as number) + 1 < d0.length ? (dp[0] as number) + 1 : 0;
-    v = d1[dp[1] as number] as number;
+    dp0 = dp0 + 1 < dn0 ? dp0 + 1 : 0;
+    v = d1[dp1] as number;
     w = x + g1 * v;
-    d1[dp[1] as number] = w;
+    d1[dp1] = w;
     x = v - g1 * w;
-    dp[1] = (dp[1] as number) + 1 < d1.length ? (dp[1] as number) + 1 : 0;
-    // Read lines, damp.
-    let sum = 0;
-    for (let j = 0; j < N; j++) {
-      const b = bufs[j] as Float32Array;
-      const y = (b[pos[j] as number] as number) * (gain[j] as number);
-      const f = (1 - damp) * y + damp * (lp[j] as number);
-      lp[j] = f;
-      s[j] = f;
-      sum += f;
-    }
-    const h = (2 / N) * sum;
-    outL[i] = (outL[i] as number) + wet * ((s[0] as number) - (s[2] as number) + (s[4] as number) - (s[6] as number));
-    outR[i] = (outR[i] as number) + wet * ((s[1] as number) - (s[3] as number) + (s[5] as number) - (s[7] as number));
+    dp1 = dp1 + 1 < dn1 ? dp1 + 1 : 0;
+    // Read lines, damp (one-pole low-pass per line).
+    f0 = undamp * ((b0[q0] as number) * G0) + damp * f0;
+    f1 = undamp * ((b1[q1] as number) * G1) + damp * f1;
+    f2 = undamp * ((b2[q2] as number) * G2) + damp * f2;
+    f3 = undamp * ((b3[q3] as number) * G3) + damp * f3;
+    f4 = undamp * ((b4[q4] as number) * G4) + damp * f4;
+    f5 = undamp * ((b5[q5] as number) * G5) + damp * f5;
+    f6 = undamp * ((b6[q6] as number) * G6) + damp * f6;
+    f7 = undamp * ((b7[q7] as number) * G7) + damp * f7;
+    const h = hN * (0 + f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7);
+    outL[i] = (outL[i] as number) + wet * (f0 - f2 + f4 - f6);
+    outR[i] = (outR[i] as number) + wet * (f1 - f3 + f5 - f7);
     // Householder feedback plus input.
     const inp = x * 0.35;
-    b0[pos[0] as number] = (s[0] as number) - h + inp;
-    b1[pos[1] as number] = (s[1] as number) - h + inp;
-    b2[pos[2] as number] = (s[2] as number) - h - inp;
-    b3[pos[3] as number] = (s[3] as number) - h - inp;
-    b4[pos[4] as number] = (s[4] as number) - h + inp;
-    b5[pos[5] as number] = (s[5] as number) - h - inp;
-    b6[pos[6] as number] = (s[6] as number) - h + inp;
-    b7[pos[7] as number] = (s[7] as number) - h - inp;
-    for (let j = 0; j < N; j++) pos[j] = (pos[j] as number) + 1 < (len[j] as number) ? (pos[j] as number) + 1 : 0;
+    b0[q0] = f0 - h + inp;
+    b1[q1] = f1 - h + inp;
+    b2[q2] = f2 - h - inp;
+    b3[q3] = f3 - h - inp;
+    b4[q4] = f4 - h + inp;
+    b5[q5] = f5 - h - inp;
+    b6[q6] = f6 - h + inp;
+    b7[q7] = f7 - h - inp;
+    q0 = q0 + 1 < L0 ? q0 + 1 : 0;
+    q1 = q1 + 1 < L1 ? q1 + 1 : 0;
+    q2 = q2 + 1 < L2 ? q2 + 1 : 0;
+    q3 = q3 + 1 < L3 ? q3 + 1 : 0;
+    q4 = q4 + 1 < L4 ? q4 + 1 : 0;
+    q5 = q5 + 1 < L5 ? q5 + 1 : 0;
+    q6 = q6 + 1 < L6 ? q6 + 1 : 0;
+    q7 = q7 + 1 < L7 ? q7 + 1 : 0;
   }
 }

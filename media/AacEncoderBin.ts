@@ -1,0 +1,115 @@
+/**
+ * The publisher's Opus → AAC-LC, once per stream, for the outputs that need AAC (HLS, RTMP/FLV).
+ * WHEP viewers keep getting the Opus RTP passed through; this bin only exists while an HLS or
+ * RTMP output runs.
+ *
+ *   appsrc (Opus RTP, leaky, bounded) ! rtpopusdepay ! opusdec plc=true ! audioconvert
+ *     ! audioresample ! audio/x-raw,rate=48000,channels=2 ! avenc_aac bitrate=128000
+ *     ! aacparse ! audio/mpeg,stream-format=adts ! appsink
+ *
+ * ADTS frames reach Node one per appsink buffer; we strip the 7/9-byte header (the fMP4 and FLV
+ * writers want raw frames plus the AudioSpecificConfig, which is fixed: AAC-LC 48 kHz stereo).
+ * One libuv threadpool thread is held by the pending appsink pull (see gst.ts).
+ */
+import type { Logger } from 'pino';
+import { InvalidStateError, PipelineError } from './errors.ts';
+import { loadGst, type GstAppSink, type GstAppSrc, type GstPipeline } from './gst.ts';
+
+export const AAC_SAMPLE_RATE = 48_000;
+export const AAC_CHANNELS = 2;
+/** AudioSpecificConfig: AOT 2 (LC), frequency index 3 (48 kHz), channel configuration 2. */
+export const AAC_ASC = Uint8Array.from([0x11, 0x90]);
+/**
+ * One raw AAC-LC frame (1024 samples) of digital silence for 48 kHz stereo, as avenc_aac encodes
+ * it: the HLS/RTMP outputs fill gaps with it when the publisher sends no audio.
+ */
+export const AAC_SILENT_FRAME = Uint8Array.from([0x21, 0x10, 0x04, 0x60, 0x8c, 0x1c]);
+
+export interface AacEncoderBinOptions {
+  /** RTP payload type of the publisher's Opus. */
+  payloadType: number;
+  bitrateBps?: number;
+  logger: Logger;
+  /** Raw AAC frame (no ADTS header), on the main thread. */
+  onFrame: (frame: Uint8Array, atMs: number) => void;
+}
+
+/** Splits one appsink buffer into raw AAC frames (normally exactly one ADTS frame). */
+export function adtsFrames(buf: Uint8Array): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let i = 0;
+  while (i + 7 <= buf.length) {
+    if (buf[i] !== 0xff || ((buf[i + 1] ?? 0) & 0xf6) !== 0xf0) break;
+    const protectionAbsent = (buf[i + 1] ?? 0) & 1;
+    const len = (((buf[i + 3] ?? 0) & 0x03) << 11) | ((buf[i + 4] ?? 0) << 3) | ((buf[i + 5] ?? 0) >> 5);
+    const header = protectionAbsent ? 7 : 9;
+    if (len < header || i + len > buf.length) break;
+    out.push(buf.subarray(i + header, i + len));
+    i += len;
+  }
+  return out;
+}
+
+export class AacEncoderBin {
+  readonly #pipeline: GstPipeline;
+  readonly #src: GstAppSrc;
+  readonly #sink: GstAppSink;
+  readonly #opts: AacEncoderBinOptions;
+  #closed = false;
+  framesOut = 0;
+
+  constructor(opts: AacEncoderBinOptions) {
+    this.#opts = opts;
+    const caps = `application/x-rtp,media=(string)audio,clock-rate=(int)48000,encoding-name=(string)OPUS,payload=(int)${opts.payloadType}`;
+    const launch =
+      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=200000 caps="${caps}" ` +
+      `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,rate=${AAC_SAMPLE_RATE},channels=${AAC_CHANNELS} ` +
+      `! avenc_aac bitrate=${opts.bitrateBps ?? 128_000} ! aacparse ! audio/mpeg,mpegversion=4,stream-format=adts ` +
+      `! appsink name=sink sync=false max-buffers=50 drop=true`;
+    try {
+      this.#pipeline = new (loadGst().Pipeline)(launch);
+    } catch (err) {
+      throw new PipelineError('AAC encoder pipeline failed to build', { cause: err });
+    }
+    const src = this.#pipeline.findChild('src');
+    const sink = this.#pipeline.findChild('sink');
+    if (!src || !sink) throw new PipelineError('AAC encoder pipeline lacks src/sink');
+    this.#src = src;
+    this.#sink = sink;
+    this.#pipeline.play();
+    this.#pull();
+    opts.logger.debug(`AacEncoderBin() | started [pt:${opts.payloadType}]`);
+  }
+
+  #pull(): void {
+    this.#sink.pull((buf) => {
+      if (this.#closed || !buf) return;
+      this.#pull();
+      const atMs = performance.now();
+      for (const frame of adtsFrames(buf)) {
+        this.framesOut++;
+        this.#opts.onFrame(frame, atMs);
+      }
+    });
+  }
+
+  /** Feeds one serialized Opus RTP packet. */
+  push(rtp: Uint8Array): void {
+    if (this.#closed) throw new InvalidStateError('AAC encoder closed');
+    this.#src.push(rtp);
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#pipeline.stop();
+    } catch (err) {
+      this.#opts.logger.warn({ err }, 'close() | pipeline stop failed');
+    }
+  }
+}

@@ -1,0 +1,610 @@
+/**
+ * Our own low-latency HLS packager (draft-pantos-hls-rfc8216bis §4.4.3.7–§6.2.5.2): the stream's
+ * one encoder's access units (and the AAC frames of AacEncoderBin) become fMP4 parts of
+ * ≈ partTargetMs, grouped into segments of ≈ segmentTargetMs that start on keyframes. Everything
+ * lives in memory in a sliding window of `windowSegments` segments, so memory is bounded
+ * (≈ window × segment bytes × 2) and nothing is left behind when the stream closes.
+ *
+ * Playlists: `ll` (index.m3u8) carries EXT-X-PART, EXT-X-PRELOAD-HINT, EXT-X-SERVER-CONTROL
+ * CAN-BLOCK-RELOAD=YES and PART-HOLD-BACK; `plain` (plain.m3u8) lists whole segments only, for
+ * players without LL-HLS. `waitFor(msn, part)` implements blocking playlist reload.
+ *
+ * Timing: media time is the node's monotonic clock (performance.now) since the first keyframe,
+ * 90 kHz. Each AU is held until the next one arrives, so every sample's duration is the real
+ * inter-frame gap (one frame of added latency, ≈ 33 ms). A gap over `stallMs` (publisher gone)
+ * ends the segment and the next one starts after EXT-X-DISCONTINUITY.
+ *
+ * Audio: one AAC track, contiguous (1024-sample frames) from the first keyframe. Frames are
+ * placed by arrival time; gaps over `audioGapMs` are filled with silent frames, and frames more
+ * than `audioAheadMs` ahead of their arrival time are dropped, so A/V stays within ≈ 200 ms. When
+ * the publisher has no audio, each part is padded with silence up to its end, so players that
+ * buffer audio and video together never wait for audio.
+ */
+import type { Logger } from 'pino';
+import { AAC_ASC, AAC_CHANNELS, AAC_SAMPLE_RATE, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
+import { AAC_SAMPLES_PER_FRAME, VIDEO_TIMESCALE, fragment, initSegment, type VideoSample } from './Fmp4Muxer.ts';
+import { InvalidStateError } from './errors.ts';
+
+export interface HlsPackagerOptions {
+  /** Part target, ms (LL-HLS parts; PART-TARGET). Default 200. */
+  partTargetMs: number;
+  /** Segment target, ms: a keyframe is requested when a segment reaches it. Default 1000. */
+  segmentTargetMs: number;
+  /** Complete segments kept (and listed). Default 6. */
+  windowSegments: number;
+  /** Newest complete segments whose parts are still listed and served. Default 3. */
+  partSegments: number;
+  /** Frame duration used when the next frame is not coming (stall/close), ms. */
+  nominalFrameMs: number;
+  logger: Logger;
+  /** Asks the encoder for an IDR (segment boundaries). */
+  requestKeyUnit: () => void;
+  /** Called when a player starts requesting after `demandIdleMs` without requests (starts the AAC encoder). */
+  onDemand?: () => void;
+}
+
+/** ms without any HLS request after which the stream counts as not watched over HLS. */
+export const HLS_DEMAND_IDLE_MS = 30_000;
+
+interface Part {
+  index: number;
+  bytes: Buffer | null;
+  ticks: number;
+  independent: boolean;
+}
+
+interface Segment {
+  msn: number;
+  initId: number;
+  discontinuity: boolean;
+  /** ms epoch of the first sample (EXT-X-PROGRAM-DATE-TIME). */
+  wallStartMs: number;
+  parts: Part[];
+  ticks: number;
+  complete: boolean;
+  bytes: Buffer | null;
+}
+
+interface Held {
+  nals: Uint8Array[];
+  keyframe: boolean;
+  t: number;
+  wallMs: number;
+}
+
+interface Waiter {
+  done: (ok: boolean) => void;
+  test: () => boolean;
+  timer: NodeJS.Timeout;
+}
+
+export interface HlsPackagerStats {
+  /** Media sequence number of the newest segment (complete or not); -1 before the first. */
+  msn: number;
+  segments: number;
+  parts: number;
+  bytesHeld: number;
+  audioFramesSilent: number;
+  audioFramesDropped: number;
+}
+
+const STALL_MS = 1000;
+const AUDIO_GAP_MS = 150;
+const AUDIO_AHEAD_MS = 200;
+/** Publisher with audio: silence is only padded this far behind the video (its audio arrives late). */
+const AUDIO_FILL_LAG_MS = 300;
+
+export class HlsPackager {
+  readonly #opts: HlsPackagerOptions;
+  readonly #logger: Logger;
+  #closed = false;
+  #epochMs: number | undefined;
+  readonly #inits = new Map<number, { bytes: Buffer; sps: string }>();
+  #initId = -1;
+  #segments: Segment[] = [];
+  #current: Segment | null = null;
+  #nextMsn = 0;
+  #discontinuitySeq = 0;
+  #pendingDiscontinuity = false;
+  #held: Held | null = null;
+  #sps: Uint8Array | undefined;
+  #pps: Uint8Array | undefined;
+  #samples: VideoSample[] = [];
+  #partTicks = 0;
+  #partStart = 0;
+  #fragmentSeq = 1;
+  #keyUnitAsked = false;
+  /** 90 kHz ticks of short freezes cut out of the media timeline (see pushVideo). */
+  #offsetTicks = 0;
+  #audioPending: Uint8Array[] = [];
+  #audioBase = 0;
+  /** Next audio sample position (audio timescale since epoch); undefined until audio starts. */
+  #audioNext: number | undefined;
+  #audioExpected = false;
+  #waiters = new Set<Waiter>();
+  #lastRequestAt = -Infinity;
+  audioFramesSilent = 0;
+  audioFramesDropped = 0;
+
+  constructor(opts: HlsPackagerOptions) {
+    this.#opts = opts;
+    this.#logger = opts.logger;
+  }
+
+  get partTargetTicks(): number {
+    return Math.round((this.#opts.partTargetMs / 1000) * VIDEO_TIMESCALE);
+  }
+
+  /** EXT-X-TARGETDURATION, s: segments are cut at 1.5 × segment target at the latest. */
+  get targetDuration(): number {
+    return Math.ceil((this.#opts.segmentTargetMs * 1.5) / 1000);
+  }
+
+  /** Marks an HLS request (playlist or media); the first after an idle spell calls onDemand. */
+  markRequested(): void {
+    const now = performance.now();
+    const idle = now - this.#lastRequestAt > HLS_DEMAND_IDLE_MS;
+    this.#lastRequestAt = now;
+    if (idle) this.#opts.onDemand?.();
+  }
+
+  /** Whether an HLS player requested anything in the last HLS_DEMAND_IDLE_MS. */
+  get watched(): boolean {
+    return performance.now() - this.#lastRequestAt <= HLS_DEMAND_IDLE_MS;
+  }
+
+  /** Whether the publisher's real audio reaches the packager (decides how eagerly silence is padded). */
+  set audioExpected(v: boolean) {
+    this.#audioExpected = v;
+  }
+
+  #ticks(atMs: number): number {
+    return Math.round((atMs - (this.#epochMs ?? atMs)) * (VIDEO_TIMESCALE / 1000));
+  }
+
+  /** One encoder access unit (Annex B NALs, as EncoderBin emits them). */
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }): void {
+    if (this.#closed) return;
+    const nals: Uint8Array[] = [];
+    let sps: Uint8Array | undefined;
+    let pps: Uint8Array | undefined;
+    for (const nal of au.nals) {
+      const type = (nal[0] ?? 0) & 0x1f;
+      if (type === 7) sps = nal;
+      else if (type === 8) pps = nal;
+      else if (type !== 9) nals.push(nal); // AUD and parameter sets are dropped: avcC carries SPS/PPS
+    }
+    if (this.#initId < 0 && !au.keyframe) {
+      if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
+      this.#keyUnitAsked = true;
+      return;
+    }
+    if (au.keyframe && sps && pps && (this.#initId < 0 || !sameBytes(sps, this.#sps) || !sameBytes(pps, this.#pps))) {
+      // New stream configuration (first keyframe, or the encoder was rebuilt at a new size).
+      this.#flushHeld();
+      this.#closeSegment();
+      if (this.#initId >= 0) this.#pendingDiscontinuity = true;
+      this.#sps = sps;
+      this.#pps = pps;
+      this.#epochMs ??= au.atMs;
+      this.#initId++;
+      const { width, height } = spsSize(sps);
+      this.#inits.set(this.#initId, {
+        bytes: initSegment({ width, height, sps, pps }, { sampleRate: AAC_SAMPLE_RATE, channels: AAC_CHANNELS, asc: AAC_ASC }),
+        sps: Buffer.from(sps).toString('hex'),
+      });
+      this.#logger.debug(`pushVideo() | new init segment [initId:${this.#initId}] [size:${width}x${height}]`);
+    }
+    // AUs reach Node in bursts when the event loop is busy (two within 1 ms); real frames are
+    // ≥ 1/outputFps apart, so timestamps keep at least half a nominal frame between them. They
+    // never run ahead of arrival by more than a burst's worth (the source is ≤ outputFps).
+    const arrival = this.#ticks(au.atMs) - this.#offsetTicks;
+    const stalled = this.#held !== null && arrival - this.#held.t > (STALL_MS / 1000) * VIDEO_TIMESCALE;
+    let t = this.#held && !stalled ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
+    // A frame may not outlast a part (PART-TARGET is a hard upper bound, §4.4.4.9): a short freeze
+    // (< stallMs) is cut out of the media timeline instead; audio follows the same offset.
+    if (this.#held && !stalled && t - this.#held.t > this.partTargetTicks) {
+      const excess = t - this.#held.t - this.partTargetTicks;
+      this.#offsetTicks += excess;
+      t -= excess;
+    }
+    const wallMs = Date.now() - (performance.now() - au.atMs);
+    const held = this.#held;
+    this.#held = { nals, keyframe: au.keyframe, t, wallMs };
+    if (!held) return;
+    const dur = t - held.t;
+    if (stalled) {
+      this.#place(held, this.#nominalTicks());
+      this.#closeSegment();
+      this.#pendingDiscontinuity = true;
+      this.#audioNext = undefined;
+      this.#audioPending = [];
+      return;
+    }
+    this.#place(held, Math.max(1, dur));
+  }
+
+  /** One raw AAC frame (1024 samples at 48 kHz) that reached Node at atMs. */
+  pushAudio(frame: Uint8Array, atMs: number): void {
+    if (this.#closed || this.#epochMs === undefined || !this.#current) return;
+    const pos = Math.round(((atMs - this.#epochMs) / 1000 - this.#offsetTicks / VIDEO_TIMESCALE) * AAC_SAMPLE_RATE);
+    if (this.#audioNext === undefined) this.#startAudio(Math.max(pos, 0));
+    const next = this.#audioNext ?? 0;
+    const gap = pos - next;
+    if (gap > (AUDIO_GAP_MS / 1000) * AAC_SAMPLE_RATE) {
+      this.#fillSilence(Math.floor(gap / AAC_SAMPLES_PER_FRAME));
+    } else if (-gap > (AUDIO_AHEAD_MS / 1000) * AAC_SAMPLE_RATE) {
+      this.audioFramesDropped++;
+      return;
+    }
+    this.#audioPending.push(frame);
+    this.#audioNext = (this.#audioNext ?? 0) + AAC_SAMPLES_PER_FRAME;
+  }
+
+  #startAudio(pos: number): void {
+    this.#audioBase = pos;
+    this.#audioNext = pos;
+    this.#audioPending = [];
+  }
+
+  #fillSilence(frames: number): void {
+    for (let i = 0; i < frames; i++) this.#audioPending.push(AAC_SILENT_FRAME);
+    this.audioFramesSilent += frames;
+    this.#audioNext = (this.#audioNext ?? 0) + frames * AAC_SAMPLES_PER_FRAME;
+  }
+
+  #nominalTicks(): number {
+    return Math.round((this.#opts.nominalFrameMs / 1000) * VIDEO_TIMESCALE);
+  }
+
+  #place(s: Held, dur: number): void {
+    const target = (this.#opts.segmentTargetMs / 1000) * VIDEO_TIMESCALE;
+    const cap = target * 1.5;
+    if (!this.#current) {
+      if (!s.keyframe) {
+        // A segment (and a player) starts on a keyframe.
+        if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
+        this.#keyUnitAsked = true;
+        return;
+      }
+      this.#startSegment(s);
+    }
+    const seg = this.#current;
+    if (!seg) return;
+    const segTicks = seg.ticks + this.#partTicks;
+    if (segTicks > 0 && (s.keyframe ? segTicks >= target / 2 : segTicks + dur > cap)) {
+      this.#closeSegment();
+      this.#startSegment(s);
+    } else if (this.#partTicks + dur > this.partTargetTicks) {
+      this.#closePart();
+    }
+    if (this.#samples.length === 0) this.#partStart = s.t;
+    this.#samples.push({ nals: s.nals, duration: dur, keyframe: s.keyframe });
+    this.#partTicks += dur;
+    const cur = this.#current;
+    // Ask ≈150 ms early: the IDR comes out 2–3 frames after the request (appsrc queue + x264).
+    if (cur && !this.#keyUnitAsked && cur.ticks + this.#partTicks >= target - 0.15 * VIDEO_TIMESCALE) {
+      this.#keyUnitAsked = true;
+      this.#opts.requestKeyUnit();
+    }
+  }
+
+  #startSegment(s: Held): void {
+    this.#current = {
+      msn: this.#nextMsn++,
+      initId: this.#initId,
+      discontinuity: this.#pendingDiscontinuity,
+      wallStartMs: s.wallMs,
+      parts: [],
+      ticks: 0,
+      complete: false,
+      bytes: null,
+    };
+    this.#pendingDiscontinuity = false;
+    this.#keyUnitAsked = false;
+    if (this.#audioNext === undefined) this.#startAudio(Math.round((s.t / VIDEO_TIMESCALE) * AAC_SAMPLE_RATE));
+  }
+
+  #closePart(): void {
+    const seg = this.#current;
+    if (!seg || this.#samples.length === 0) return;
+    const endTicks = this.#partStart + this.#partTicks;
+    const lagMs = this.#audioExpected ? AUDIO_FILL_LAG_MS : 0;
+    const fillTo = Math.round((endTicks / VIDEO_TIMESCALE - lagMs / 1000) * AAC_SAMPLE_RATE);
+    if (this.#audioNext !== undefined && fillTo > this.#audioNext) {
+      this.#fillSilence(Math.ceil((fillTo - this.#audioNext) / AAC_SAMPLES_PER_FRAME));
+    }
+    const audio = this.#audioPending.length > 0 ? { baseTime: this.#audioBase, frames: this.#audioPending } : null;
+    const bytes = fragment({ sequence: this.#fragmentSeq++, video: { baseTime: this.#partStart, samples: this.#samples }, audio });
+    this.#audioBase = this.#audioNext ?? this.#audioBase;
+    this.#audioPending = [];
+    seg.parts.push({ index: seg.parts.length, bytes, ticks: this.#partTicks, independent: this.#samples[0]?.keyframe ?? false });
+    seg.ticks += this.#partTicks;
+    this.#samples = [];
+    this.#partTicks = 0;
+    this.#wake();
+  }
+
+  #closeSegment(): void {
+    this.#closePart();
+    const seg = this.#current;
+    if (!seg) return;
+    this.#current = null;
+    if (seg.parts.length === 0) {
+      this.#nextMsn--;
+      return;
+    }
+    seg.complete = true;
+    seg.bytes = Buffer.concat(seg.parts.map((p) => p.bytes ?? Buffer.alloc(0)));
+    this.#segments.push(seg);
+    while (this.#segments.length > this.#opts.windowSegments) {
+      const gone = this.#segments.shift();
+      if (gone?.discontinuity) this.#discontinuitySeq++;
+    }
+    // Parts of older segments are no longer listed (§6.2.2: remove parts > 3 target durations old).
+    const keepFrom = this.#segments.length - this.#opts.partSegments;
+    this.#segments.forEach((s, i) => {
+      if (i < keepFrom) for (const p of s.parts) p.bytes = null;
+    });
+    for (const id of [...this.#inits.keys()]) {
+      if (id !== this.#initId && !this.#segments.some((s) => s.initId === id)) this.#inits.delete(id);
+    }
+    this.#wake();
+  }
+
+  #flushHeld(): void {
+    if (this.#held) this.#place(this.#held, this.#nominalTicks());
+    this.#held = null;
+  }
+
+  #wake(): void {
+    for (const w of [...this.#waiters]) {
+      if (w.test()) {
+        clearTimeout(w.timer);
+        this.#waiters.delete(w);
+        w.done(true);
+      }
+    }
+  }
+
+  #wait(test: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (this.#closed) return Promise.resolve(false);
+    if (test()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const w: Waiter = {
+        test,
+        done: resolve,
+        timer: setTimeout(() => {
+          this.#waiters.delete(w);
+          resolve(false);
+        }, timeoutMs),
+      };
+      this.#waiters.add(w);
+    });
+  }
+
+  /** Newest segment's msn (complete or not), -1 before the first part. */
+  get lastMsn(): number {
+    return this.#current && this.#current.parts.length > 0 ? this.#current.msn : (this.#segments.at(-1)?.msn ?? -1);
+  }
+
+  /** True once at least one part exists (a playlist can be served). */
+  get hasMedia(): boolean {
+    return this.#segments.length > 0 || (this.#current?.parts.length ?? 0) > 0;
+  }
+
+  /** Blocking playlist reload (§6.2.5.2): resolves true once the playlist holds segment msn (part `part`, if given). */
+  waitFor(msn: number, part: number | undefined, timeoutMs: number): Promise<boolean> {
+    return this.#wait(() => this.#has(msn, part), timeoutMs);
+  }
+
+  /** Resolves true once any media exists. */
+  waitForMedia(timeoutMs: number): Promise<boolean> {
+    return this.#wait(() => this.hasMedia, timeoutMs);
+  }
+
+  #has(msn: number, part: number | undefined): boolean {
+    if (part === undefined) return this.#segments.some((s) => s.msn >= msn);
+    const cur = this.#current;
+    if (this.#segments.some((s) => s.msn > msn)) return true;
+    if (cur && cur.msn > msn && cur.parts.length > 0) return true;
+    const seg = cur?.msn === msn ? cur : this.#segments.find((s) => s.msn === msn);
+    return seg !== undefined && seg.parts.length > part;
+  }
+
+  initSegment(id: number): Buffer | undefined {
+    return this.#inits.get(id)?.bytes;
+  }
+
+  segment(msn: number): Buffer | undefined {
+    return this.#segments.find((s) => s.msn === msn)?.bytes ?? undefined;
+  }
+
+  /**
+   * A part's bytes; the part named by the preload hint (next part of the open segment) is waited
+   * for (§6.2.6: a server SHOULD hold a request for the hinted part until it exists).
+   */
+  async part(msn: number, index: number, timeoutMs: number): Promise<Buffer | undefined> {
+    const find = () => {
+      const seg = this.#current?.msn === msn ? this.#current : this.#segments.find((s) => s.msn === msn);
+      return seg?.parts[index]?.bytes ?? undefined;
+    };
+    const hit = find();
+    if (hit) return hit;
+    const cur = this.#current;
+    const nextMsn = cur ? cur.msn : this.#nextMsn;
+    const nextIndex = cur ? cur.parts.length : 0;
+    const hinted = (msn === nextMsn && index === nextIndex) || (msn === nextMsn + 1 && index === 0);
+    if (!hinted) return undefined;
+    const ok = await this.#wait(() => find() !== undefined || this.#has(msn, index + 1) || this.#segments.some((s) => s.msn >= msn), timeoutMs);
+    return ok ? find() : undefined;
+  }
+
+  /** `ll`: LL-HLS media playlist (index.m3u8); `plain`: whole segments only (plain.m3u8). */
+  playlist(kind: 'll' | 'plain'): string {
+    const ll = kind === 'll';
+    const secs = (ticks: number) => (ticks / VIDEO_TIMESCALE).toFixed(5);
+    const partTarget = this.#opts.partTargetMs / 1000;
+    const lines = ['#EXTM3U', `#EXT-X-VERSION:${ll ? 9 : 6}`, `#EXT-X-TARGETDURATION:${this.targetDuration}`];
+    if (ll) {
+      // PART-HOLD-BACK ≥ 2 × PART-TARGET (§4.4.3.8); 3 × is the recommended value.
+      lines.push(`#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=${(3 * partTarget).toFixed(3)}`);
+      lines.push(`#EXT-X-PART-INF:PART-TARGET=${partTarget.toFixed(3)}`);
+    }
+    const listed = ll ? [...this.#segments, ...(this.#current ? [this.#current] : [])] : this.#segments;
+    lines.push(`#EXT-X-MEDIA-SEQUENCE:${listed[0]?.msn ?? this.#nextMsn}`);
+    lines.push(`#EXT-X-DISCONTINUITY-SEQUENCE:${this.#discontinuitySeq}`);
+    let initId = -1;
+    const partsFrom = this.#segments.length - this.#opts.partSegments;
+    listed.forEach((s, i) => {
+      if (s.discontinuity && i > 0) lines.push('#EXT-X-DISCONTINUITY');
+      if (s.initId !== initId) {
+        lines.push(`#EXT-X-MAP:URI="init${s.initId}.mp4"`);
+        initId = s.initId;
+      }
+      lines.push(`#EXT-X-PROGRAM-DATE-TIME:${new Date(s.wallStartMs).toISOString()}`);
+      if (ll && (i >= partsFrom || !s.complete)) {
+        for (const p of s.parts) lines.push(`#EXT-X-PART:DURATION=${secs(p.ticks)},URI="part${s.msn}.${p.index}.m4s"${p.independent ? ',INDEPENDENT=YES' : ''}`);
+      }
+      if (s.complete) lines.push(`#EXTINF:${secs(s.ticks)},`, `seg${s.msn}.m4s`);
+    });
+    if (ll) {
+      const hint = this.#current ? `part${this.#current.msn}.${this.#current.parts.length}.m4s` : `part${this.#nextMsn}.0.m4s`;
+      lines.push(`#EXT-X-PRELOAD-HINT:TYPE=PART,URI="${hint}"`);
+    }
+    return `${lines.join('\n')}\n`;
+  }
+
+  stats(): HlsPackagerStats {
+    const all = [...this.#segments, ...(this.#current ? [this.#current] : [])];
+    let bytes = 0;
+    let parts = 0;
+    for (const s of all) {
+      bytes += s.bytes?.length ?? 0;
+      for (const p of s.parts) {
+        bytes += p.bytes?.length ?? 0;
+        if (p.bytes) parts++;
+      }
+    }
+    return { msn: this.lastMsn, segments: this.#segments.length, parts, bytesHeld: bytes, audioFramesSilent: this.audioFramesSilent, audioFramesDropped: this.audioFramesDropped };
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new InvalidStateError('HLS packager closed');
+  }
+
+  /**
+   * Ends the open segment with the held frame (the publisher left). The next publisher's media
+   * starts a new segment after EXT-X-DISCONTINUITY: its timestamps jump by the gap.
+   */
+  flush(): void {
+    this.#assertOpen();
+    this.#flushHeld();
+    this.#closeSegment();
+    if (this.#initId >= 0) this.#pendingDiscontinuity = true;
+    this.#audioNext = undefined;
+    this.#audioPending = [];
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Drops every segment and fails pending blocking requests. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const w of this.#waiters) {
+      clearTimeout(w.timer);
+      w.done(false);
+    }
+    this.#waiters.clear();
+    this.#segments = [];
+    this.#current = null;
+    this.#inits.clear();
+    this.#samples = [];
+    this.#audioPending = [];
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array | undefined): boolean {
+  return b !== undefined && Buffer.from(a).equals(Buffer.from(b));
+}
+
+/** Width/height from an H.264 SPS (ITU-T H.264 §7.3.2.1.1), enough for the avc1 sample entry. */
+export function spsSize(sps: Uint8Array): { width: number; height: number } {
+  // Remove emulation-prevention bytes (00 00 03 → 00 00).
+  const rbsp: number[] = [];
+  for (let i = 1; i < sps.length; i++) {
+    if (i >= 3 && sps[i] === 3 && sps[i - 1] === 0 && sps[i - 2] === 0) continue;
+    rbsp.push(sps[i] ?? 0);
+  }
+  let bit = 0;
+  const u = (n: number) => {
+    let v = 0;
+    for (let i = 0; i < n; i++) {
+      v = (v << 1) | (((rbsp[bit >> 3] ?? 0) >> (7 - (bit & 7))) & 1);
+      bit++;
+    }
+    return v;
+  };
+  const ue = () => {
+    let zeros = 0;
+    while (u(1) === 0 && zeros < 32) zeros++;
+    return (1 << zeros) - 1 + u(zeros);
+  };
+  const se = () => {
+    const k = ue();
+    return k & 1 ? (k + 1) / 2 : -(k / 2);
+  };
+  const profile = u(8);
+  u(16); // constraint flags + level
+  ue(); // sps id
+  let chroma = 1;
+  if ([100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].includes(profile)) {
+    chroma = ue();
+    if (chroma === 3) u(1);
+    ue();
+    ue();
+    u(1);
+    if (u(1)) {
+      for (let i = 0; i < (chroma !== 3 ? 8 : 12); i++) {
+        if (u(1)) {
+          let last = 8;
+          let next = 8;
+          for (let j = 0; j < (i < 6 ? 16 : 64); j++) {
+            if (next !== 0) next = (last + se() + 256) % 256;
+            last = next === 0 ? last : next;
+          }
+        }
+      }
+    }
+  }
+  ue(); // log2_max_frame_num
+  const pocType = ue();
+  if (pocType === 0) ue();
+  else if (pocType === 1) {
+    u(1);
+    se();
+    se();
+    const n = ue();
+    for (let i = 0; i < n; i++) se();
+  }
+  ue(); // max_num_ref_frames
+  u(1);
+  const wMbs = ue() + 1;
+  const hMapUnits = ue() + 1;
+  const frameMbsOnly = u(1);
+  if (!frameMbsOnly) u(1);
+  u(1);
+  let [cl, cr, ct, cb] = [0, 0, 0, 0];
+  if (u(1)) {
+    cl = ue();
+    cr = ue();
+    ct = ue();
+    cb = ue();
+  }
+  const cropX = chroma === 0 ? 1 : 2;
+  const cropY = (chroma === 1 ? 2 : 1) * (2 - frameMbsOnly);
+  return { width: wMbs * 16 - (cl + cr) * cropX, height: hMapUnits * 16 * (2 - frameMbsOnly) - (ct + cb) * cropY };
+}

@@ -1,0 +1,126 @@
+/**
+ * HlsPackager on real x264 output (EncoderBin, real GStreamer) replayed with synthetic arrival
+ * times, so segment/part timing is deterministic: window bounds, part and segment rules, the
+ * publisher-gap discontinuity, silence padding without publisher audio, and close().
+ */
+import pino from 'pino';
+import t from 'tap';
+import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
+import { HlsPackager } from '../../media/HlsPackager.ts';
+
+const W = 128;
+const H = 96;
+
+/** `n` real access units of a moving gradient, IDR every `keyInt` frames. */
+async function encode(n: number, keyInt: number): Promise<EncodedAccessUnit[]> {
+  const aus: EncodedAccessUnit[] = [];
+  let done: () => void = () => undefined;
+  const finished = new Promise<void>((r) => (done = r));
+  const enc = new EncoderBin({
+    width: W,
+    height: H,
+    fps: 30,
+    bitrateKbps: 300,
+    keyIntFrames: keyInt,
+    keyUnitMinIntervalMs: 0,
+    logger: pino({ level: 'silent' }),
+    onAccessUnit: (au) => {
+      aus.push(au);
+      if (aus.length >= n) done();
+    },
+  });
+  try {
+    const data = new Uint8Array(W * H * 3);
+    for (let i = 0; i < n + 10 && aus.length < n; i++) {
+      for (let p = 0; p < data.length; p++) data[p] = (p + i * 7) & 0xff;
+      enc.push({ width: W, height: H, data, ptsMs: i * 33 });
+      // One frame per macrotask: the encoder's appsrc keeps 2, so pace the pushes on its output.
+      const target = Math.min(i + 1, n);
+      while (aus.length < target - 1) await new Promise((r) => setTimeout(r, 2));
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([finished, new Promise((_, rej) => (timer = setTimeout(() => rej(new Error('encoder too slow')), 20_000)))]);
+    clearTimeout(timer);
+  } finally {
+    enc.close();
+  }
+  return aus.slice(0, n);
+}
+
+function packager(opts: Partial<ConstructorParameters<typeof HlsPackager>[0]> = {}): { hls: HlsPackager; keyRequests: () => number } {
+  let requests = 0;
+  const hls = new HlsPackager({
+    partTargetMs: 200,
+    segmentTargetMs: 1000,
+    windowSegments: 4,
+    partSegments: 2,
+    nominalFrameMs: 1000 / 30,
+    logger: pino({ level: 'silent' }),
+    requestKeyUnit: () => requests++,
+    ...opts,
+  });
+  return { hls, keyRequests: () => requests };
+}
+
+const frameMs = 1000 / 30;
+
+t.test('segments start on keyframes, parts stay within PART-TARGET, the window slides and stays bounded', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(300, 30); // 10 s at 30 fps, IDR each second
+  const { hls, keyRequests } = packager();
+  t.teardown(() => hls.close());
+  aus.forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  const pl = hls.playlist('ll');
+  const segs = [...pl.matchAll(/#EXTINF:([\d.]+),\nseg(\d+)\.m4s/g)].map((m) => ({ dur: Number(m[1]), msn: Number(m[2]) }));
+  t.equal(segs.length, 4, 'windowSegments complete segments listed');
+  t.equal(Number(/#EXT-X-MEDIA-SEQUENCE:(\d+)/.exec(pl)?.[1]), segs[0]?.msn, 'MEDIA-SEQUENCE is the first listed segment');
+  t.same(
+    segs.map((s) => s.msn),
+    segs.map((_, i) => (segs[0]?.msn ?? 0) + i),
+    'consecutive msns',
+  );
+  for (const s of segs) t.ok(Math.abs(s.dur - 1) < 0.01, `segment ${s.msn} is one GOP (${s.dur} s)`);
+  const parts = [...pl.matchAll(/#EXT-X-PART:DURATION=([\d.]+),URI="part(\d+)\.(\d+)\.m4s"(,INDEPENDENT=YES)?/g)];
+  t.ok(parts.every((p) => Number(p[1]) <= 0.2 + 1e-9), 'every part ≤ 0.2 s');
+  t.ok(parts.filter((p) => p[3] === '0').every((p) => p[4] !== undefined), "each segment's first part is INDEPENDENT=YES");
+  const listedParts = new Set(parts.map((p) => Number(p[2])));
+  t.ok(listedParts.size <= 3, 'parts only for the newest partSegments segments + the open one');
+  t.ok(keyRequests() >= 8, 'a key unit is requested near each segment target');
+  const stats = hls.stats();
+  t.ok(stats.bytesHeld < 2_000_000, `memory bounded (${stats.bytesHeld} bytes held)`);
+  t.equal(hls.segment(0), undefined, 'segments that left the window are gone');
+  t.ok(hls.segment(segs[0]?.msn ?? -1), 'listed segments are served');
+});
+
+t.test('without publisher audio, parts carry silent AAC covering the video; after a publisher gap the next segment follows EXT-X-DISCONTINUITY', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(90, 30);
+  const { hls } = packager({ windowSegments: 6 });
+  t.teardown(() => hls.close());
+  hls.audioExpected = false;
+  aus.slice(0, 60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  hls.flush(); // the publisher left
+  aus.slice(60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 20_000 + i * frameMs }));
+  const pl = hls.playlist('ll');
+  t.match(pl, /seg1\.m4s\n#EXT-X-DISCONTINUITY\n/, 'discontinuity before the first segment of the new publisher');
+  // ≈ 2 s of video before the gap → ≈ 94 AAC frames of 21.3 ms of silence.
+  t.ok(hls.stats().audioFramesSilent >= 90, `silence padded (${hls.stats().audioFramesSilent} frames)`);
+});
+
+t.test('blocking waits resolve when the part appears and fail on close', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(40, 30);
+  const { hls } = packager();
+  aus.slice(0, 20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  const parts = hls.playlist('ll').match(/#EXT-X-PART:/g)?.length ?? 0;
+  const waiting = hls.waitFor(0, parts, 5000);
+  let settled = false;
+  void waiting.then(() => (settled = true));
+  await new Promise((r) => setImmediate(r));
+  t.notOk(settled, 'held while the part does not exist');
+  aus.slice(20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + (20 + i) * frameMs }));
+  t.equal(await waiting, true, 'resolved once the part was produced');
+  const never = hls.waitFor(50, undefined, 5000);
+  hls.close();
+  t.equal(await never, false, 'close() fails pending waits');
+  t.equal(hls.segment(0), undefined, 'close() drops the segments');
+  hls.close();
+  t.pass('close() is idempotent');
+});

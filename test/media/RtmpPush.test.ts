@@ -1,0 +1,249 @@
+/**
+ * RTMP push against a real RTMP server: nginx with libnginx-mod-rtmp (Debian packages
+ * `nginx-light` + `libnginx-mod-rtmp`), started per test on a free port with a temp config that
+ * records everything (`record all`) and tells the test over HTTP when a publisher connects
+ * (`on_publish`) and when a recording is complete (`on_record_done`), so the test waits on events,
+ * not sleeps. The publisher is headless Chromium (fake camera + microphone) over WHIP.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Fastify from 'fastify';
+import pino from 'pino';
+import t, { type Test } from 'tap';
+import { MediaNode } from '../../media/index.ts';
+import { launchChromium } from '../helpers/chromium.ts';
+import { PEER_PAGE, type PeerPage, STREAM_ID, STREAM_KEY, nativeImageProcessors } from './harness.ts';
+
+const run = promisify(execFile);
+const NGINX = '/usr/sbin/nginx';
+const RTMP_MODULE = '/usr/lib/nginx/modules/ngx_rtmp_module.so';
+const haveNginx = existsSync(NGINX) && existsSync(RTMP_MODULE);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createNetServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** Events nginx reports through its HTTP notify callbacks. */
+class Notifications {
+  readonly server: Server;
+  readonly events: { kind: 'publish' | 'record_done'; path?: string }[] = [];
+  #waiters: (() => void)[] = [];
+  constructor() {
+    this.server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const q = new URLSearchParams(body);
+        this.events.push({ kind: req.url === '/done' ? 'record_done' : 'publish', path: q.get('path') ?? undefined });
+        for (const w of this.#waiters.splice(0)) w();
+        res.writeHead(200).end();
+      });
+    });
+  }
+  /** Resolves once `count` events of `kind` have arrived. */
+  async waitFor(kind: 'publish' | 'record_done', count: number, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.events.filter((e) => e.kind === kind).length < count) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${count} × ${kind}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, deadline - Date.now());
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+}
+
+interface RtmpServer {
+  port: number;
+  dir: string;
+  notes: Notifications;
+  start(): Promise<void>;
+  /** SIGKILL, as a crashed server. */
+  kill(): Promise<void>;
+}
+
+async function startNginx(t: Test): Promise<RtmpServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'rv-rtmp-'));
+  mkdirSync(join(dir, 'rec'));
+  const notes = new Notifications();
+  await new Promise<void>((r) => notes.server.listen(0, '127.0.0.1', r));
+  const cbPort = (notes.server.address() as { port: number }).port;
+  const port = await freePort();
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    `daemon off;
+master_process off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log info;
+load_module ${RTMP_MODULE};
+events { worker_connections 64; }
+rtmp {
+  server {
+    listen 127.0.0.1:${port};
+    application live {
+      live on;
+      record all;
+      record_path ${dir}/rec;
+      record_unique on;
+      on_publish http://127.0.0.1:${cbPort}/publish;
+      on_record_done http://127.0.0.1:${cbPort}/done;
+    }
+  }
+}
+`,
+  );
+  let proc: ChildProcess | null = null;
+  const srv: RtmpServer = {
+    port,
+    dir,
+    notes,
+    async start() {
+      const p = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' });
+      proc = p;
+      // Ready when the port accepts connections.
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        const ok = await new Promise<boolean>((resolve) => {
+          const s = createNetServer();
+          s.once('error', () => resolve(true)); // EADDRINUSE: nginx is listening
+          s.listen(port, '127.0.0.1', () => s.close(() => resolve(false)));
+        });
+        if (ok) return;
+        if (p.exitCode !== null || Date.now() > deadline) throw new Error('nginx did not start');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async kill() {
+      const p = proc;
+      if (!p || p.exitCode !== null) return;
+      const exited = new Promise((r) => p.once('exit', r));
+      p.kill('SIGKILL');
+      await exited;
+    },
+  };
+  t.teardown(async () => {
+    await srv.kill();
+    notes.server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await srv.start();
+  return srv;
+}
+
+async function mediaNodeWithRtmp(t: Test, rtmpUrl: string): Promise<{ node: MediaNode; baseUrl: string }> {
+  const app = Fastify({ logger: false });
+  let baseUrl = '';
+  const node = new MediaNode({
+    get publicUrl() {
+      return baseUrl;
+    },
+    iceAddresses: ['127.0.0.1'],
+    logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }),
+    createProcessor: nativeImageProcessors,
+    resolveIngest: async (streamId, token) => (streamId === STREAM_ID && token === STREAM_KEY ? { streamId, params: { width: 256, height: 256 }, outputRtmpUrl: rtmpUrl } : null),
+    resolvePlayback: async () => null,
+  });
+  node.registerRoutes(app);
+  app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  t.teardown(async () => {
+    node.close();
+    await app.close();
+  });
+  return { node, baseUrl };
+}
+
+async function probe(file: string): Promise<{ video?: { codec_name: string; width: number; height: number }; audio?: { codec_name: string; sample_rate: string; channels: number }; duration: number }> {
+  const { stdout } = await run('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_type,codec_name,width,height,sample_rate,channels:format=duration', '-of', 'json', file]);
+  const j = JSON.parse(stdout) as { streams: { codec_type: string; codec_name: string; width: number; height: number; sample_rate: string; channels: number }[]; format: { duration: string } };
+  return { video: j.streams.find((s) => s.codec_type === 'video'), audio: j.streams.find((s) => s.codec_type === 'audio'), duration: Number(j.format.duration) };
+}
+
+async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording has the stream size and duration', { timeout: 90_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
+  const rtmp = await startNginx(t);
+  const { node, baseUrl } = await mediaNodeWithRtmp(t, `rtmp://127.0.0.1:${rtmp.port}/live/out`);
+  const ctx = await launchChromium(t);
+  const page = await ctx.newPage();
+  await page.goto(`${baseUrl}/peer.html`);
+  const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
+  t.equal(pub.status, 201);
+  await rtmp.notes.waitFor('publish', 1, 20_000);
+  await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+  const liveAt = Date.now();
+  t.match(node.status(STREAM_ID)?.rtmp, { state: 'live', url: `rtmp://127.0.0.1:${rtmp.port}/live/…`, reconnects: 0 }, 'status reports the push live, key redacted');
+  await page.waitForTimeout(5000); // the length of media we want recorded
+  node.endStream(STREAM_ID);
+  const pushedMs = Date.now() - liveAt;
+  await rtmp.notes.waitFor('record_done', 1, 15_000);
+  const file = rtmp.notes.events.find((e) => e.kind === 'record_done')?.path ?? '';
+  const p = await probe(file);
+  t.comment(`recorded ${file.split('/').at(-1)}: ${JSON.stringify(p)} (pushed ≈ ${pushedMs} ms)`);
+  t.match(p.video, { codec_name: 'h264', width: 256, height: 256 }, 'H.264 at the stream size');
+  t.match(p.audio, { codec_name: 'aac', sample_rate: '48000', channels: 2 }, 'AAC 48 kHz stereo');
+  t.ok(Math.abs(p.duration * 1000 - pushedMs) < 1500, `duration ${p.duration.toFixed(2)} s ≈ pushed ${(pushedMs / 1000).toFixed(2)} s`);
+});
+
+t.test('killing and restarting the RTMP server mid-stream: the push reconnects and status shows it; encoding and HLS go on meanwhile', { timeout: 120_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
+  const rtmp = await startNginx(t);
+  const { node, baseUrl } = await mediaNodeWithRtmp(t, `rtmp://127.0.0.1:${rtmp.port}/live/out`);
+  const ctx = await launchChromium(t);
+  const page = await ctx.newPage();
+  await page.goto(`${baseUrl}/peer.html`);
+  const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
+  t.equal(pub.status, 201);
+  await rtmp.notes.waitFor('publish', 1, 20_000);
+  await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+
+  await rtmp.kill();
+  const framesAtKill = node.status(STREAM_ID)?.framesOut ?? 0;
+  const msnAtKill = node.status(STREAM_ID)?.hls?.msn ?? -1;
+  await waitUntil('push notices the drop', () => node.status(STREAM_ID)?.rtmp?.state === 'reconnecting', 15_000);
+  const down = node.status(STREAM_ID)?.rtmp;
+  t.ok(down?.lastError, `status carries the error: ${down?.lastError}`);
+  // The stream itself keeps encoding while the push is down.
+  await waitUntil('output keeps flowing', () => (node.status(STREAM_ID)?.framesOut ?? 0) > framesAtKill + 30, 10_000);
+  t.equal(node.status(STREAM_ID)?.state, 'live', 'the stream stays live while the RTMP server is down');
+  await waitUntil('HLS keeps packaging', () => (node.status(STREAM_ID)?.hls?.msn ?? -1) > msnAtKill, 10_000);
+  t.pass('HLS segments keep coming while the RTMP server is down');
+
+  await rtmp.start();
+  await rtmp.notes.waitFor('publish', 2, 30_000);
+  await waitUntil('push live again', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+  const up = node.status(STREAM_ID)?.rtmp;
+  t.ok((up?.reconnects ?? 0) >= 1, `status shows ${up?.reconnects} reconnect attempt(s)`);
+  await page.waitForTimeout(3000);
+  node.endStream(STREAM_ID);
+  await rtmp.notes.waitFor('record_done', 1, 15_000);
+  const file = rtmp.notes.events.filter((e) => e.kind === 'record_done').at(-1)?.path ?? '';
+  const p = await probe(file);
+  t.match(p.video, { codec_name: 'h264', width: 256, height: 256 }, 'the post-reconnect recording is H.264 at the stream size');
+  t.match(p.audio, { codec_name: 'aac' }, 'and has AAC');
+  t.ok(p.duration > 2, `and is ${p.duration.toFixed(2)} s long`);
+});

@@ -1,0 +1,156 @@
+/**
+ * The pages people use, driven end to end in headless Chromium (fake camera + microphone) against
+ * the real server (startServer: embedded store, streams API, media node, web routes): the
+ * playground creates a stream, publishes the camera over WHIP, plays the output over WHEP, changes
+ * the prompt and a processor live and charts the status; the viewer page plays the same output.
+ * Screenshots go to test/artifacts/ (gitignored).
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import type { Page } from 'playwright-core';
+import t from 'tap';
+import { loadConfig } from '../../control/config.ts';
+import { startServer } from '../../control/Server.ts';
+import { launchChromium } from '../helpers/chromium.ts';
+
+const ARTIFACTS = join(import.meta.dirname, '..', 'artifacts');
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+/** Presented-frame statistics of a <video>: size, frames shown so far, share of near-black/white pixels. */
+async function videoStats(page: Page, selector: string): Promise<{ width: number; frames: number; extreme: number; time: number }> {
+  return page.$eval(selector, (v: HTMLVideoElement) => {
+    const c = document.createElement('canvas');
+    c.width = v.videoWidth;
+    c.height = v.videoHeight;
+    const g = c.getContext('2d', { willReadFrequently: true });
+    let extreme = 0;
+    if (g && c.width > 0) {
+      g.drawImage(v, 0, 0);
+      const d = g.getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < d.length; i += 4) {
+        const y = 0.299 * (d[i] ?? 0) + 0.587 * (d[i + 1] ?? 0) + 0.114 * (d[i + 2] ?? 0);
+        if (y < 24 || y > 232) extreme++;
+      }
+      extreme /= d.length / 4;
+    }
+    const q = v.getVideoPlaybackQuality?.();
+    return { width: v.videoWidth, frames: q ? q.totalVideoFrames : 0, extreme, time: v.currentTime };
+  });
+}
+
+async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out: ${what} (last: ${JSON.stringify(v)})`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+interface PlaygroundWindow {
+  playground: { status: { inference_status?: { output_fps?: number; input_fps?: number; last_params?: { prompt?: unknown }; last_params_update_time?: number } } | null; patches: number; mode: string };
+}
+
+t.test('playground: create a stream, publish the camera, see the output, change prompt and processor live, see status; the viewer page plays it', { timeout: 180_000 }, async (t) => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-web-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent' });
+  const server = await startServer(config, { logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }) });
+  t.teardown(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  t.ok(server.firstKey, 'the embedded default made an owner key');
+  const ctx = await launchChromium(t);
+  const page = await ctx.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(`${server.url}/web/playground.html#key=${server.firstKey}`);
+
+  // 1. Create a stream from the page.
+  await page.fill('#prompt', 'a neon city at night');
+  await page.click('#create');
+  await page.waitForSelector('#live:not([hidden])', { timeout: 15_000 });
+  const info = await page.textContent('#streamInfo');
+  t.match(info, /Stream str_\S+ — playback id \S+/, 'the page shows the new stream');
+
+  // 2. Publish the camera; the page starts watching the output over WHEP by itself.
+  await page.click('#publish');
+  await eventually('output over WHEP', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'whep', 30_000);
+  const first = await eventually('output frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.frames > 10, 30_000);
+  t.ok(first.frames > 10, `output video plays (${first.frames} frames, ${first.width}px wide)`);
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-1-live.png'), fullPage: true });
+
+  // 3. Status charts fill from GET /v1/streams/{id}/status.
+  const st = await eventually(
+    'status shows output fps',
+    () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.status),
+    (s) => (s?.inference_status?.output_fps ?? 0) > 0,
+    20_000,
+  );
+  t.ok((st?.inference_status?.output_fps ?? 0) > 0, `status: output ${st?.inference_status?.output_fps} fps, input ${st?.inference_status?.input_fps} fps`);
+  t.not(await page.textContent('#v-out'), '–', 'the output fps sparkline has a value');
+
+  // 4. Change the prompt live: the PATCH goes out and the status reports the new params.
+  const before = st?.inference_status?.last_params_update_time ?? 0;
+  await page.fill('#livePrompt', 'an oil painting of a lighthouse');
+  await page.click('#applyPrompt');
+  await page.waitForFunction(() => /Applied prompt/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
+  const after = await eventually(
+    'status shows the new prompt',
+    () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.status),
+    (s) => JSON.stringify(s?.inference_status?.last_params ?? {}).includes('lighthouse') || (s?.inference_status?.last_params_update_time ?? 0) > before,
+    10_000,
+  );
+  t.ok(after, 'status changed after the prompt PATCH');
+
+  // 5. Toggle a processor (canny) with diffusion skipped: the output turns into edges (mostly
+  // black, white lines). With the demo diffusion stand-in on, its output would hide the edges.
+  const plain = await videoStats(page, '#output');
+  await page.check('#skipDiffusion');
+  await page.waitForFunction(() => /Applied skip_diffusion/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
+  await page.check('#processors input[data-proc="canny"]');
+  await page.waitForFunction(() => /Applied image_preprocessing/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
+  const edges = await eventually('canny output', () => videoStats(page, '#output'), (s) => s.extreme > 0.8, 30_000);
+  t.ok(edges.extreme > plain.extreme, `output changed to edges (extreme pixels ${plain.extreme.toFixed(2)} → ${edges.extreme.toFixed(2)})`);
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-2-canny.png'), fullPage: true });
+
+  // 6. Watch via LL-HLS from the page.
+  await page.click('#watchHls');
+  await eventually('LL-HLS playback', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'hls', 40_000);
+  const hls = await eventually('HLS frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.time > 1, 30_000);
+  t.ok(hls.time > 1, `LL-HLS plays in the playground (currentTime ${hls.time.toFixed(1)} s)`);
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-3-hls.png'), fullPage: true });
+
+  // 7. The shareable viewer page: WHEP first.
+  const share = await page.getAttribute('#share', 'href');
+  const viewer = await ctx.newPage();
+  await viewer.goto(`${server.url}${share}`);
+  await viewer.waitForFunction(() => document.body.dataset['mode'] === 'whep', undefined, { timeout: 30_000 });
+  const v = await eventually('viewer frames', () => videoStats(viewer, '#video'), (s) => s.frames > 10, 20_000);
+  t.ok(v.frames > 10, `watch.html plays over WHEP (${v.frames} frames)`);
+  await viewer.screenshot({ path: join(ARTIFACTS, 'watch-whep.png'), fullPage: true });
+
+  // 8. …and LL-HLS when asked (?hls=1), as it does when WHEP fails.
+  const hlsViewer = await ctx.newPage();
+  await hlsViewer.goto(`${server.url}${share}&hls=1`);
+  await hlsViewer.waitForFunction(() => document.body.dataset['mode'] === 'hls', undefined, { timeout: 40_000 });
+  t.pass('watch.html falls back to / plays LL-HLS');
+
+  t.same(pageErrors, [], 'no uncaught page errors');
+});

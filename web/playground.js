@@ -1,0 +1,258 @@
+// The live playground: create a stream (POST /v1/streams), publish the camera over WHIP, watch the
+// output (WHEP, LL-HLS fallback), change params live (PATCH /v1/streams/{id}) and chart the status
+// (GET /v1/streams/{id}/status every second). Talks only to the public Area B API and the
+// stream's own WHIP/WHEP/HLS URLs.
+import { hangUp, playHls, playLive, playbackUrls, publishWhip } from '/web/watch.js';
+
+const $ = (id) => document.getElementById(id);
+const keyInput = $('key');
+keyInput.value = localStorage.getItem('reverie.key') ?? new URLSearchParams(location.hash.slice(1)).get('key') ?? '';
+keyInput.addEventListener('change', () => localStorage.setItem('reverie.key', keyInput.value.trim()));
+
+let stream = JSON.parse(localStorage.getItem('reverie.stream') ?? 'null');
+let publisher = null;
+let viewer = null;
+let camera = null;
+let statusTimer = null;
+// Exposed for tests and for the curious: the last status and the PATCHes sent.
+window.playground = { status: null, patches: 0, mode: 'off' };
+
+function showError(err) {
+  $('error').hidden = !err;
+  $('error').textContent = err ? err.message : '';
+}
+
+async function api(method, path, body) {
+  const res = await fetch(path, {
+    method,
+    headers: { authorization: `Bearer ${keyInput.value.trim()}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(json.error ? `${json.error}${json.code ? ` (${json.code})` : ''}` : `HTTP ${res.status}`);
+  return json;
+}
+
+function setPill(id, text) {
+  $(id).textContent = text;
+}
+
+function showStream() {
+  const on = stream !== null;
+  for (const id of ['live', 'controls', 'statusCard', 'end', 'streamInfo']) $(id).hidden = !on;
+  if (!on) return;
+  $('streamInfo').textContent = `Stream ${stream.id} — playback id ${stream.output_playback_id}.`;
+  $('share').href = `/web/watch.html?v=${encodeURIComponent(stream.output_playback_id)}`;
+  $('livePrompt').value = typeof stream.params?.prompt === 'string' ? stream.params.prompt : $('prompt').value;
+  if (stream.params?.seed !== undefined && typeof stream.params.seed === 'number') $('seed').value = stream.params.seed;
+  if (typeof stream.params?.guidance_scale === 'number') $('guidance').value = stream.params.guidance_scale;
+  if (typeof stream.params?.delta === 'number') $('delta').value = stream.params.delta;
+  $('guidanceOut').textContent = $('guidance').value;
+  $('deltaOut').textContent = $('delta').value;
+  startStatus();
+}
+
+$('create').onclick = async () => {
+  showError(null);
+  localStorage.setItem('reverie.key', keyInput.value.trim());
+  try {
+    $('create').disabled = true;
+    stream = await api('POST', '/v1/streams', { pipeline: 'streamdiffusion', name: 'playground', params: { model_id: $('model').value, prompt: $('prompt').value } });
+    localStorage.setItem('reverie.stream', JSON.stringify(stream));
+    showStream();
+  } catch (err) {
+    showError(err);
+  } finally {
+    $('create').disabled = false;
+  }
+};
+
+$('end').onclick = async () => {
+  showError(null);
+  await stopPublishing();
+  await hangUp(viewer);
+  viewer = null;
+  try {
+    if (stream) await api('DELETE', `/v1/streams/${encodeURIComponent(stream.id)}`);
+  } catch (err) {
+    showError(err);
+  }
+  stream = null;
+  localStorage.removeItem('reverie.stream');
+  clearInterval(statusTimer);
+  showStream();
+};
+
+// ───────────── publish (WHIP)
+$('publish').onclick = async () => {
+  showError(null);
+  try {
+    setPill('pubState', 'starting');
+    camera ??= await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480, frameRate: 30 }, audio: true });
+    $('camera').srcObject = camera;
+    publisher = await publishWhip(camera, stream.whip_url, stream.stream_key);
+    publisher.pc.addEventListener('connectionstatechange', () => setPill('pubState', publisher?.pc.connectionState ?? 'off'));
+    setPill('pubState', publisher.pc.connectionState);
+    $('publish').hidden = true;
+    $('unpublish').hidden = false;
+    if (!viewer) void watch(false);
+  } catch (err) {
+    setPill('pubState', 'failed');
+    showError(err);
+  }
+};
+
+async function stopPublishing() {
+  await hangUp(publisher);
+  publisher = null;
+  for (const track of camera?.getTracks() ?? []) track.stop();
+  camera = null;
+  $('camera').srcObject = null;
+  setPill('pubState', 'off');
+  $('publish').hidden = false;
+  $('unpublish').hidden = true;
+}
+$('unpublish').onclick = () => void stopPublishing();
+
+// ───────────── watch (WHEP, LL-HLS fallback)
+async function watch(forceHls) {
+  await hangUp(viewer);
+  viewer = null;
+  const urls = playbackUrls(stream.output_playback_id);
+  const onMode = (mode, text) => {
+    window.playground.mode = mode;
+    setPill('outState', text);
+  };
+  try {
+    viewer = forceHls ? await playHls($('output'), urls.hlsUrl) : await playLive($('output'), { ...urls, onMode });
+    onMode(viewer.kind, viewer.kind === 'hls' ? 'LL-HLS' : 'WebRTC');
+  } catch (err) {
+    onMode('off', 'failed');
+    showError(err);
+  }
+}
+$('watch').onclick = () => void watch(false);
+$('watchHls').onclick = () => void watch(true);
+
+// ───────────── live params (PATCH)
+async function patch(params) {
+  if (!stream) return;
+  $('patchState').textContent = 'Applying…';
+  try {
+    stream = await api('PATCH', `/v1/streams/${encodeURIComponent(stream.id)}`, { params });
+    localStorage.setItem('reverie.stream', JSON.stringify(stream));
+    window.playground.patches++;
+    $('patchState').textContent = `Applied ${Object.keys(params).join(', ')} at ${new Date().toLocaleTimeString()}.`;
+  } catch (err) {
+    $('patchState').textContent = '';
+    showError(err);
+  }
+}
+
+function debounce(fn, ms) {
+  let timer;
+  return (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+}
+
+$('applyPrompt').onclick = () => void patch({ prompt: $('livePrompt').value });
+$('livePrompt').addEventListener('keydown', (e) => e.key === 'Enter' && void patch({ prompt: $('livePrompt').value }));
+$('seed').addEventListener('change', () => void patch({ seed: Number($('seed').value) }));
+const patchSlider = debounce((name, value) => void patch({ [name]: value }), 250);
+$('guidance').addEventListener('input', () => {
+  $('guidanceOut').textContent = $('guidance').value;
+  patchSlider('guidance_scale', Number($('guidance').value));
+});
+$('delta').addEventListener('input', () => {
+  $('deltaOut').textContent = $('delta').value;
+  patchSlider('delta', Number($('delta').value));
+});
+$('skipDiffusion').addEventListener('change', () => void patch({ skip_diffusion: $('skipDiffusion').checked }));
+for (const box of document.querySelectorAll('#processors input[data-proc]')) {
+  box.addEventListener('change', () => {
+    const processors = [...document.querySelectorAll('#processors input[data-proc]:checked')].map((b) => ({ type: b.dataset.proc, enabled: true, params: JSON.parse(b.dataset.params) }));
+    void patch({ image_preprocessing: { enabled: processors.length > 0, processors } });
+  });
+}
+
+// ───────────── status (GET every second) as sparklines
+const series = { in: [], out: [], lat: [], rtt: [], loss: [] };
+const MAX_POINTS = 60;
+
+function spark(id, values) {
+  const c = $(id);
+  const w = (c.width = c.clientWidth || 200);
+  const h = (c.height = c.clientHeight || 48);
+  const g = c.getContext('2d');
+  g.clearRect(0, 0, w, h);
+  const finite = values.filter(Number.isFinite);
+  if (finite.length < 2) return;
+  const max = Math.max(...finite, 1);
+  g.strokeStyle = getComputedStyle(document.documentElement).getPropertyValue('--accent') || '#7c5cff';
+  g.lineWidth = 2;
+  g.beginPath();
+  values.forEach((v, i) => {
+    const x = (i / (MAX_POINTS - 1)) * w;
+    const y = h - 2 - ((Number.isFinite(v) ? v : 0) / max) * (h - 4);
+    if (i === 0) g.moveTo(x, y);
+    else g.lineTo(x, y);
+  });
+  g.stroke();
+}
+
+function push(name, value, label, digits = 1) {
+  const s = series[name];
+  s.push(value);
+  if (s.length > MAX_POINTS) s.shift();
+  $(`v-${name}`).textContent = Number.isFinite(value) ? value.toFixed(digits) : '–';
+  spark(`c-${name}`, s);
+}
+
+/** The WHEP viewer's own playout delay: jitter buffer + decode, from getStats (ms). */
+async function viewerDelayMs() {
+  if (!viewer || viewer.kind !== 'whep') {
+    const hls = viewer?.hls;
+    return hls && Number.isFinite(hls.latency) ? hls.latency * 1000 : NaN;
+  }
+  let delay = NaN;
+  (await viewer.pc.getStats()).forEach((s) => {
+    if (s.type === 'inbound-rtp' && s.kind === 'video' && s.jitterBufferEmittedCount > 0) delay = (s.jitterBufferDelay / s.jitterBufferEmittedCount) * 1000;
+  });
+  return delay;
+}
+
+async function pollStatus() {
+  if (!stream) return;
+  try {
+    const { data } = await api('GET', `/v1/streams/${encodeURIComponent(stream.id)}/status`);
+    window.playground.status = data;
+    const inf = data?.inference_status ?? {};
+    const stats = data?.gateway_status?.ingest_metrics?.stats ?? {};
+    const video = (stats.track_stats ?? []).find((t) => t.type === 'video') ?? (stats.track_stats ?? [])[0] ?? {};
+    setPill('state', data?.state ?? (inf.output_fps > 0 ? 'live' : 'waiting'));
+    push('in', inf.input_fps ?? NaN);
+    push('out', inf.output_fps ?? NaN);
+    push('lat', await viewerDelayMs(), 0);
+    push('rtt', Number.isFinite(video.rtt) ? video.rtt * (video.rtt < 10 ? 1000 : 1) : NaN, 0);
+    push('loss', video.packet_loss_pct ?? NaN, 'loss', 2);
+    $('quality').textContent = stats.conn_quality ?? '–';
+    $('lastError').textContent = inf.last_error ? `Last error: ${inf.last_error}` : '';
+  } catch (err) {
+    setPill('state', 'status unavailable');
+    $('lastError').textContent = err.message;
+  }
+}
+
+function startStatus() {
+  clearInterval(statusTimer);
+  statusTimer = setInterval(() => void pollStatus(), 1000);
+  void pollStatus();
+}
+
+window.addEventListener('pagehide', () => {
+  void hangUp(publisher);
+  void hangUp(viewer);
+});
+showStream();

@@ -1,0 +1,132 @@
+// Live playback for the playground and the viewer page: WHEP first (lowest latency), then LL-HLS
+// through hls.js (/web/vendor/hls.min.js, loaded on demand) or the browser's native HLS.
+// Also a minimal non-trickle WHIP/WHEP client: gather every candidate, then POST once.
+
+/** Resolves once ICE gathering is complete (2 s at most: host candidates come first). */
+export async function gathered(pc) {
+  if (pc.iceGatheringState === 'complete') return;
+  await new Promise((resolve) => {
+    const done = () => pc.iceGatheringState === 'complete' && resolve();
+    pc.addEventListener('icegatheringstatechange', done);
+    setTimeout(resolve, 2000);
+  });
+}
+
+/** POSTs the offer (WHIP or WHEP) and applies the answer; returns the session URL for DELETE. */
+export async function exchange(pc, url, token) {
+  await pc.setLocalDescription(await pc.createOffer());
+  await gathered(pc);
+  const headers = { 'content-type': 'application/sdp' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(url, { method: 'POST', headers, body: pc.localDescription.sdp });
+  const body = await res.text();
+  if (res.status !== 201) throw new Error(`${url.includes('/whip') ? 'WHIP' : 'WHEP'} ${res.status}: ${body.trim()}`);
+  await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  return new URL(res.headers.get('location') ?? '', url).toString();
+}
+
+/** Ends a WHIP/WHEP session (DELETE on its Location) and closes the peer connection. */
+export async function hangUp(session) {
+  if (!session) return;
+  session.pc.close();
+  if (session.url) await fetch(session.url, { method: 'DELETE' }).catch(() => {});
+}
+
+/** Publishes a MediaStream over WHIP. */
+export async function publishWhip(stream, whipUrl, streamKey) {
+  const pc = new RTCPeerConnection();
+  for (const track of stream.getTracks()) pc.addTransceiver(track, { direction: 'sendonly', streams: [stream] });
+  return { pc, url: await exchange(pc, whipUrl, streamKey) };
+}
+
+/** Plays WHEP into `video`; resolves once the first frame is shown, rejects after `timeoutMs`. */
+export async function playWhep(video, whepUrl, timeoutMs = 8000) {
+  const pc = new RTCPeerConnection();
+  pc.addTransceiver('video', { direction: 'recvonly' });
+  pc.addTransceiver('audio', { direction: 'recvonly' });
+  const media = new MediaStream();
+  pc.ontrack = (e) => {
+    media.addTrack(e.track);
+    video.srcObject = media;
+    video.play().catch(() => {});
+  };
+  const session = { pc, url: null, kind: 'whep' };
+  try {
+    session.url = await exchange(pc, whepUrl);
+    await firstFrame(video, timeoutMs);
+    return session;
+  } catch (err) {
+    await hangUp(session);
+    throw err;
+  }
+}
+
+function firstFrame(video, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no video within ' + timeoutMs / 1000 + ' s')), timeoutMs);
+    video.requestVideoFrameCallback(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+let hlsScript = null;
+function loadHlsJs() {
+  hlsScript ??= new Promise((resolve, reject) => {
+    const s = document.createElement('script');
+    s.src = '/web/vendor/hls.min.js';
+    s.onload = () => resolve(window.Hls);
+    s.onerror = () => reject(new Error('could not load hls.js'));
+    document.head.append(s);
+  });
+  return hlsScript;
+}
+
+/** Plays LL-HLS into `video` (hls.js with lowLatencyMode, or native HLS in Safari). */
+export async function playHls(video, hlsUrl, timeoutMs = 20000) {
+  video.srcObject = null;
+  const Hls = await loadHlsJs().catch(() => null);
+  let hls = null;
+  if (Hls?.isSupported()) {
+    // Retry while the stream is not live yet (the playlist answers 404 until the first keyframe).
+    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: { default: { maxTimeToFirstByteMs: 15000, maxLoadTimeMs: 20000, timeoutRetry: { maxNumRetry: 5, retryDelayMs: 1000, maxRetryDelayMs: 4000 }, errorRetry: { maxNumRetry: 10, retryDelayMs: 1000, maxRetryDelayMs: 4000 } } } });
+    hls.loadSource(hlsUrl);
+    hls.attachMedia(video);
+  } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
+    video.src = hlsUrl;
+  } else {
+    throw new Error('this browser plays neither WebRTC nor HLS');
+  }
+  video.play().catch(() => {});
+  try {
+    await firstFrame(video, timeoutMs);
+  } catch (err) {
+    hls?.destroy();
+    throw err;
+  }
+  return { kind: 'hls', hls, pc: { close: () => hls?.destroy() }, url: null };
+}
+
+/** WHEP first; LL-HLS if WHEP fails or shows nothing. `onMode(kind, detail)` reports progress. */
+export async function playLive(video, { whepUrl, hlsUrl, onMode = () => {} }) {
+  try {
+    onMode('connecting', 'WebRTC (WHEP)…');
+    const s = await playWhep(video, whepUrl);
+    onMode('whep', 'WebRTC (WHEP)');
+    return s;
+  } catch (err) {
+    onMode('connecting', `WHEP failed (${err.message}); trying LL-HLS…`);
+    const s = await playHls(video, hlsUrl);
+    onMode('hls', 'LL-HLS');
+    return s;
+  }
+}
+
+/** Playback URLs of a playback id on this origin. */
+export function playbackUrls(playbackId) {
+  return {
+    whepUrl: `${location.origin}/live/${encodeURIComponent(playbackId)}/whep`,
+    hlsUrl: `${location.origin}/hls/${encodeURIComponent(playbackId)}/index.m3u8`,
+  };
+}

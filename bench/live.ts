@@ -17,46 +17,11 @@ import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { ImageChainProcessor, MediaNode } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
+import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
 const PAGE = `<!doctype html><html><body><canvas id="src"></canvas><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas><script>
-const GRID = 4;
-window.sent = new Map(); window.recv = [];
-window.startSource = (size) => {
-  const c = document.getElementById('src'); c.width = size; c.height = size;
-  const g = c.getContext('2d'); let n = 1;
-  const draw = () => {
-    const b = size / GRID;
-    for (let i = 0; i < 16; i++) { g.fillStyle = (n >> i) & 1 ? '#fff' : '#000'; g.fillRect((i % GRID) * b, Math.floor(i / GRID) * b, b, b); }
-    window.sent.set(n, performance.timeOrigin + performance.now());
-    n = (n + 1) & 0xffff || 1;
-  };
-  draw(); setInterval(draw, 1000 / 30);
-  window.srcStream = c.captureStream(30);
-};
-function reader(video) {
-  const rd = document.getElementById('rd'); const g = rd.getContext('2d', { willReadFrequently: true });
-  const onFrame = () => {
-    const at = performance.timeOrigin + performance.now();
-    const w = video.videoWidth, h = video.videoHeight;
-    if (w > 0) {
-      if (rd.width !== w) { rd.width = w; rd.height = h; }
-      g.drawImage(video, 0, 0);
-      const d = g.getImageData(0, 0, w, h).data; let n = 0;
-      for (let i = 0; i < 16; i++) {
-        const x = Math.floor(((i % GRID) + 0.5) * w / GRID), y = Math.floor((Math.floor(i / GRID) + 0.5) * h / GRID);
-        if (d[(y * w + x) * 4 + 1] > 128) n |= 1 << i;
-      }
-      window.recv.push([n, at]);
-    }
-    video.requestVideoFrameCallback(onFrame);
-  };
-  video.requestVideoFrameCallback(onFrame);
-}
-async function gathered(pc) {
-  if (pc.iceGatheringState === 'complete') return;
-  await new Promise((r) => { pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && r()); setTimeout(r, 2000); });
-}
+${STAMPED_FRAMES_JS}
 window.publish = async (url, token, codec) => {
   const pc = new RTCPeerConnection();
   const tr = pc.addTransceiver(window.srcStream.getVideoTracks()[0], { direction: 'sendonly' });
@@ -70,7 +35,7 @@ window.viewers = [];
 window.play = async (url, attach) => {
   const pc = new RTCPeerConnection(); window.viewers.push(pc);
   pc.addTransceiver('video', { direction: 'recvonly' });
-  if (attach) { const v = document.getElementById('v'); pc.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); reader(v); }; }
+  if (attach) { const v = document.getElementById('v'); pc.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); readStamps(v); }; }
   await pc.setLocalDescription(await pc.createOffer()); await gathered(pc);
   const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
   await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
@@ -84,16 +49,10 @@ window.direct = async (codec) => {
   const tr = a.addTransceiver(window.srcStream.getVideoTracks()[0], { direction: 'sendonly' });
   tr.setCodecPreferences(RTCRtpSender.getCapabilities('video').codecs.filter((c) => c.mimeType === 'video/' + codec && (codec !== 'H264' || /packetization-mode=1/.test(c.sdpFmtpLine || ''))));
   const v = document.getElementById('v');
-  b.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); reader(v); };
+  b.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); readStamps(v); };
   await a.setLocalDescription(await a.createOffer()); await b.setRemoteDescription(a.localDescription);
   await b.setLocalDescription(await b.createAnswer()); await a.setRemoteDescription(b.localDescription);
   window.directPcs = [a, b];
-};
-window.takeLatencies = () => {
-  const out = [];
-  for (const [n, at] of window.recv) { const s = window.sent.get(n); if (s !== undefined) out.push(at - s); }
-  window.recv = [];
-  return out;
 };
 window.takeRecv = () => window.recv.splice(0);
 window.takeSent = () => [...window.sent.entries()];

@@ -21,6 +21,7 @@ import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { ImageChainProcessor, MediaNode } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
+import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
 const HLS_JS = readFileSync(createRequire(import.meta.url).resolve('hls.js/dist/hls.min.js'));
@@ -28,25 +29,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const PAGE = `<!doctype html><html><body><canvas id="src"></canvas><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas>
 <script src="/hls.min.js"></script><script>
-const GRID = 4;
-window.sent = new Map(); window.recv = [];
-window.startSource = async (size) => {
-  const c = document.getElementById('src'); c.width = size; c.height = size;
-  const g = c.getContext('2d'); let n = 1;
-  const draw = () => {
-    const b = size / GRID;
-    for (let i = 0; i < 16; i++) { g.fillStyle = (n >> i) & 1 ? '#fff' : '#000'; g.fillRect((i % GRID) * b, Math.floor(i / GRID) * b, b, b); }
-    window.sent.set(n, performance.timeOrigin + performance.now());
-    n = (n + 1) & 0xffff || 1;
-  };
-  draw(); setInterval(draw, 1000 / 30);
-  const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
-  window.srcStream = new MediaStream([...c.captureStream(30).getVideoTracks(), ...mic.getAudioTracks()]);
-};
-async function gathered(pc) {
-  if (pc.iceGatheringState === 'complete') return;
-  await new Promise((r) => { pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && r()); setTimeout(r, 2000); });
-}
+${STAMPED_FRAMES_JS}
 window.publish = async (url) => {
   window.pub?.close();
   const pc = new RTCPeerConnection(); window.pub = pc;
@@ -56,20 +39,6 @@ window.publish = async (url) => {
   await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
   return res.status;
 };
-function reader(v) {
-  const rd = document.getElementById('rd'); const g = rd.getContext('2d', { willReadFrequently: true });
-  const onFrame = () => {
-    const at = performance.timeOrigin + performance.now(); const w = v.videoWidth, h = v.videoHeight;
-    if (w > 0) {
-      if (rd.width !== w) { rd.width = w; rd.height = h; }
-      g.drawImage(v, 0, 0); const d = g.getImageData(0, 0, w, h).data; let n = 0;
-      for (let i = 0; i < 16; i++) { const x = Math.floor(((i % GRID) + 0.5) * w / GRID), y = Math.floor((Math.floor(i / GRID) + 0.5) * h / GRID); if (d[(y * w + x) * 4 + 1] > 128) n |= 1 << i; }
-      window.recv.push([n, at]);
-    }
-    v.requestVideoFrameCallback(onFrame);
-  };
-  v.requestVideoFrameCallback(onFrame);
-}
 window.stop = () => { window.view?.close(); window.view = null; window.hls?.destroy(); window.hls = null; };
 window.playWhep = async (url) => {
   window.stop();
@@ -86,13 +55,13 @@ window.playHls = (url) => {
   const hls = new Hls({ lowLatencyMode: true }); window.hls = hls;
   hls.loadSource(url); hls.attachMedia(v); v.play().catch(() => {});
 };
-reader(document.getElementById('v'));
+readStamps(document.getElementById('v'));
 window.takeRecv = () => window.recv.splice(0);
 window.takeSent = () => [...window.sent.entries()];
 </script></body></html>`;
 
 type Win = Window & {
-  startSource(s: number): Promise<void>;
+  startSource(s: number, withAudio: boolean): Promise<void>;
   publish(u: string): Promise<number>;
   playWhep(u: string): Promise<void>;
   playHls(u: string): void;
@@ -174,7 +143,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
       await ctx.route(`${baseUrl}/hls.min.js`, (r) => r.fulfill({ body: HLS_JS, contentType: 'text/javascript' }));
       const pub: Page = await ctx.newPage();
       await pub.goto(`${baseUrl}/bench.html`);
-      await pub.evaluate((s) => (window as unknown as Win).startSource(s), size);
+      await pub.evaluate((s) => (window as unknown as Win).startSource(s, true), size);
       const view: Page = await ctx.newPage();
       await view.goto(`${baseUrl}/bench.html`);
       await view.bringToFront();

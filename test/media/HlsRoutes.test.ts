@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import type { BrowserContext } from 'playwright-core';
 import { launchChromium } from '../helpers/chromium.ts';
+import { STAMPED_FRAMES_JS } from '../helpers/stampedFrames.ts';
 import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type MediaServer } from './harness.ts';
 
 const run = promisify(execFile);
@@ -21,26 +22,13 @@ const HLS_JS = readFileSync(join(createRequire(import.meta.url).resolve('hls.js/
 
 const PAGE = `<!doctype html><html><body><canvas id="src"></canvas><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas>
 <script src="/hls.min.js"></script><script>
-const GRID = 4;
-window.sent = new Map(); window.recv = []; window.hlsErrors = [];
-window.startSource = async (size) => {
-  const c = document.getElementById('src'); c.width = size; c.height = size;
-  const g = c.getContext('2d'); let n = 1;
-  const draw = () => {
-    const b = size / GRID;
-    for (let i = 0; i < 16; i++) { g.fillStyle = (n >> i) & 1 ? '#fff' : '#000'; g.fillRect((i % GRID) * b, Math.floor(i / GRID) * b, b, b); }
-    window.sent.set(n, performance.timeOrigin + performance.now());
-    n = (n + 1) & 0xffff || 1;
-  };
-  draw(); setInterval(draw, 1000 / 30);
-  const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
-  window.srcStream = new MediaStream([...c.captureStream(30).getVideoTracks(), ...mic.getAudioTracks()]);
-};
+${STAMPED_FRAMES_JS}
+window.hlsErrors = [];
 window.publish = async (url, token) => {
   const pc = new RTCPeerConnection(); window.pub = pc;
   for (const tr of window.srcStream.getTracks()) pc.addTransceiver(tr, { direction: 'sendonly', streams: [window.srcStream] });
   await pc.setLocalDescription(await pc.createOffer());
-  await new Promise((r) => { if (pc.iceGatheringState === 'complete') r(); pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && r()); setTimeout(r, 2000); });
+  await gathered(pc);
   const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
   await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
   return res.status;
@@ -52,29 +40,7 @@ window.playHls = (url, lowLatency) => {
   hls.on(Hls.Events.ERROR, (_e, d) => window.hlsErrors.push(d.type + ':' + d.details + (d.fatal ? ':fatal' : '')));
   hls.loadSource(url); hls.attachMedia(v);
   v.play().catch(() => {});
-  const rd = document.getElementById('rd'); const g = rd.getContext('2d', { willReadFrequently: true });
-  const onFrame = () => {
-    const at = performance.timeOrigin + performance.now();
-    const w = v.videoWidth, h = v.videoHeight;
-    if (w > 0) {
-      if (rd.width !== w) { rd.width = w; rd.height = h; }
-      g.drawImage(v, 0, 0);
-      const d = g.getImageData(0, 0, w, h).data; let n = 0;
-      for (let i = 0; i < 16; i++) {
-        const x = Math.floor(((i % GRID) + 0.5) * w / GRID), y = Math.floor((Math.floor(i / GRID) + 0.5) * h / GRID);
-        if (d[(y * w + x) * 4 + 1] > 128) n |= 1 << i;
-      }
-      window.recv.push([n, at]);
-    }
-    v.requestVideoFrameCallback(onFrame);
-  };
-  v.requestVideoFrameCallback(onFrame);
-};
-window.takeLatencies = () => {
-  const out = [];
-  for (const [n, at] of window.recv) { const s = window.sent.get(n); if (s !== undefined) out.push(at - s); }
-  window.recv = [];
-  return out;
+  readStamps(v);
 };
 window.tracks = () => { const v = document.getElementById('v'); return { videoWidth: v.videoWidth, audioDecoded: v.webkitAudioDecodedByteCount || 0, time: v.currentTime }; };
 </script></body></html>`;
@@ -123,7 +89,7 @@ t.test('hls.js (lowLatencyMode) plays the LL-HLS output of a live stream with au
   const { srv, ctx } = await serve(t);
   const pub = await ctx.newPage();
   await pub.goto(`${srv.baseUrl}/hls-page.html`);
-  await pub.evaluate(() => (window as unknown as { startSource(n: number): Promise<void> }).startSource(256));
+  await pub.evaluate(() => (window as unknown as { startSource(n: number, withAudio: boolean): Promise<void> }).startSource(256, true));
   t.equal(await pub.evaluate(([u, k]) => (window as unknown as { publish(u: string, k: string): Promise<number> }).publish(u, k), [srv.whipUrl, STREAM_KEY] as const), 201);
 
   const player = await ctx.newPage();
@@ -164,7 +130,7 @@ t.test('the LL-HLS playlist follows the HLS spec across reloads; blocking reload
   const { srv, ctx } = await serve(t);
   const pub = await ctx.newPage();
   await pub.goto(`${srv.baseUrl}/hls-page.html`);
-  await pub.evaluate(() => (window as unknown as { startSource(n: number): Promise<void> }).startSource(256));
+  await pub.evaluate(() => (window as unknown as { startSource(n: number, withAudio: boolean): Promise<void> }).startSource(256, true));
   t.equal(await pub.evaluate(([u, k]) => (window as unknown as { publish(u: string, k: string): Promise<number> }).publish(u, k), [srv.whipUrl, STREAM_KEY] as const), 201);
   const base = `${srv.baseUrl}/hls/${PLAYBACK_ID}`;
 

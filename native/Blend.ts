@@ -3,6 +3,7 @@
  * `stream_parameter_updater.py`): weights normalised to sum 1 when asked; slerp only for exactly two
  * entries with t = w[1]; otherwise a linear weighted sum.
  */
+import { dotAndNorms } from './SimilarityFilter.ts';
 
 /** `linear` = weighted sum; `slerp` = spherical interpolation (two entries only, else linear). */
 export type InterpolationMethod = 'linear' | 'slerp';
@@ -27,16 +28,7 @@ export function lerp(a: Float32Array, b: Float32Array, t: number): Float32Array 
 export function slerp(a: Float32Array, b: Float32Array, t: number): Float32Array {
   if (t <= 0) return a.slice();
   if (t >= 1) return b.slice();
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] as number;
-    const y = b[i] as number;
-    dot += x * y;
-    na += x * x;
-    nb += y * y;
-  }
+  const { dot, na, nb } = dotAndNorms(a, b);
   const denom = Math.sqrt(na) * Math.sqrt(nb);
   const cos = denom > 0 ? Math.min(1, Math.max(-1, dot / denom)) : 1;
   const theta = Math.acos(cos);

@@ -13,7 +13,8 @@ export interface SimilarityFilterOptions {
   random?: () => number;
 }
 
-export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
+/** a·b, |a|² and |b|² in one pass (the shared core of cosine similarity and slerp). */
+export function dotAndNorms(a: ArrayLike<number>, b: ArrayLike<number>): { dot: number; na: number; nb: number } {
   let dot = 0;
   let na = 0;
   let nb = 0;
@@ -24,6 +25,11 @@ export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): nu
     na += x * x;
     nb += y * y;
   }
+  return { dot, na, nb };
+}
+
+export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  const { dot, na, nb } = dotAndNorms(a, b);
   // torch's CosineSimilarity clamps each norm at eps 1e-8.
   return dot / (Math.max(Math.sqrt(na), 1e-8) * Math.max(Math.sqrt(nb), 1e-8));
 }

@@ -3,7 +3,7 @@
  * [1,3,224,224] with CLIP's per-channel mean/std (openai/CLIP, diffusers feature_extractor).
  */
 import type { Frame } from './Frame.ts';
-import { resizeFrame } from './ImageTensor.ts';
+import { resizeFrame } from './FrameResize.ts';
 
 export const CLIP_SIZE = 224;
 const MEAN = [0.48145466, 0.4578275, 0.40821073] as const;

@@ -13,7 +13,7 @@ import { mergedUnetFile } from './LoraMerge.ts';
 import { IpAdapter, loadStyleImage, type FetchImage } from './IpAdapter.ts';
 import { supportsIpAdapter } from './ModelFamilies.ts';
 import { SafetyChecker } from './SafetyChecker.ts';
-import { frameToTensor, resizeFrame, rgbToTensorConverter, tensorToRgbConverter } from './ImageTensor.ts';
+import { resizeFrame } from './FrameResize.ts';
 import { ModelSessions, providersFor, yieldTurn, type ProviderName, type SessionSettings } from './ModelSessions.ts';
 import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
 import { SimilarityFilter } from './SimilarityFilter.ts';
@@ -150,10 +150,6 @@ interface Engine {
   ipUrl: string | null;
   ipState: IpAdapterState;
   ipError: string | null;
-  /** Frame → reused [1,3,H,W] input tensor (null with the similarity filter, which keeps its input). */
-  toTensor: ((data: Uint8Array) => Float32Array) | null;
-  /** Decoded [1,3,H,W] → RGB24 at the engine size. */
-  toRgb: (x: Float32Array, out: Uint8Array) => Uint8Array;
 }
 
 export async function createFramePipeline(o: FramePipelineOptions): Promise<FramePipeline> {
@@ -254,7 +250,7 @@ class Pipeline implements FramePipeline {
       : null;
     if (params.skip_diffusion) {
       log.info(`FramePipeline.build() | skip_diffusion: processors only [model:${params.model_id}]`);
-      return { params, sessions: null, diffusion: null, filter, controlNets: [], ...NO_EXTRAS, toTensor: null, toRgb: tensorToRgbConverter(params.width, params.height), ...chains };
+      return { params, sessions: null, diffusion: null, filter, controlNets: [], ...NO_EXTRAS, ...chains };
     }
     const providers = this.#o.provider ? [this.#o.provider] : providersFor(params.acceleration);
     const modelDir = join(this.#o.modelsDir, params.model_id);
@@ -290,8 +286,7 @@ class Pipeline implements FramePipeline {
         ip = await IpAdapter.open(sessions);
       }
       if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
-      const toTensor = filter ? null : rgbToTensorConverter(params.width, params.height, new Float32Array(3 * params.width * params.height));
-      const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, toTensor, toRgb: tensorToRgbConverter(params.width, params.height), ...chains };
+      const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, ...chains };
       this.#syncIp(e);
       return e;
     } catch (err) {
@@ -404,10 +399,10 @@ class Pipeline implements FramePipeline {
       // Prime the Stream Batch with the latest input so the swap does not open a lag-long gap.
       if (engine.diffusion && this.#lastPre && engine.diffusion.lag > 0) {
         const sized = resizeFrame(this.#lastPre, params.width, params.height);
-        const x = frameToTensor(sized);
+        const scratch = new Uint8Array(3 * params.width * params.height);
         for (let i = 0; i < engine.diffusion.lag; i++) {
           await this.#pace();
-          await engine.diffusion.step(x, sized);
+          await engine.diffusion.step(sized, scratch);
         }
       }
       if (this.#state === 'closed') {
@@ -519,29 +514,29 @@ class Pipeline implements FramePipeline {
     }
     const { width, height } = e.params;
     const sized = resizeFrame(pre, width, height);
-    // The filter keeps its input as the next reference: give it a tensor of its own.
-    const x = e.toTensor ? e.toTensor(sized.data) : frameToTensor(sized);
     this.#lastPre = pre;
-    if (e.filter?.shouldSkip(x)) {
+    if (e.filter?.shouldSkipRgb(sized.data)) {
       this.#st.framesSkipped++;
       return null;
     }
+    // A released buffer when the caller gave one back: a fresh 786 kB buffer per frame costs page
+    // faults on every first touch (measured ~5 ms/frame at 512² on the dev VM).
+    const n3 = 3 * width * height;
+    const k = this.#pool.findIndex((b) => b.length === n3);
+    const data = k >= 0 ? (this.#pool.splice(k, 1)[0] as Uint8Array) : new Uint8Array(n3);
     const ortBefore = e.diffusion.sessions.timing.runMs;
-    const img = await e.diffusion.step(x, sized);
+    const img = await e.diffusion.step(sized, data);
     ms.ort = e.diffusion.sessions.timing.runMs - ortBefore;
     const d = e.diffusion.stageMs;
     ms.encode = d.encode;
     ms.unet = d.unet;
     ms.math = d.math;
     ms.decode = d.decode;
-    if (!img) return null;
+    if (!img) {
+      if (this.#pool.length < 4) this.#pool.push(data);
+      return null;
+    }
     const t2 = performance.now();
-    // A released buffer when the caller gave one back: a fresh 786 kB buffer per frame costs page
-    // faults on every first touch (measured ~5 ms/frame at 512² on the dev VM).
-    const n3 = 3 * width * height;
-    const k = this.#pool.findIndex((b) => b.length === n3);
-    const data = k >= 0 ? (this.#pool.splice(k, 1)[0] as Uint8Array) : new Uint8Array(n3);
-    e.toRgb(img, data);
     if (e.safety && e.params.use_safety_checker) {
       const score = await e.safety.score({ width, height, data, ptsMs: frame.ptsMs });
       if (score > e.params.safety_checker_threshold) {

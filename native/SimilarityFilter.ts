@@ -79,6 +79,16 @@ export class SimilarityFilter {
     return true;
   }
 
+  /**
+   * shouldSkip for an RGB24 frame: the same decision on its [-1,1] values (the VAE's input).
+   * Each call converts into a fresh tensor, since a processed frame's tensor becomes the reference.
+   */
+  shouldSkipRgb(rgb: Uint8Array): boolean {
+    const x = new Float32Array(rgb.length);
+    for (let i = 0; i < rgb.length; i++) x[i] = (rgb[i] as number) / 127.5 - 1;
+    return this.shouldSkip(x);
+  }
+
   reset(): void {
     this.#prev = null;
     this.#skipCount = 0;

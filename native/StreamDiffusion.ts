@@ -78,13 +78,11 @@ export class StreamDiffusion {
   #unetEmbeds = new Float32Array(0);
   #freshNoise = new SeededRandom(0);
   // Reused per-frame buffers (sized in #alloc).
-  #z0 = new Float32Array(0);
   #xIn = new Float32Array(0);
   #sample = new Float32Array(0);
   #pred = new Float32Array(0);
   #x0 = new Float32Array(0);
   #next = new Float32Array(0);
-  #scaled = new Float32Array(0);
   #seqX = new Float32Array(0);
   #ts: number[] = [];
   readonly #zeros = new Map<number, ort.Tensor[]>();
@@ -205,13 +203,11 @@ export class StreamDiffusion {
     const L = this.latentSize;
     this.#stock = new Float32Array(n * L);
     this.#buffer = new Float32Array(Math.max(0, n - 1) * L);
-    this.#z0 = new Float32Array(L);
     this.#xIn = new Float32Array(n * L);
     this.#sample = new Float32Array(2 * n * L);
     this.#pred = new Float32Array(n * L);
     this.#x0 = new Float32Array(n * L);
     this.#next = new Float32Array(n * L);
-    this.#scaled = new Float32Array(L);
     this.#seqX = new Float32Array(L);
   }
 
@@ -289,19 +285,15 @@ export class StreamDiffusion {
   }
 
   /**
-   * One frame: `image` [1,3,H,W] in [-1,1] → decoded image [1,3,H,W] (unclamped), or null while
-   * the Stream Batch is still filling after a flush. `frame` is the same picture as RGB24, the
-   * ControlNets' input. The returned buffer belongs to ONNX Runtime's output (not reused).
+   * One frame: RGB24 `frame` at the engine size → the output picture as RGB24 written into `out`
+   * (3·W·H bytes), or null while the Stream Batch is still filling after a flush (`out` is then
+   * untouched). The frame is also the ControlNets' input. Pixel conversion and latent scaling run
+   * inside the VAE graphs (FusedVae.ts).
    */
-  async step(image: Float32Array, frame?: Frame): Promise<Float32Array | null> {
+  async step(frame: Frame, out: Uint8Array): Promise<Uint8Array | null> {
     if (this.#builtKey !== this.#wantKey) this.#refreshEmbeds();
-    const info = this.sessions.info;
-    const L = this.latentSize;
     let t0 = performance.now();
-    const raw = await this.sessions.encodeImage(image, this.width, this.height);
-    const z0 = this.#z0;
-    const sf = info.scalingFactor;
-    for (let i = 0; i < L; i++) z0[i] = (raw[i] as number) * sf;
+    const z0 = await this.sessions.encodeRgb(frame.data, this.width, this.height);
     // Latent processors may keep what they are given (feedback): hand them a copy.
     const z = this.latentPre.empty ? z0 : this.latentPre.apply({ data: z0.slice(), dims: this.#dims(1) }).data;
     let t1 = performance.now();
@@ -309,20 +301,15 @@ export class StreamDiffusion {
     this.stageMs.unet = 0;
     this.stageMs.math = 0;
 
-    const out = this.#params.use_denoising_batch ? await this.#batchStep(z, frame) : await this.#sequentialStep(z, frame);
-    if (!out) return null;
+    const x0 = this.#params.use_denoising_batch ? await this.#batchStep(z, frame) : await this.#sequentialStep(z, frame);
+    if (!x0) return null;
 
     t0 = performance.now();
-    const post = this.latentPost.empty ? out : this.latentPost.apply({ data: out.slice(), dims: this.#dims(1) }).data;
-    let scaled = post;
-    if (sf !== 1) {
-      scaled = this.#scaled;
-      for (let i = 0; i < L; i++) scaled[i] = (post[i] as number) / sf;
-    }
-    const img = await this.sessions.decodeLatent(scaled, this.latentHeight, this.latentWidth);
+    const post = this.latentPost.empty ? x0 : this.latentPost.apply({ data: x0.slice(), dims: this.#dims(1) }).data;
+    await this.sessions.decodeRgb(post, this.latentHeight, this.latentWidth, out);
     t1 = performance.now();
     this.stageMs.decode = t1 - t0;
-    return img;
+    return out;
   }
 
   #dims(b: number): Dims4 {

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { LcmScheduler } from '../LcmScheduler.ts';
 import { writeSafetensors } from '../LoraMerge.ts';
 import { SeededRandom } from '../SeededNoise.ts';
-import { OnnxGraph } from './OnnxGraph.ts';
+import { OnnxGraph } from '../OnnxGraph.ts';
 import { buildTinyVocab } from './TinyVocab.ts';
 
 export interface TinyModelOptions {

@@ -1,21 +1,22 @@
 /**
  * A minimal ONNX graph writer over the `onnx-proto` protobufjs namespace: initializers as raw
  * little-endian data, nodes with typed attributes, inputs/outputs with static or symbolic dims.
- * Opset 17 (LayerNormalization; Reduce* axes still attributes).
+ * Opset 17 (LayerNormalization; Reduce* axes still attributes). The tiny-model builder writes
+ * whole graphs with it; FusedVae uses the exported helpers to edit real models.
  */
 import { createRequire } from 'node:module';
 import type { onnx as OnnxNs } from 'onnx-proto';
 
 // onnx-proto is CommonJS; load it with createRequire so ESM named-export detection does not matter.
 const require = createRequire(import.meta.url);
-const { onnx } = require('onnx-proto') as { onnx: typeof OnnxNs };
+export const { onnx } = require('onnx-proto') as { onnx: typeof OnnxNs };
 
 export const OPSET = 17;
 
 /** Element types we write. */
-export type ElemType = 'float32' | 'int32' | 'int64';
+export type ElemType = 'float32' | 'int32' | 'int64' | 'uint8';
 
-const DT: Record<ElemType, number> = { float32: 1, int32: 6, int64: 7 };
+export const DT: Record<ElemType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7 };
 
 export type AttrValue = number | number[] | string | { int: number } | { ints: number[] };
 
@@ -91,7 +92,7 @@ export class OnnxGraph {
   }
 }
 
-function valueInfo(name: string, type: ElemType, dims: (number | string)[]): OnnxNs.IValueInfoProto {
+export function valueInfo(name: string, type: ElemType, dims: (number | string)[]): OnnxNs.IValueInfoProto {
   return {
     name,
     type: {
@@ -103,7 +104,7 @@ function valueInfo(name: string, type: ElemType, dims: (number | string)[]): Onn
   };
 }
 
-function attribute(name: string, v: AttrValue): OnnxNs.IAttributeProto {
+export function attribute(name: string, v: AttrValue): OnnxNs.IAttributeProto {
   const T = onnx.AttributeProto.AttributeType;
   if (typeof v === 'string') return { name, type: T.STRING, s: new TextEncoder().encode(v) };
   if (typeof v === 'number') return Number.isInteger(v) && !Object.is(v, -0) ? { name, type: T.INT, i: v } : { name, type: T.FLOAT, f: v };

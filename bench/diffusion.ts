@@ -2,7 +2,7 @@
  * Diffusion engine bench on the tiny demo models (CPU): per-frame pipeline time vs the raw ONNX
  * Runtime `run` time inside the same frames (orchestration overhead), PATCH-to-first-changed-frame
  * latency, and the longest output gap during a background reload, in frame intervals.
- *   npm run bench -- diffusion [--size 512] [--frames 30] [--steps 12,20,32]
+ *   npm run bench -- diffusion [--size 512] [--frames 30] [--steps 12,20,32] [--settle 1500] [--fps 30]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -77,22 +77,48 @@ export default async function (args: Map<string, string>): Promise<void> {
       patchLat.push(performance.now() - t0);
     }
 
-    // 3. Reload gap: frames keep flowing while a reload (do_add_noise toggle) builds in the background.
-    const outTimes: number[] = [];
+    // 3. Reload gap: frames keep flowing while a reload (do_add_noise toggle) builds and primes in
+    // a second worker thread, then swaps between two frames. Measured twice:
+    //  - unpaced: frames back to back, gaps in units of the pipeline's own p50 frame time (above);
+    //  - live: frames offered at the stream's rate (--fps, default 30; a frame is dropped when the
+    //    pipeline is still busy, as the media node does), gaps in units of that frame interval,
+    //    which is what a viewer sees.
+    // Reloads are seconds apart in practice (a PATCH of model_id, size, ControlNets…): between two,
+    // frames run unmeasured for `settle` ms, as they would in production.
+    const settleMs = Number(args.get('settle') ?? 1500);
+    const fps = Number(args.get('fps') ?? 30);
     let toggle = false;
-    for (let r = 0; r < 3; r++) {
-      toggle = !toggle;
-      p.update({ do_add_noise: !toggle });
-      const idle = p.whenIdle();
-      let done = false;
-      void idle.then(() => (done = true));
-      let extra = 3;
-      while (!done || extra-- > 0) {
-        const out = await p.process(input[0] as Frame);
-        if (out) outTimes.push(performance.now());
+    const reloadGaps = async (intervalMs: number): Promise<number[]> => {
+      const gaps: number[] = [];
+      for (let r = 0; r < 3; r++) {
+        for (const t0 = performance.now(); performance.now() - t0 < settleMs; ) {
+          const out = await p.process(input[0] as Frame);
+          if (out) p.release(out);
+        }
+        toggle = !toggle;
+        p.update({ do_add_noise: !toggle });
+        let done = false;
+        void p.whenIdle().then(() => (done = true));
+        let extra = 5;
+        const outTimes = [performance.now()];
+        let due = performance.now();
+        while (!done || extra-- > 0) {
+          // Pacing to the stream's frame clock (not synchronisation): wait for the next frame's time.
+          const wait = due - performance.now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+          due = Math.max(due + intervalMs, performance.now());
+          const out = await p.process(input[0] as Frame);
+          if (out) {
+            outTimes.push(performance.now());
+            p.release(out);
+          }
+        }
+        gaps.push(...outTimes.slice(1).map((t, i) => t - (outTimes[i] as number)));
       }
-    }
-    const gaps = outTimes.slice(1).map((t, i) => t - (outTimes[i] as number));
+      return gaps;
+    };
+    const gaps = await reloadGaps(0);
+    const liveGaps = await reloadGaps(1000 / fps);
     const w = summarize(wall);
     const result = {
       size,
@@ -110,6 +136,10 @@ export default async function (args: Map<string, string>): Promise<void> {
       patchToChangeFramesP95: percentile(patchLat, 95) / frameMs,
       reloadMaxGapMs: Math.max(...gaps),
       reloadMaxGapFrames: Math.max(...gaps) / frameMs,
+      liveFps: fps,
+      liveReloadMaxGapMs: Math.max(...liveGaps),
+      liveReloadMaxGapFrames: Math.max(...liveGaps) / (1000 / fps),
+      liveReloadGapP95Frames: percentile(liveGaps, 95) / (1000 / fps),
       status: p.status(),
     };
     printTable(`diffusion ${size}x${size}, t_index ${tIndex.join(',')}, tiny demo models, CPU`, [
@@ -120,7 +150,9 @@ export default async function (args: Map<string, string>): Promise<void> {
       { metric: 'overhead, no release() (ratio)', p50: result.overheadFreshP50, p95: result.overheadFreshP95, target: '' },
       { metric: 'PATCH→changed frame (ms)', p50: result.patchToChangeMs.p50, p95: result.patchToChangeMs.p95, target: '' },
       { metric: 'PATCH→changed (frame intervals)', p50: result.patchToChangeMs.p50 / frameMs, p95: result.patchToChangeFramesP95, target: '<= 2' },
-      { metric: 'reload max gap (frame intervals)', p50: '', p95: result.reloadMaxGapFrames, target: '<= 2' },
+      { metric: 'reload max gap, unpaced (p50 frames)', p50: '', p95: result.reloadMaxGapFrames, target: '<= 2' },
+      { metric: `reload gap at ${fps} fps (intervals)`, p50: '', p95: result.liveReloadGapP95Frames, target: '' },
+      { metric: `reload max gap at ${fps} fps (intervals)`, p50: '', p95: result.liveReloadMaxGapFrames, target: '<= 2' },
     ]);
     console.log(`load average (1/5/15 min) during the run: ${loadavg().map((l) => l.toFixed(1)).join(' / ')} on ${cpus().length} cores`);
     console.log(`\nwrote ${writeResult('diffusion', result)}`);

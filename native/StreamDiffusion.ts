@@ -80,7 +80,6 @@ export class StreamDiffusion {
   // Reused per-frame buffers (sized in #alloc).
   #xIn = new Float32Array(0);
   #sample = new Float32Array(0);
-  #pred = new Float32Array(0);
   #x0 = new Float32Array(0);
   #next = new Float32Array(0);
   #seqX = new Float32Array(0);
@@ -205,7 +204,6 @@ export class StreamDiffusion {
     this.#buffer = new Float32Array(Math.max(0, n - 1) * L);
     this.#xIn = new Float32Array(n * L);
     this.#sample = new Float32Array(2 * n * L);
-    this.#pred = new Float32Array(n * L);
     this.#x0 = new Float32Array(n * L);
     this.#next = new Float32Array(n * L);
     this.#seqX = new Float32Array(L);
@@ -416,62 +414,48 @@ export class StreamDiffusion {
     }
     const g = this.#params.guidance_scale;
     const delta = this.#params.delta;
-    let pred = epsText;
-    if (mode !== 'none') {
-      pred = this.#pred;
-      if (mode === 'full') {
-        for (let i = 0; i < n * L; i++) {
-          const unc = eps[i] as number;
-          pred[i] = unc + g * ((epsText[i] as number) - unc);
-        }
-      } else {
-        for (let i = 0; i < n * L; i++) {
-          const unc = (stock[i] as number) * delta;
-          pred[i] = unc + g * ((epsText[i] as number) - unc);
-        }
-      }
-    }
+    const addNoise = this.#params.do_add_noise;
     const x0 = this.#x0;
+    const buffer = this.#buffer;
+    const next = this.#next;
+    // One pass per slot: guidance, the LCM boundary step, the RCFG residual-noise update and the
+    // batch advance (slot s becomes slot s+1 at the next timestep) share their loads. Math.fround
+    // keeps the float32 rounding the separate Float32Array passes had (outputs are bit-identical).
     for (let s = 0; s < n; s++) {
       const a = alpha[s] as number;
       const b = beta[s] as number;
       const co = cOut[s] as number;
       const cs = cSkip[s] as number;
-      for (let i = s * L; i < (s + 1) * L; i++) {
-        const x = xIn[i] as number;
-        x0[i] = (co * (x - b * (pred[i] as number))) / a + cs * x;
+      const last = s + 1 === n;
+      // The RCFG update moves the noise to the next slot's timestep (α=β=1 past the last one).
+      const an = last ? 1 : (alpha[s + 1] as number);
+      const bn = last ? 1 : (beta[s + 1] as number);
+      const rolled = (last ? 0 : s + 1) * L - s * L;
+      const end = (s + 1) * L;
+      for (let k = s * L; k < end; k++) {
+        const x = xIn[k] as number;
+        let e = epsText[k] as number;
+        if (mode === 'full') {
+          const unc = eps[k] as number;
+          e = Math.fround(unc + g * (e - unc));
+        } else if (mode !== 'none') {
+          const unc = (stock[k] as number) * delta;
+          e = Math.fround(unc + g * (e - unc));
+        }
+        const v = Math.fround((co * (x - b * e)) / a + cs * x);
+        x0[k] = v;
+        if (rcfg) {
+          const sn = b * (stock[k] as number);
+          const dx = (co * (sn - b * e)) / a + cs * sn;
+          next[k] = (init[k + rolled] as number) + (an * dx) / bn;
+        }
+        if (!last) buffer[k] = addNoise ? an * v + bn * (init[k + L] as number) : an * v + 0;
       }
     }
     if (rcfg) {
-      // RCFG residual-noise update: the stock noise follows each latent to its next timestep.
-      const next = this.#next;
-      for (let s = 0; s < n; s++) {
-        const a = alpha[s] as number;
-        const b = beta[s] as number;
-        const co = cOut[s] as number;
-        const cs = cSkip[s] as number;
-        const an = s + 1 < n ? (alpha[s + 1] as number) : 1;
-        const bn = s + 1 < n ? (beta[s + 1] as number) : 1;
-        const rolled = ((s + 1) % n) * L;
-        for (let i = 0; i < L; i++) {
-          const k = s * L + i;
-          const sn = b * (stock[k] as number);
-          const dx = (co * (sn - b * (pred[k] as number))) / a + cs * sn;
-          next[k] = (init[rolled + i] as number) + (an * dx) / bn;
-        }
-      }
-      stock.set(next);
-    }
-    // Advance the batch: slot s becomes slot s+1 at the next timestep.
-    const addNoise = this.#params.do_add_noise;
-    const buffer = this.#buffer;
-    for (let s = 0; s + 1 < n; s++) {
-      const an = alpha[s + 1] as number;
-      const bn = beta[s + 1] as number;
-      const base = s * L;
-      const nb = (s + 1) * L;
-      if (addNoise) for (let i = 0; i < L; i++) buffer[base + i] = an * (x0[base + i] as number) + bn * (init[nb + i] as number);
-      else for (let i = 0; i < L; i++) buffer[base + i] = an * (x0[base + i] as number) + 0;
+      // The updated noise becomes the stock: swap buffers instead of copying.
+      this.#stock = next;
+      this.#next = stock;
     }
     this.stageMs.math += performance.now() - tm;
     if (this.#filled < n - 1) {

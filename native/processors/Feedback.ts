@@ -37,12 +37,15 @@ export const feedback = defineProcessor({
           for (let i = 0; i < a.length; i++) data[i] = (k * (a[i] as number) + s * (b[i] as number) + 0.5) | 0;
           out = { width: f.width, height: f.height, ptsMs: f.ptsMs, data };
         }
-        if (!observed) prev = out;
+        // A copy when it is the caller's input: the caller may reuse that buffer for its next frame.
+        if (!observed) prev = out === f ? { ...f, data: f.data.slice() } : out;
         return out;
       },
       observeOutput: (f) => {
         observed = true;
-        prev = f;
+        // A copy: the caller owns the output buffer (it may hand it back for reuse, or a worker
+        // may transfer it to another thread), so holding a reference would alias a later frame.
+        prev = { width: f.width, height: f.height, ptsMs: f.ptsMs, data: f.data.slice() };
       },
       reset: () => {
         prev = null;

@@ -1,0 +1,411 @@
+/**
+ * One built diffusion pipeline in the calling thread: models, processor chains, similarity
+ * filter for a fixed set of reload params, with hot params applied on the next frame. A
+ * FramePipeline runs each LocalPipeline in a worker thread of its own and builds a new one for
+ * a reload (design.md "The diffusion pipeline").
+ */
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { InvalidParamsError, InvalidStateError } from './errors.ts';
+import type { Frame, LatentTensor } from './Frame.ts';
+import { assertFrame } from './Frame.ts';
+import { checkControlNetPreprocessor, ControlNet } from './ControlNet.ts';
+import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState } from './FramePipeline.ts';
+import { resizeFrame } from './FrameResize.ts';
+import { IpAdapter, loadStyleImage } from './IpAdapter.ts';
+import { mergedUnetFile } from './LoraMerge.ts';
+import { supportsIpAdapter } from './ModelFamilies.ts';
+import { ModelSessions, providersFor } from './ModelSessions.ts';
+import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
+import { SafetyChecker } from './SafetyChecker.ts';
+import { SimilarityFilter } from './SimilarityFilter.ts';
+import { StreamDiffusion } from './StreamDiffusion.ts';
+import { checkParams, classifyChanges, DEFAULT_STREAM_PARAMS, mergeParams, type StreamParams } from './StreamParams.ts';
+
+/**
+ * Validates merged params the way update() must before anything changes: ranges, processor
+ * blocks and ControlNet preprocessors (so the caller gets the error, not a later frame).
+ * Returns `p`.
+ */
+export function validParams(p: StreamParams): StreamParams {
+  checkParams(p);
+  createProcessorChain(p.image_preprocessing, 'image');
+  createProcessorChain(p.image_postprocessing, 'image');
+  createProcessorChain(p.latent_preprocessing, 'latent');
+  createProcessorChain(p.latent_postprocessing, 'latent');
+  for (const c of p.controlnets) checkControlNetPreprocessor(c);
+  return p;
+}
+
+/** One built pipeline: models, chains, filter for a fixed set of reload params. */
+interface Engine {
+  params: StreamParams;
+  sessions: ModelSessions | null;
+  diffusion: StreamDiffusion | null;
+  imagePre: ProcessorChain<Frame>;
+  imagePost: ProcessorChain<Frame>;
+  latentPre: ProcessorChain<LatentTensor>;
+  latentPost: ProcessorChain<LatentTensor>;
+  filter: SimilarityFilter | null;
+  /** Loaded (enabled) ControlNets, in params order. */
+  controlNets: ControlNet[];
+  safety: SafetyChecker | null;
+  ip: IpAdapter | null;
+  /** Unscaled IP-Adapter tokens of the current style image, and the URL they came from. */
+  ipTokens: Float32Array | null;
+  ipUrl: string | null;
+  ipState: IpAdapterState;
+  ipError: string | null;
+}
+
+function unsupportedOf(p: StreamParams, e?: Engine): string[] {
+  const out: string[] = [];
+  const wt = p.ip_adapter?.weight_type;
+  if (p.ip_adapter && p.ip_adapter.enabled !== false && typeof wt === 'string' && wt !== 'linear') out.push('ip_adapter.weight_type');
+  if (p.ip_adapter && p.ip_adapter.type === 'faceid') out.push('ip_adapter.type=faceid');
+  // The checker slot is honoured only when the model folder ships one.
+  if (p.use_safety_checker && !p.skip_diffusion && !e?.safety) out.push('use_safety_checker');
+  if (p.cached_attention?.enabled) out.push('cached_attention');
+  return out;
+}
+
+const NO_EXTRAS = { safety: null, ip: null, ipTokens: null, ipUrl: null, ipState: 'off', ipError: null } as const;
+
+export class LocalPipeline {
+  readonly #o: FramePipelineOptions;
+  readonly #log: Logger;
+  #target: StreamParams;
+  #engine!: Engine;
+  #state: FramePipelineState = 'ready';
+  #busy = false;
+  #hotPending = false;
+  #closePromise: Promise<void> | null = null;
+  /** Background jobs (style image loads) whenIdle() waits for. */
+  readonly #background = new Set<Promise<void>>();
+  /** Output buffers handed back with release(), reused by the next frames. */
+  #pool: Uint8Array[] = [];
+  readonly #st = {
+    lastError: null as string | null,
+    lastErrorTime: null as number | null,
+    framesIn: 0,
+    framesOut: 0,
+    framesSkipped: 0,
+    framesBlocked: 0,
+    stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, postprocess: 0, ort: 0, total: 0 },
+  };
+
+  /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
+  static async open(o: FramePipelineOptions): Promise<LocalPipeline> {
+    const params = validParams(mergeParams({ ...DEFAULT_STREAM_PARAMS, t_index_list: [...DEFAULT_STREAM_PARAMS.t_index_list] }, o.params));
+    const p = new LocalPipeline(o, params);
+    p.#engine = await p.#build(params, p.#log);
+    p.#warnUnsupported(params);
+    return p;
+  }
+
+  private constructor(o: FramePipelineOptions, params: StreamParams) {
+    this.#o = o;
+    this.#log = o.logger.child({ module: 'native/LocalPipeline' });
+    this.#target = params;
+  }
+
+  get params(): Readonly<StreamParams> {
+    return this.#target;
+  }
+
+  /** Params the serving engine was built with (reload keys are fixed for its life). */
+  get builtParams(): Readonly<StreamParams> {
+    return this.#engine.params;
+  }
+
+  #warnUnsupported(p: StreamParams): void {
+    const u = unsupportedOf(p, this.#engine);
+    if (u.length > 0) this.#log.warn(`FramePipeline | accepted but not implemented, ignored [params:${u.join(',')}]`);
+  }
+
+  async #build(params: StreamParams, log: Logger): Promise<Engine> {
+    const chains = {
+      imagePre: createProcessorChain(params.image_preprocessing, 'image'),
+      imagePost: createProcessorChain(params.image_postprocessing, 'image'),
+      latentPre: createProcessorChain(params.latent_preprocessing, 'latent'),
+      latentPost: createProcessorChain(params.latent_postprocessing, 'latent'),
+    };
+    const filter = params.enable_similar_image_filter
+      ? new SimilarityFilter({ threshold: params.similar_image_filter_threshold, maxSkipFrames: params.similar_image_filter_max_skip_frame })
+      : null;
+    if (params.skip_diffusion) {
+      log.info(`FramePipeline.build() | skip_diffusion: processors only [model:${params.model_id}]`);
+      return { params, sessions: null, diffusion: null, filter, controlNets: [], ...NO_EXTRAS, ...chains };
+    }
+    const providers = this.#o.provider ? [this.#o.provider] : providersFor(params.acceleration);
+    const modelDir = join(this.#o.modelsDir, params.model_id);
+    const unetFile = mergedUnetFile(this.#o.modelsDir, modelDir, params.lora_dict, log);
+    const sessions = await ModelSessions.load({
+      modelDir,
+      unetFile,
+      providers,
+      width: params.width,
+      height: params.height,
+      ...(this.#o.settings ? { settings: this.#o.settings } : {}),
+      logger: log,
+    });
+    try {
+            const diffusion = await StreamDiffusion.create(sessions, params, log);
+      diffusion.latentPre = chains.latentPre;
+      diffusion.latentPost = chains.latentPost;
+      const controlNets: ControlNet[] = [];
+      for (const cfg of params.controlnets) {
+        if (cfg.enabled === false) continue;
+                controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
+      }
+      diffusion.controlNets = controlNets;
+            const safety = await SafetyChecker.open(sessions);
+      let ip: IpAdapter | null = null;
+      // Loaded whenever ip_adapter is set (even disabled): `enabled` is hot.
+      if (params.ip_adapter && supportsIpAdapter(params.model_id)) {
+                ip = await IpAdapter.open(sessions);
+      }
+      if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
+      const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, ...chains };
+      this.#syncIp(e);
+      return e;
+    } catch (err) {
+      await sessions.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Brings the IP-Adapter tokens in line with the engine's params: fetches/encodes a new style
+   * image in the background (frames keep running without it), applies scale/enabled at once.
+   */
+  #syncIp(e: Engine): void {
+    const d = e.diffusion;
+    const cfg = e.params.ip_adapter;
+    const on = !!(e.ip && d && cfg && cfg.enabled !== false && Number(cfg.scale ?? 1) !== 0);
+    if (!on || !e.ip || !d) {
+      d?.setIpTokens(null);
+      if (!e.ip || !cfg || cfg.enabled === false) e.ipState = 'off';
+      return;
+    }
+    const url = e.params.ip_adapter_style_image_url;
+    if (!url) {
+      e.ipState = 'error';
+      e.ipError = 'no ip_adapter_style_image_url (the hosted default style image is not bundled)';
+      d.setIpTokens(null);
+      return;
+    }
+    if (url !== e.ipUrl) {
+      e.ipUrl = url;
+      e.ipState = 'loading';
+      const ip = e.ip;
+      const job = loadStyleImage(url, this.#o.fetchImage)
+        .then((img) => ip.encode(img))
+        .then(
+          (tokens) => {
+            if (e.ipUrl !== url) return;
+            e.ipTokens = tokens;
+            e.ipState = 'ready';
+            e.ipError = null;
+            this.#syncIp(e);
+          },
+          (err: unknown) => {
+            if (e.ipUrl !== url) return;
+            e.ipState = 'error';
+            e.ipError = err instanceof Error ? err.message : String(err);
+            this.#log.warn({ err }, 'ip_adapter | style image failed, running without it');
+          },
+        );
+      this.#background.add(job);
+      void job.finally(() => this.#background.delete(job));
+    }
+    if (e.ipTokens && e.ipState === 'ready') {
+      const scale = Number(cfg.scale ?? 1);
+      d.setIpTokens(e.ipTokens.map((v) => v * scale));
+    }
+  }
+
+  /**
+   * Applies hot params from the next frame. Throws for bad values, and for reload params: those
+   * need a new LocalPipeline (FramePipeline builds one in another thread).
+   */
+  update(patch: Partial<StreamParams>): { hot: string[] } {
+    if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
+    const next = validParams(mergeParams(this.#target, patch));
+    const { hot, reload } = classifyChanges(this.#target, next);
+    if (reload.length > 0) throw new InvalidParamsError(`reload params need a new pipeline: ${reload.join(', ')}`);
+    this.#target = next;
+    if (hot.length > 0) this.#hotPending = true;
+    // Encode new prompts now, in the background, so the frame that applies them does not wait.
+    if (hot.some((k) => k === 'prompt' || k === 'negative_prompt' || k === 'guidance_scale' || k === 'cfg_type')) void this.#engine.diffusion?.prefetch(next);
+    this.#warnUnsupported(next);
+    return { hot };
+  }
+
+  /**
+   * Fills the Stream Batch with `frame` (preprocessed as a frame would be) so the first real
+   * frame already yields output: a swapped-in reload opens no lag-long gap. Three steps more than
+   * the lag also run the VAE decoder three times: ORT plans its memory pattern on a session's
+   * first run and allocates (and page-faults) the planned block on the next ones, which cost
+   * 2–3× a normal decode on the dev VM when they landed on the first served frames.
+   */
+  async prime(frame: Frame): Promise<void> {
+    const e = this.#engine;
+    if (!e.diffusion) return;
+    const { width, height } = e.params;
+    const sized = resizeFrame(e.imagePre.apply(frame), width, height);
+    const scratch = new Uint8Array(3 * width * height);
+    for (let i = 0; i < e.diffusion.lag + 3; i++) await e.diffusion.step(sized, scratch);
+  }
+
+  /** Applies the hot params requested since the last frame. */
+  async #sync(): Promise<void> {
+    if (!this.#hotPending) return;
+    this.#hotPending = false;
+    const e = this.#engine;
+    const { hot } = classifyChanges(e.params, this.#target);
+    if (hot.length === 0) return;
+    const next = { ...e.params };
+    for (const k of hot) (next as Record<string, unknown>)[k] = this.#target[k];
+    const prev = e.params;
+    e.params = next;
+    const blockChanged = (k: keyof StreamParams) => JSON.stringify(prev[k]) !== JSON.stringify(next[k]);
+    if (blockChanged('image_preprocessing')) e.imagePre = createProcessorChain(next.image_preprocessing, 'image');
+    if (blockChanged('image_postprocessing')) e.imagePost = createProcessorChain(next.image_postprocessing, 'image');
+    if (blockChanged('latent_preprocessing')) e.latentPre = createProcessorChain(next.latent_preprocessing, 'latent');
+    if (blockChanged('latent_postprocessing')) e.latentPost = createProcessorChain(next.latent_postprocessing, 'latent');
+    if (e.diffusion) {
+      e.diffusion.latentPre = e.latentPre;
+      e.diffusion.latentPost = e.latentPost;
+      // conditioning_scale is the only hot ControlNet field (classifyChanges).
+      for (const c of e.controlNets) {
+        const cfg = next.controlnets.find((x) => x.model_id === c.modelId);
+        if (cfg) c.scale = cfg.conditioning_scale;
+      }
+      await e.diffusion.apply(next);
+      if (hot.includes('ip_adapter') || hot.includes('ip_adapter_style_image_url')) this.#syncIp(e);
+    }
+  }
+
+  async process(frame: Frame): Promise<Frame | null> {
+    if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
+    if (this.#busy) return null;
+    this.#busy = true;
+    try {
+      assertFrame(frame);
+      this.#st.framesIn++;
+      await this.#sync();
+      const out = await this.#run(this.#engine, frame);
+      if (out) this.#st.framesOut++;
+      return out;
+    } catch (err) {
+      this.#st.lastError = err instanceof Error ? err.message : String(err);
+      this.#st.lastErrorTime = Date.now();
+      throw err;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  async #run(e: Engine, frame: Frame): Promise<Frame | null> {
+    const ms = this.#st.stageMs;
+    const t0 = performance.now();
+    const pre = e.imagePre.apply(frame);
+    const t1 = performance.now();
+    ms.preprocess = t1 - t0;
+    if (!e.diffusion) {
+      const out = e.imagePost.apply(pre);
+      e.imagePre.observeOutput(out);
+      ms.postprocess = performance.now() - t1;
+      ms.encode = ms.unet = ms.math = ms.decode = ms.ort = 0;
+      ms.total = performance.now() - t0;
+      return out;
+    }
+    const { width, height } = e.params;
+    const sized = resizeFrame(pre, width, height);
+    if (e.filter?.shouldSkipRgb(sized.data)) {
+      this.#st.framesSkipped++;
+      return null;
+    }
+    // A released buffer when the caller gave one back: a fresh 786 kB buffer per frame costs page
+    // faults on every first touch (measured ~5 ms/frame at 512² on the dev VM).
+    const n3 = 3 * width * height;
+    const k = this.#pool.findIndex((b) => b.length === n3);
+    const data = k >= 0 ? (this.#pool.splice(k, 1)[0] as Uint8Array) : new Uint8Array(n3);
+    const ortBefore = e.diffusion.sessions.timing.runMs;
+    const img = await e.diffusion.step(sized, data);
+    ms.ort = e.diffusion.sessions.timing.runMs - ortBefore;
+    const d = e.diffusion.stageMs;
+    ms.encode = d.encode;
+    ms.unet = d.unet;
+    ms.math = d.math;
+    ms.decode = d.decode;
+    if (!img) {
+      if (this.#pool.length < 4) this.#pool.push(data);
+      return null;
+    }
+    const t2 = performance.now();
+    if (e.safety && e.params.use_safety_checker) {
+      const score = await e.safety.score({ width, height, data, ptsMs: frame.ptsMs });
+      if (score > e.params.safety_checker_threshold) {
+        data.fill(0);
+        this.#st.framesBlocked++;
+      }
+    }
+    const out = e.imagePost.apply({ width, height, data, ptsMs: frame.ptsMs });
+    e.imagePre.observeOutput(out);
+    const t3 = performance.now();
+    ms.postprocess = t3 - t2;
+    ms.total = t3 - t0;
+    return out;
+  }
+
+  release(frame: Frame): void {
+    if (this.#pool.length < 4 && !this.#pool.includes(frame.data) && frame.data.byteOffset === 0 && frame.data.byteLength === frame.data.buffer.byteLength) {
+      this.#pool.push(frame.data);
+    }
+  }
+
+  /** Status of this one engine (a FramePipeline adds its reload book: state, restarts, logs). */
+  status(): FramePipelineStatus {
+    const e = this.#engine;
+    const info = e.sessions?.info;
+    return {
+      state: this.#state,
+      modelId: e.params.model_id,
+      demo: info?.demo ?? false,
+      acceleration: e.params.acceleration,
+      providers: info?.providers ?? [],
+      providerNote: info?.providerNote ?? null,
+      restartCount: 0,
+      lastRestartTime: null,
+      lastRestartLogs: [],
+      lastError: this.#st.lastError,
+      lastErrorTime: this.#st.lastErrorTime,
+      lag: e.diffusion?.lag ?? 0,
+      framesIn: this.#st.framesIn,
+      framesOut: this.#st.framesOut,
+      framesSkipped: this.#st.framesSkipped,
+      framesBlocked: this.#st.framesBlocked,
+      ipAdapter: e.ipState,
+      ipAdapterError: e.ipError,
+      stageMs: { ...this.#st.stageMs },
+      unsupported: unsupportedOf(e.params, e),
+    };
+  }
+
+  /** Resolves when no style-image load is in flight. */
+  async whenIdle(): Promise<void> {
+    while (this.#background.size > 0) await Promise.allSettled([...this.#background]);
+  }
+
+  close(): Promise<void> {
+    if (this.#closePromise) return this.#closePromise;
+    this.#state = 'closed';
+    this.#closePromise = (async () => {
+      await this.#engine.sessions?.close();
+      this.#log.info('close() | closed');
+    })();
+    return this.#closePromise;
+  }
+}

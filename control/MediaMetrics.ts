@@ -26,6 +26,12 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   perStream('reverie_media_input_fps', 'Decoded input frames per second.', (s) => s.inputFps);
   perStream('reverie_media_output_fps', 'Encoded output frames per second.', (s) => s.outputFps);
   perStream('reverie_media_viewers', 'WHEP viewers of the stream.', (s) => s.viewers);
+  each('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) => {
+    for (const stream of node.streams()) {
+      for (const [codec, n] of Object.entries(stream.status().viewersByCodec)) set({ stream_id: stream.streamId, codec }, n);
+    }
+  });
+  perStream('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', (s) => (s.vp8.running ? 1 : 0));
   perStream('reverie_media_ingest_packets_lost', 'RTP packets lost on ingest (from RTCP).', (s) => s.ingest?.packetsLost);
   perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher.', (s) => s.ingest?.bytesReceived);
   each('reverie_media_stage_latency_ms', 'Per-stage latency inside the node, ms (recent window).', ['stream_id', 'stage', 'quantile'], (set) => {

@@ -12,8 +12,8 @@
  * One libuv threadpool thread is held by the pending appsink pull (see gst.ts).
  */
 import type { Logger } from 'pino';
-import { InvalidStateError, PipelineError } from './errors.ts';
-import { loadGst, type GstAppSink, type GstAppSrc, type GstPipeline } from './gst.ts';
+import { AppPipeline } from './AppPipeline.ts';
+import { InvalidStateError } from './errors.ts';
 
 export const AAC_SAMPLE_RATE = 48_000;
 export const AAC_CHANNELS = 2;
@@ -51,65 +51,42 @@ export function adtsFrames(buf: Uint8Array): Uint8Array[] {
 }
 
 export class AacEncoderBin {
-  readonly #pipeline: GstPipeline;
-  readonly #src: GstAppSrc;
-  readonly #sink: GstAppSink;
-  readonly #opts: AacEncoderBinOptions;
-  #closed = false;
+  readonly #bin: AppPipeline;
   framesOut = 0;
 
   constructor(opts: AacEncoderBinOptions) {
-    this.#opts = opts;
     const caps = `application/x-rtp,media=(string)audio,clock-rate=(int)48000,encoding-name=(string)OPUS,payload=(int)${opts.payloadType}`;
     const launch =
       `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=200000 caps="${caps}" ` +
       `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,rate=${AAC_SAMPLE_RATE},channels=${AAC_CHANNELS} ` +
       `! avenc_aac bitrate=${opts.bitrateBps ?? 128_000} ! aacparse ! audio/mpeg,mpegversion=4,stream-format=adts ` +
       `! appsink name=sink sync=false max-buffers=50 drop=true`;
-    try {
-      this.#pipeline = new (loadGst().Pipeline)(launch);
-    } catch (err) {
-      throw new PipelineError('AAC encoder pipeline failed to build', { cause: err });
-    }
-    const src = this.#pipeline.findChild('src');
-    const sink = this.#pipeline.findChild('sink');
-    if (!src || !sink) throw new PipelineError('AAC encoder pipeline lacks src/sink');
-    this.#src = src;
-    this.#sink = sink;
-    this.#pipeline.play();
-    this.#pull();
-    opts.logger.debug(`AacEncoderBin() | started [pt:${opts.payloadType}]`);
-  }
-
-  #pull(): void {
-    this.#sink.pull((buf) => {
-      if (this.#closed || !buf) return;
-      this.#pull();
-      const atMs = performance.now();
-      for (const frame of adtsFrames(buf)) {
-        this.framesOut++;
-        this.#opts.onFrame(frame, atMs);
-      }
+    this.#bin = new AppPipeline({
+      launch,
+      what: 'AAC encoder',
+      logger: opts.logger,
+      onSample: (buf) => {
+        const atMs = performance.now();
+        for (const frame of adtsFrames(buf)) {
+          this.framesOut++;
+          opts.onFrame(frame, atMs);
+        }
+      },
     });
+    opts.logger.debug(`AacEncoderBin() | started [pt:${opts.payloadType}]`);
   }
 
   /** Feeds one serialized Opus RTP packet. */
   push(rtp: Uint8Array): void {
-    if (this.#closed) throw new InvalidStateError('AAC encoder closed');
-    this.#src.push(rtp);
+    if (this.#bin.closed) throw new InvalidStateError('AAC encoder closed');
+    this.#bin.push(rtp);
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#bin.closed;
   }
 
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    try {
-      this.#pipeline.stop();
-    } catch (err) {
-      this.#opts.logger.warn({ err }, 'close() | pipeline stop failed');
-    }
+    this.#bin.close();
   }
 }

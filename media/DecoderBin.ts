@@ -12,8 +12,8 @@
  * stretched to W×H (no borders, square pixels): the diffusion stage works on the full canvas.
  */
 import type { Logger } from 'pino';
-import { InvalidStateError, PipelineError } from './errors.ts';
-import { loadGst, type GstAppSink, type GstAppSrc, type GstPipeline } from './gst.ts';
+import { AppPipeline } from './AppPipeline.ts';
+import { InvalidStateError } from './errors.ts';
 import type { IngestVideoCodec } from './Sdp.ts';
 
 export interface DecoderBinOptions {
@@ -34,21 +34,12 @@ export class DecoderBin {
   readonly codec: IngestVideoCodec;
   readonly width: number;
   readonly height: number;
-  readonly #pipeline: GstPipeline;
-  readonly #src: GstAppSrc;
-  readonly #sink: GstAppSink;
-  readonly #onFrame: (rgb: Buffer) => void;
-  readonly #logger: Logger;
-  #closed = false;
-  /** Frames handed to onFrame. */
-  framesOut = 0;
+  readonly #bin: AppPipeline;
 
   constructor(opts: DecoderBinOptions) {
     this.codec = opts.codec;
     this.width = opts.width;
     this.height = opts.height;
-    this.#onFrame = opts.onFrame;
-    this.#logger = opts.logger;
     const rtpCaps =
       opts.codec === 'VP8'
         ? `application/x-rtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,payload=(int)${opts.payloadType}`
@@ -62,49 +53,26 @@ export class DecoderBin {
       `! ${decode} ! videoconvert ! videoscale add-borders=false ` +
       `! video/x-raw,format=RGB,width=${opts.width},height=${opts.height},pixel-aspect-ratio=1/1 ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
-    try {
-      this.#pipeline = new (loadGst().Pipeline)(launch);
-    } catch (err) {
-      throw new PipelineError(`decoder pipeline failed to build [codec:${opts.codec}]`, { cause: err });
-    }
-    const src = this.#pipeline.findChild('src');
-    const sink = this.#pipeline.findChild('sink');
-    if (!src || !sink) throw new PipelineError('decoder pipeline lacks src/sink');
-    this.#src = src;
-    this.#sink = sink;
-    this.#pipeline.play();
-    this.#pull();
-    this.#logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
+    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame });
+    opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
   }
 
-  #pull(): void {
-    this.#sink.pull((buf) => {
-      if (this.#closed || !buf) return;
-      this.framesOut++;
-      // Pull again before handing the frame on: the appsink keeps decoding into its 1-slot buffer.
-      this.#pull();
-      this.#onFrame(buf);
-    });
+  /** Frames handed to onFrame. */
+  get framesOut(): number {
+    return this.#bin.samples;
   }
 
   /** Feeds one serialized RTP packet, in sequence order. */
   push(rtp: Buffer): void {
-    if (this.#closed) throw new InvalidStateError('decoder closed');
-    this.#src.push(rtp);
+    if (this.#bin.closed) throw new InvalidStateError('decoder closed');
+    this.#bin.push(rtp);
   }
 
   get closed(): boolean {
-    return this.#closed;
+    return this.#bin.closed;
   }
 
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    try {
-      // NULL state flushes the appsink, which ends the pending pull (its threadpool thread returns).
-      this.#pipeline.stop();
-    } catch (err) {
-      this.#logger.warn({ err }, 'close() | pipeline stop failed');
-    }
+    this.#bin.close();
   }
 }

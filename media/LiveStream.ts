@@ -1,14 +1,22 @@
 /**
  * One live stream on this node: at most one publisher (WhipSession), its decoder, the frame
- * processor, one encoder, and any number of viewers (WhepSession) fed from that one encoder.
+ * processor, one encoder per viewer codec, and any number of viewers (WhepSession) fed from them.
  *
- *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─► EncoderBin ─AU─► packetize once ─► N × WhepSession
- *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N × WhepSession
+ *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─┬► EncoderBin (x264) ─AU─► packetize once ─► N × H.264 WhepSession
+ *                                                                   └► Vp8EncoderBin ─frame─► packetize once ─► M × VP8 WhepSession
+ *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N+M × WhepSession
  *                                                               EncoderBin AUs ─┬► HlsPackager (LL-HLS, fMP4 parts)
  *   WhipSession ─Opus RTP─► AacEncoderBin ─AAC──────────────────────────────────┴► RtmpPush (FLV → ffmpeg → output_rtmp_url)
  *
  * HLS and RTMP take the same access units the WHEP viewers get (no second encoder); the AAC
  * encoder runs once per publisher session when either output exists.
+ *
+ * Encode once per codec: viewers get H.264 whenever their offer allows it; the VP8 branch exists
+ * for WebRTC stacks without H.264 (libwebrtc builds such as @roamhq/wrtc). It starts with the
+ * first processed frame while a VP8 viewer is attached and stops when the last one leaves (or
+ * the publisher does), so streams without VP8 viewers pay nothing for it. Both encoders get the
+ * same processed frame; each has its own 2-frame leaky appsrc, so a slow VP8 encode drops VP8
+ * frames only.
  *
  * Between decoder and processor sits a one-frame slot: while the processor works, a newer frame
  * replaces the waiting one (latest frame wins), so a slow processor lowers fps but never adds
@@ -28,11 +36,13 @@ import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from 
 import { H264Packetizer } from './H264Packetizer.ts';
 import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
 import type { TransportOptions } from './PeerTransport.ts';
-import type { PreparedOffer } from './Sdp.ts';
+import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { RtmpPush, type RtmpPushStatus } from './RtmpPush.ts';
 import { RateMeter, StageTimer } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
+import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
+import { Vp8Packetizer } from './Vp8Packetizer.ts';
 import { WhepSession } from './WhepSession.ts';
 import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
 
@@ -78,6 +88,20 @@ export interface StageStats {
   last: number;
 }
 
+/** The VP8 output branch of a stream (for viewers without H.264). */
+export interface Vp8BranchStatus {
+  /** The VP8 encoder exists: VP8 viewers are attached and processed frames reach it. */
+  running: boolean;
+  /** Times the encoder was started since the stream was created (it stops with its last viewer). */
+  starts: number;
+  /** VP8 frames encoded since the stream was created. */
+  framesOut: number;
+  /** Forced key frames of the running encoder (VP8 viewers' joins and PLI/FIR). */
+  keyUnitsForced: number;
+  /** ms from frame push to encoded frame (rolling window). */
+  encode?: StageStats;
+}
+
 export interface LiveStreamStatus {
   streamId: string;
   state: LiveStreamState;
@@ -93,8 +117,13 @@ export interface LiveStreamStatus {
   /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
   latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
   ingest: IngestStats | null;
+  /** WHEP viewers, all codecs. */
   viewers: number;
+  /** WHEP viewers by the video codec they are sent (sums to `viewers`). */
+  viewersByCodec: Record<VideoCodec, number>;
+  /** Forced key units of the H.264 encoder. */
   keyUnitsForced: number;
+  vp8: Vp8BranchStatus;
   params: StreamParams;
   lastError: string | undefined;
   /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
@@ -126,6 +155,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #publisher: WhipSession | null = null;
   #decoder: DecoderBin | null = null;
   #encoder: EncoderBin | null = null;
+  /** The VP8 branch's encoder: exists only while VP8 viewers do (and frames flow). */
+  #vp8: Vp8EncoderBin | null = null;
+  readonly #vp8Packetizer: Vp8Packetizer;
+  #vp8Starts = 0;
+  /** The VP8 encoder failed to build: no retry (per frame) until the VP8 viewers are gone. */
+  #vp8Failed = false;
+  #vp8FramesOut = 0;
+  readonly #vp8EncodeT = new StageTimer();
   readonly #viewers = new Map<string, WhepSession>();
   #processor: FrameProcessor | null = null;
   readonly #processorReady: Promise<void>;
@@ -161,6 +198,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
     this.#packetizer = new H264Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
+    this.#vp8Packetizer = new Vp8Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
     this.#processorReady = opts
       .createProcessor(this.#params, { streamId: this.streamId, logger: opts.logger })
       .then((p) => {
@@ -416,6 +454,65 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     this.#lastPushedDecodedAtMs = inputAtMs;
     this.#encoder.push(frame);
+    this.#encodeVp8(frame);
+  }
+
+  #viewerCount(codec: VideoCodec): number {
+    let n = 0;
+    for (const v of this.#viewers.values()) if (v.codec === codec) n++;
+    return n;
+  }
+
+  /** The encoder a viewer of `codec` is fed from (null while it is not running). */
+  #encoderFor(codec: VideoCodec): EncoderBin | Vp8EncoderBin | null {
+    return codec === 'VP8' ? this.#vp8 : this.#encoder;
+  }
+
+  /** Feeds the VP8 branch, starting it (or restarting it at a new size) while VP8 viewers exist. */
+  #encodeVp8(frame: Frame): void {
+    if (this.#vp8Failed || this.#viewerCount('VP8') === 0) return;
+    if (this.#vp8 && (this.#vp8.width !== frame.width || this.#vp8.height !== frame.height)) this.#stopVp8('resized');
+    if (!this.#vp8) {
+      try {
+        this.#vp8 = new Vp8EncoderBin({
+          width: frame.width,
+          height: frame.height,
+          fps: this.#settings.outputFps,
+          bitrateKbps: this.#settings.videoBitrateKbps,
+          keyIntFrames: this.#settings.vp8KeyIntFrames,
+          cpuUsed: this.#settings.vp8CpuUsed,
+          keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
+          logger: this.#logger,
+          onFrame: (f) => this.#onVp8Frame(f),
+        });
+      } catch (err) {
+        // H.264 viewers, HLS and RTMP go on; VP8 viewers stay held.
+        this.#vp8Failed = true;
+        this.#lastError = `vp8: ${String(err)}`;
+        this.#logger.error({ err }, `encodeVp8() | VP8 encoder failed [streamId:${this.streamId}]`);
+        return;
+      }
+      this.#vp8Starts++;
+      this.#logger.info(`encodeVp8() | VP8 branch started [streamId:${this.streamId}] [size:${frame.width}x${frame.height}]`);
+    }
+    this.#vp8.push(frame);
+  }
+
+  #stopVp8(why: string): void {
+    if (!this.#vp8) return;
+    this.#vp8.close();
+    this.#vp8 = null;
+    this.#logger.info(`stopVp8() | VP8 branch stopped [streamId:${this.streamId}] [why:${why}]`);
+  }
+
+  #onVp8Frame(f: EncodedVp8Frame): void {
+    if (this.#state === 'closed') return;
+    this.#vp8FramesOut++;
+    this.#vp8EncodeT.add(f.encodeMs);
+    // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
+    const ts = Math.round((f.atMs - this.#rtpClockStart) * 90) >>> 0;
+    const packets = this.#vp8Packetizer.packetize(f.data, ts);
+    for (const v of this.#viewers.values()) if (v.codec === 'VP8') v.sendAccessUnit(packets, f.keyframe);
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
@@ -427,7 +524,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
-    for (const v of this.#viewers.values()) v.sendAccessUnit(packets, au.keyframe);
+    for (const v of this.#viewers.values()) if (v.codec === 'H264') v.sendAccessUnit(packets, au.keyframe);
     this.#hls?.pushVideo(au);
     this.#rtmp?.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher) {
@@ -451,6 +548,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#decoder?.close();
     this.#decoder = null;
     this.#stopOutputs();
+    // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
+    this.#stopVp8('publisher left');
     if (this.#hls && !this.#hls.closed) this.#hls.flush();
     this.#pending = null;
     clearInterval(this.#heartbeat);
@@ -473,12 +572,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#viewers.set(sessionId, session);
     clearTimeout(this.#idleTimer);
     session.on('connected', () => {
-      this.#encoder?.requestKeyUnit();
+      this.#encoderFor(session.codec)?.requestKeyUnit();
       this.#publisher?.requestKeyframe('decoder');
     });
-    session.on('keyframeRequest', () => this.#encoder?.requestKeyUnit());
+    session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
     session.once('close', () => {
       this.#viewers.delete(sessionId);
+      if (session.codec === 'VP8' && this.#viewerCount('VP8') === 0) {
+        this.#stopVp8('last VP8 viewer left');
+        this.#vp8Failed = false;
+      }
       this.#armIdle();
     });
     try {
@@ -530,7 +633,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
+      viewersByCodec: { H264: this.#viewerCount('H264'), VP8: this.#viewerCount('VP8') },
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
+      vp8: {
+        running: this.#vp8 !== null,
+        starts: this.#vp8Starts,
+        framesOut: this.#vp8FramesOut,
+        keyUnitsForced: this.#vp8?.keyUnitsForced ?? 0,
+        encode: sum(this.#vp8EncodeT),
+      },
       params: this.#params,
       lastError: this.#lastError,
       hls: this.#hls?.stats() ?? null,
@@ -554,6 +665,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       },
       () => this.#decoder?.close(),
       () => this.#encoder?.close(),
+      () => this.#stopVp8('stream closed'),
       () => this.#processor?.close(),
       () => this.#stopOutputs(),
       () => this.#hls?.close(),

@@ -3,7 +3,7 @@
  * WHIP/WHEP HTTP endpoints as a fastify plugin (`registerRoutes`). The control plane decides who
  * may publish or play (resolveIngest/resolvePlayback) and listens for `started`/`live`/`ended`.
  *
- * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin.
+ * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';

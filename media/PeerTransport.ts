@@ -30,7 +30,8 @@ function codecs(role: OfferRole) {
     parameters: 'profile-level-id=42e01f;packetization-mode=1;level-asymmetry-allowed=1',
   });
   const vp8 = new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: FEEDBACK });
-  return { audio: [opus], video: role === 'whip' ? [vp8, h264] : [h264] };
+  // Offers reach werift cut down to one video codec (Sdp.ts), so the order here picks nothing.
+  return { audio: [opus], video: role === 'whip' ? [vp8, h264] : [h264, vp8] };
 }
 
 export function createPeerConnection(role: OfferRole, opts: TransportOptions): RTCPeerConnection {

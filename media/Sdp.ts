@@ -3,7 +3,7 @@
  *
  * werift negotiates codecs by MIME type only (every remote H.264 variant survives, the first one
  * wins), so we pick exactly one payload type per m-line here: the one we can decode (WHIP) or the
- * one our encoder produces (WHEP), and strip the rest (RTX, RED, FEC included: we rely on NACK with
+ * one of our encoders the viewer gets (WHEP: H.264 if offered, else VP8), and strip the rest (RTX, RED, FEC included: we rely on NACK with
  * in-band retransmission). Cheap structural limits run first so a hostile offer (thousands of
  * m-lines, megabytes of attributes) costs one linear scan and never reaches the ICE/DTLS stack.
  */
@@ -12,13 +12,20 @@ import { SdpError } from './errors.ts';
 /** Who sent the offer: a publisher (WHIP) or a viewer (WHEP). */
 export type OfferRole = 'whip' | 'whep';
 
+/**
+ * Video codecs on either side: what we decode from publishers, and what we send viewers.
+ * - `H264`: packetization-mode 1; viewers get constrained baseline from the stream's x264 encoder.
+ * - `VP8`: viewers get it from the stream's VP8 branch, started while VP8 viewers exist.
+ */
+export type VideoCodec = 'VP8' | 'H264';
 /** Video codecs we decode from publishers. */
-export type IngestVideoCodec = 'VP8' | 'H264';
+export type IngestVideoCodec = VideoCodec;
 
 export interface PreparedOffer {
   /** The rewritten offer to hand to werift. */
   sdp: string;
-  video: { codec: IngestVideoCodec; payloadType: number; fmtp: string } | null;
+  /** The one video payload kept: the publisher's codec (WHIP) or the one the viewer is sent (WHEP). */
+  video: { codec: VideoCodec; payloadType: number; fmtp: string } | null;
   audio: { payloadType: number } | null;
   /** a=candidate lines the offer carried (0 for OBS, which never trickles). */
   candidateCount: number;
@@ -161,18 +168,22 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
     const maps = rtpMaps(section);
     if (section.kind === 'video') {
       if (video) throw new SdpError('UNSUPPORTED_OFFER', 'offer has two video m-lines');
+      // A viewer gets H.264 whenever it takes it (the always-running encoder); VP8 only when it
+      // has no H.264 (libwebrtc builds without proprietary codecs), from the lazily started branch.
       const pick =
         role === 'whip'
           ? maps.find((m) => m.name === 'VP8' || isH264Mode1(m))
-          : maps.filter(isH264Mode1).sort((a, b) => viewerH264Rank(a) - viewerH264Rank(b))[0];
+          : (maps.filter(isH264Mode1).sort((a, b) => viewerH264Rank(a) - viewerH264Rank(b))[0] ?? maps.find((m) => m.name === 'VP8'));
       if (!pick) {
         throw new SdpError(
           'UNSUPPORTED_OFFER',
-          role === 'whip' ? 'no supported video codec offered (need VP8 or H264 packetization-mode=1)' : 'viewer does not accept H264 packetization-mode=1',
+          role === 'whip'
+            ? 'no supported video codec offered (need VP8 or H264 packetization-mode=1)'
+            : 'viewer accepts neither H264 packetization-mode=1 nor VP8',
         );
       }
       keepOnly(section, pick.pt);
-      video = { codec: pick.name as IngestVideoCodec, payloadType: pick.pt, fmtp: pick.fmtp };
+      video = { codec: pick.name as VideoCodec, payloadType: pick.pt, fmtp: pick.fmtp };
     } else {
       if (audio) throw new SdpError('UNSUPPORTED_OFFER', 'offer has two audio m-lines');
       const pick = maps.find((m) => m.name === 'OPUS');

@@ -1,16 +1,17 @@
 /**
- * One viewer's WHEP session: a werift peer connection with a sendonly H.264 track (and Opus when
- * the viewer offered audio). It never encodes: the stream's single encoder output is packetized
- * once and the same RTP bytes are handed to every viewer; werift's sender rewrites SSRC, payload
- * type and sequence/timestamp offsets per viewer.
+ * One viewer's WHEP session: a werift peer connection with a sendonly video track of one codec
+ * (H.264, or VP8 for viewers without H.264) and Opus when the viewer offered audio. It never
+ * encodes: the stream's encoder for that codec is packetized once and the same RTP bytes are
+ * handed to every viewer of the codec; werift's sender rewrites SSRC, payload type and
+ * sequence/timestamp offsets per viewer.
  *
  * A viewer is fed from the first keyframe after it connects (the stream forces one when it
- * joins), and its PLI/FIR become a rate-limited forced key unit on the shared encoder.
+ * joins), and its PLI/FIR become a rate-limited forced key unit on its codec's shared encoder.
  */
 import type { Logger } from 'pino';
 import { RtcpPayloadSpecificFeedback, type RTCPeerConnection, type RTCRtpSender } from 'werift';
 import { answerWithAllCandidates, createPeerConnection, type TransportOptions } from './PeerTransport.ts';
-import type { PreparedOffer } from './Sdp.ts';
+import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import type { SessionCloseReason } from './WhipSession.ts';
@@ -36,6 +37,8 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   readonly id: string;
   readonly streamId: string;
   readonly etag: string;
+  /** The video codec this viewer is sent (chosen from its offer by Sdp.prepareOffer). */
+  readonly codec: VideoCodec;
   readonly #opts: WhepSessionOptions;
   readonly #pc: RTCPeerConnection;
   readonly #logger: Logger;
@@ -53,6 +56,8 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     this.id = opts.id;
     this.streamId = opts.streamId;
     this.etag = `"${opts.id.slice(0, 16)}"`;
+    // An offer without video (audio-only viewer) gets no video packets; H264 is only its bucket.
+    this.codec = opts.offer.video?.codec ?? 'H264';
     this.#opts = opts;
     this.#logger = opts.logger;
     this.#pc = createPeerConnection('whep', opts.transport);
@@ -108,7 +113,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     return this.#waitingKeyframe;
   }
 
-  /** Sends one access unit's packets; skipped until connected and until a keyframe starts the feed. */
+  /** Sends one encoded frame's packets (of this.codec); skipped until connected and until a keyframe starts the feed. */
   sendAccessUnit(packets: readonly Buffer[], keyframe: boolean): void {
     if (this.#closed || !this.#connected) return;
     if (this.#waitingKeyframe) {

@@ -3,9 +3,10 @@
  * `import` fails; `createRequire` loads it). Only the surface the media bins use is typed here.
  *
  * Threadpool: every pending `appsink.pull()` holds one libuv threadpool thread until a sample (or
- * EOS/flush) arrives. Each live stream holds two (decoder + encoder appsinks), three while its AAC
- * encoder runs (RTMP push set, or HLS watched), so the process must start with
- * `UV_THREADPOOL_SIZE >= 3 × streams + 4` (file I/O, dns and onnxruntime share the pool).
+ * EOS/flush) arrives. Each live stream holds two (decoder + encoder appsinks), one more while its
+ * AAC encoder runs (RTMP push set, or HLS watched) and one more while its VP8 branch runs (VP8
+ * viewers attached), so the process must start with `UV_THREADPOOL_SIZE >= 4 × streams + 4`
+ * (file I/O, dns and onnxruntime share the pool).
  * We never call `pollBus()`: its worker blocks forever on an idle bus and cannot be cancelled.
  */
 import { createRequire } from 'node:module';

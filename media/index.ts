@@ -5,7 +5,8 @@
  * `started` / `live` / `ended`.
  */
 export { MediaNode, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
-export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo } from './LiveStream.ts';
+export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
+export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';

@@ -13,6 +13,13 @@ export interface MediaSettings {
   videoBitrateKbps: number;
   /** Frames between forced IDRs (≈2 s at 30 fps; new viewers also get a forced key unit). */
   keyIntFrames: number;
+  /**
+   * Frames between VP8 key frames (≈1 s at 30 fps, like the H.264 GOP once HLS's segment-driven
+   * IDRs shorten it; those apply to the x264 encoder only).
+   */
+  vp8KeyIntFrames: number;
+  /** libvpx speed of the VP8 branch (-16…16, higher = cheaper): 16 costs about what x264 ultrafast does at 512². */
+  vp8CpuUsed: number;
   /** ms; viewer PLI/FIR → forced key unit at most this often. */
   keyUnitMinIntervalMs: number;
   /** ms; PLI to the publisher at most this often (at start, after loss, until the first keyframe). */
@@ -29,7 +36,7 @@ export interface MediaSettings {
   idleStreamMs: number;
   /** Viewers per stream (beyond → 503). */
   maxViewersPerStream: number;
-  /** RTP payload size limit for our H.264 packetizer, bytes (fits 1280 MTU with SRTP/ext headroom). */
+  /** RTP payload size limit for our H.264 and VP8 packetizers, bytes (fits 1280 MTU with SRTP/ext headroom). */
   rtpMaxPayload: number;
   /** avdec_h264 threads; 1 keeps decode 1-in-1-out (frame threading delays output by N frames). */
   decoderThreads: number;
@@ -53,6 +60,8 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   outputFps: 30,
   videoBitrateKbps: 1500,
   keyIntFrames: 60,
+  vp8KeyIntFrames: 30,
+  vp8CpuUsed: 16,
   keyUnitMinIntervalMs: 500,
   pliMinIntervalMs: 500,
   jitterLatencyMs: 100,

@@ -25,13 +25,24 @@ t.test('strips a=end-of-candidates from an offer that carries no candidates (wer
   t.notMatch(p.sdp, /end-of-candidates/);
 });
 
-t.test("a viewer's offer is cut down to the constrained-baseline packetization-mode=1 H.264 payload", async (t) => {
+t.test("a viewer's offer is cut down to the constrained-baseline packetization-mode=1 H.264 payload (preferred over VP8)", async (t) => {
   const p = prepareOffer(BROWSER_VIEWER, 'whep', limits);
   t.equal(p.video?.payloadType, 104, 'picks 42e01f pm=1 over VP8, pm=0 and High');
   t.match(p.sdp, /m=video 9 UDP\/TLS\/RTP\/SAVPF 104\r\n/);
   t.notMatch(p.sdp, /a=rtpmap:(96|97|102|103) /, 'other payloads and their rtx are gone');
   t.match(p.sdp, /a=rtcp-fb:104 nack/);
   t.equal(p.candidateCount, 1);
+});
+
+t.test('a viewer without H.264 packetization-mode=1 is cut down to VP8; one with neither is refused', async (t) => {
+  const vp8Only = BROWSER_VIEWER.replace(/a=rtpmap:(102|103|104) H264/g, 'a=rtpmap:$1 VP9');
+  const p = prepareOffer(vp8Only, 'whep', limits);
+  t.same(p.video, { codec: 'VP8', payloadType: 96, fmtp: '' }, 'VP8 picked');
+  t.match(p.sdp, /m=video 9 UDP\/TLS\/RTP\/SAVPF 96\r\n/);
+  t.notMatch(p.sdp, /a=rtpmap:(97|102|103|104) /, 'other payloads and their rtx are gone');
+  const pm0Only = BROWSER_VIEWER.replace(/a=rtpmap:(103|104) H264/g, 'a=rtpmap:$1 VP9');
+  t.equal(prepareOffer(pm0Only, 'whep', limits).video?.codec, 'VP8', 'H.264 packetization-mode=0 does not count: VP8 instead');
+  t.throws(() => prepareOffer(vp8Only.replace('a=rtpmap:96 VP8', 'a=rtpmap:96 VP9'), 'whep', limits), /neither H264 packetization-mode=1 nor VP8/, '422 when neither is offered');
 });
 
 t.test('a publisher offer keeps the offerer-preferred decodable codec', async (t) => {

@@ -3,39 +3,12 @@
  * of a known colour, an OBS-like H.264-only publisher that sends no candidates and never trickles,
  * and a publisher that goes silent without DELETE.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
 import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { wrtcPublish } from './wrtcPeers.ts';
 
 type W = Window & PeerPage;
-
-interface WrtcPublisher {
-  status: number;
-  location: string | null;
-  /** Stops sending frames but keeps the peer connection (and ICE consent) alive. */
-  stopMedia(): void;
-  /** SIGKILL: the publisher vanishes without DELETE. */
-  kill(): void;
-}
-
-const PUBLISHER = fileURLToPath(new URL('./fixtures/wrtcPublisher.ts', import.meta.url));
-
-/** Starts a wrtc VP8 publisher in a child process (see fixtures/wrtcPublisher.ts for why). */
-async function wrtcPublish(t: { teardown(fn: () => unknown): void }, url: string, colour: [number, number, number]): Promise<WrtcPublisher> {
-  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, STREAM_KEY, colour.join(',')], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const [line] = (await once(createInterface({ input: child.stdout }), 'line')) as [string];
-  const res = JSON.parse(line) as { status: number; location: string | null };
-  return { ...res, stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
-}
 
 t.test('a libwebrtc (wrtc) VP8 publisher reaches a Chromium viewer with its colours intact', { timeout: 60_000 }, async (t) => {
   const srv = await startMediaServer(t, { params: { width: 256, height: 256 } });

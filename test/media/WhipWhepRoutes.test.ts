@@ -122,21 +122,29 @@ t.test('WHIP POST → 201 with answer, Location, ETag and Link; PATCH trickles (
   t.equal(srv.node.status(STREAM_ID)?.state, 'idle');
 });
 
-t.test('WHEP POST: unknown playback 404, non-H.264 viewer 422, H.264 viewer 201 sendonly; a viewer that never connects is closed', { timeout: 30_000 }, async (t) => {
+t.test('WHEP POST: unknown playback 404, viewer with neither H.264 nor VP8 422, VP8-only viewer 201 VP8, H.264 viewer 201 sendonly; a viewer that never connects is closed', { timeout: 30_000 }, async (t) => {
   const srv = await startMediaServer(t, { settings: { connectTimeoutMs: 1500 } });
   const offer = await realOffer(t, 'recvonly');
   const post = (url: string, payload: string) => srv.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/sdp' }, payload });
   t.equal((await post('/live/nope/whep', asH264(offer))).statusCode, 404, 'unknown playback id → 404');
-  const vp8 = await post(WHEP, offer);
-  t.equal(vp8.statusCode, 422, 'a VP8-only viewer (libwebrtc without H.264) → 422');
-  t.match(vp8.body, /H264/);
+  const noCodec = await post(WHEP, offer.replace(/VP8\/90000/g, 'VP9/90000'));
+  t.equal(noCodec.statusCode, 422, 'a viewer offering neither H.264 pm=1 nor VP8 → 422');
+  t.match(noCodec.body, /neither H264 packetization-mode=1 nor VP8/, '422 says why');
   t.equal((await post(WHEP, (await realOffer(t, 'sendonly')).replace(/VP8/g, 'H264'))).statusCode, 422, 'sendonly offer to WHEP → 422');
+  const vp8 = await post(WHEP, offer);
+  t.equal(vp8.statusCode, 201, 'a VP8-only viewer (libwebrtc without H.264) → 201');
+  t.match(vp8.body, /a=rtpmap:\d+ VP8\/90000/, 'answered with VP8');
+  t.notMatch(vp8.body, /H264/, 'and nothing else');
+  t.same(srv.node.status(STREAM_ID)?.viewersByCodec, { H264: 0, VP8: 1 }, 'counted as a VP8 viewer');
+  t.equal(srv.node.status(STREAM_ID)?.vp8.running, false, 'no frames yet: the VP8 branch has not started');
+  t.equal((await srv.app.inject({ method: 'DELETE', url: new URL(String(vp8.headers['location'])).pathname })).statusCode, 200, 'VP8 viewer DELETE → 200');
   const ok = await post(WHEP, asH264(offer));
   t.equal(ok.statusCode, 201, 'H.264 viewer → 201 before any publisher (held session)');
   t.match(ok.body, /a=sendonly/);
   t.match(ok.body, /H264\/90000/);
   t.notMatch(ok.body, /VP8/);
   t.equal(srv.node.status(STREAM_ID)?.viewers, 1);
+  t.same(srv.node.status(STREAM_ID)?.viewersByCodec, { H264: 1, VP8: 0 }, 'counted as an H.264 viewer');
   const sessionId = new URL(String(ok.headers['location'])).pathname.split('/').pop() ?? '';
   // This "viewer" never runs ICE: the session must go away after connectTimeoutMs.
   const closed = await new Promise<boolean>((resolve) => {

@@ -65,10 +65,13 @@ export interface PeerPage {
   publish(o: { url: string; token: string; codec: 'VP8' | 'H264'; width: number; height: number }): Promise<{ status: number; location: string | null; etag: string | null; body: string }>;
   /** OBS's WHIP behaviour: H.264 42e01f pm=1 only, an offer with no candidates, never trickles. */
   publishObsLike(o: { url: string; token: string }): Promise<{ status: number; location: string | null; offer: string; body: string }>;
-  play(o: { url: string }): Promise<{ status: number; location: string | null; body: string }>;
+  /** Plays WHEP; `codec` restricts the viewer's offer to that codec (setCodecPreferences). */
+  play(o: { url: string; codec?: 'VP8' | 'H264' }): Promise<{ status: number; location: string | null; body: string }>;
   waitFrames(n: number, timeoutMs: number): Promise<number>;
   frameStats(): { width: number; height: number; extremeFraction: number; meanLuma: number; meanRgb: [number, number, number]; framesDecoded: number };
   pubStats(): Promise<{ codec: string | undefined; framesEncoded: number; pliCount: number; nackCount: number }>;
+  /** The viewer's inbound video: negotiated codec and decoder counters. */
+  viewStats(): Promise<{ codec: string | undefined; framesDecoded: number; keyFramesDecoded: number; pliCount: number }>;
 }
 
 export const PEER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><canvas id="c"></canvas><script>
@@ -112,10 +115,11 @@ window.publishObsLike = async ({ url, token }) => {
   return { status: res.status, location: res.headers.get('location'), offer, body };
 };
 window.frames = 0;
-window.play = async ({ url }) => {
+window.play = async ({ url, codec }) => {
   const pc = new RTCPeerConnection();
   window.view = pc;
-  pc.addTransceiver('video', { direction: 'recvonly' });
+  const vt = pc.addTransceiver('video', { direction: 'recvonly' });
+  if (codec) vt.setCodecPreferences(RTCRtpReceiver.getCapabilities('video').codecs.filter((c) => c.mimeType === 'video/' + codec));
   pc.addTransceiver('audio', { direction: 'recvonly' });
   const v = document.getElementById('v');
   pc.ontrack = (e) => { if (e.track.kind === 'video') { v.srcObject = new MediaStream([e.track]); v.play().catch(() => {}); } };
@@ -155,6 +159,14 @@ window.pubStats = async () => {
   const codecs = {};
   stats.forEach((s) => { if (s.type === 'codec') codecs[s.id] = s.mimeType; });
   stats.forEach((s) => { if (s.type === 'outbound-rtp' && s.kind === 'video') { out.codec = codecs[s.codecId]; out.framesEncoded = s.framesEncoded; out.pliCount = s.pliCount; out.nackCount = s.nackCount; } });
+  return out;
+};
+window.viewStats = async () => {
+  const out = { codec: undefined, framesDecoded: 0, keyFramesDecoded: 0, pliCount: 0 };
+  const stats = await window.view.getStats();
+  const codecs = {};
+  stats.forEach((s) => { if (s.type === 'codec') codecs[s.id] = s.mimeType; });
+  stats.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') { out.codec = codecs[s.codecId]; out.framesDecoded = s.framesDecoded; out.keyFramesDecoded = s.keyFramesDecoded; out.pliCount = s.pliCount; } });
   return out;
 };
 </script></body></html>`;

@@ -38,6 +38,68 @@ function promptKey(p: StreamParams, needUncond: boolean): string {
   return JSON.stringify([p.prompt, p.prompt_interpolation_method, p.normalize_prompt_weights, needUncond ? p.negative_prompt : null]);
 }
 
+/** Per-slot scalars of one LCM step. */
+interface SlotStep {
+  a: number;
+  b: number;
+  co: number;
+  cs: number;
+  /** α and β of the next slot's timestep (1 past the last slot). */
+  an: number;
+  bn: number;
+}
+
+// The per-element loops are small synchronous functions with the per-frame flags decided outside
+// them, so each inner loop is branch-free.
+
+/** Guided prediction: out = unc·k + g·(text − unc·k) with unc from `uncond` (k = delta for RCFG, 1 for full CFG). */
+function guide(out: Float32Array, uncond: Float32Array, text: Float32Array, count: number, g: number, k: number): Float32Array {
+  for (let i = 0; i < count; i++) {
+    const unc = (uncond[i] as number) * k;
+    out[i] = unc + g * ((text[i] as number) - unc);
+  }
+  return out;
+}
+
+/**
+ * x0 = c_out·(x − β·ε)/α + c_skip·x over [begin, end), and the batch advance into the next slot of
+ * `x` (`plain`: α_next·x0, `noise`: + β_next·init, `none`: the last slot). Math.fround keeps the
+ * float32 rounding x0 has when read back from its Float32Array.
+ */
+function lcmStep(x: Float32Array, pred: Float32Array, x0: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep, advance: 'none' | 'plain' | 'noise', L: number): void {
+  const { a, b, co, cs, an, bn } = t;
+  if (advance === 'none') {
+    for (let k = begin; k < end; k++) {
+      const v = x[k] as number;
+      x0[k] = (co * (v - b * (pred[k] as number))) / a + cs * v;
+    }
+  } else if (advance === 'noise') {
+    for (let k = begin; k < end; k++) {
+      const v = x[k] as number;
+      const y = Math.fround((co * (v - b * (pred[k] as number))) / a + cs * v);
+      x0[k] = y;
+      x[k + L] = an * y + bn * (init[k + L] as number);
+    }
+  } else {
+    for (let k = begin; k < end; k++) {
+      const v = x[k] as number;
+      const y = Math.fround((co * (v - b * (pred[k] as number))) / a + cs * v);
+      x0[k] = y;
+      x[k + L] = an * y;
+    }
+  }
+}
+
+/** RCFG residual-noise update of one slot: next[k+to] = init[k+rolled] + α_next·Δx/β_next. */
+function rcfgStep(stock: Float32Array, pred: Float32Array, next: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep, to: number, rolled: number): void {
+  const { a, b, co, cs, an, bn } = t;
+  for (let k = begin; k < end; k++) {
+    const sn = b * (stock[k] as number);
+    const dx = (co * (sn - b * (pred[k] as number))) / a + cs * sn;
+    next[k + to] = (init[k + rolled] as number) + (an * dx) / bn;
+  }
+}
+
 export class StreamDiffusion {
   readonly sessions: ModelSessions;
   readonly width: number;
@@ -64,7 +126,11 @@ export class StreamDiffusion {
   #n = 0;
   #init: Float32Array = new Float32Array(0);
   #stock = new Float32Array(0);
-  #buffer = new Float32Array(0);
+  /**
+   * The stock already holds next frame's shifted residual noise (the fused step writes it that
+   * way); false after a flush, a seed change or a frame without the RCFG update.
+   */
+  #stockShifted = false;
   /** Frames pushed into the batch since the last flush; outputs start at n−1. */
   #filled = 0;
   #cond: Float32Array = new Float32Array(0);
@@ -82,6 +148,7 @@ export class StreamDiffusion {
   #sample = new Float32Array(0);
   #x0 = new Float32Array(0);
   #next = new Float32Array(0);
+  #pred = new Float32Array(0);
   #seqX = new Float32Array(0);
   #ts: number[] = [];
   readonly #zeros = new Map<number, ort.Tensor[]>();
@@ -123,8 +190,10 @@ export class StreamDiffusion {
 
   /** Empties the Stream Batch: the next lag frames return null again. */
   flush(): void {
-    this.#buffer.fill(0);
+    // Slots 1.. of the UNet input are the Stream Batch's in-flight latents.
+    this.#xIn.fill(0);
     this.#stock.fill(0);
+    this.#stockShifted = false;
     this.#filled = 0;
   }
 
@@ -182,6 +251,7 @@ export class StreamDiffusion {
       const noises = seeds.map(([s]) => this.#noiseFor(s));
       this.#init = blendNoise(noises, seeds.map(([, w]) => w), { method: next.seed_interpolation_method, normalize: next.normalize_seed_weights }).subarray(0, this.#n * L);
       this.#stock.fill(0);
+      this.#stockShifted = false;
       this.#freshNoise = new SeededRandom((seeds[0]?.[0] ?? 0) ^ 0x5eed);
     }
     const needUncond = this.activeCfg === 'full' || this.activeCfg === 'initialize';
@@ -201,11 +271,12 @@ export class StreamDiffusion {
   #alloc(n: number): void {
     const L = this.latentSize;
     this.#stock = new Float32Array(n * L);
-    this.#buffer = new Float32Array(Math.max(0, n - 1) * L);
+    this.#stockShifted = false;
     this.#xIn = new Float32Array(n * L);
     this.#sample = new Float32Array(2 * n * L);
     this.#x0 = new Float32Array(n * L);
     this.#next = new Float32Array(n * L);
+    this.#pred = new Float32Array(n * L);
     this.#seqX = new Float32Array(L);
   }
 
@@ -366,17 +437,18 @@ export class StreamDiffusion {
     const rcfg = this.#params.cfg_type === 'self' || this.#params.cfg_type === 'initialize';
     const tList = this.#params.t_index_list;
     let tm = performance.now();
-    // Slot 0: the new frame noised to t0 (always, whatever do_add_noise says); slots 1.. the buffer.
+    // Slot 0: the new frame noised to t0 (always, whatever do_add_noise says); slots 1.. already
+    // hold the in-flight latents (the previous frame's step wrote them there).
     const xIn = this.#xIn;
     const a0 = alpha[0] as number;
     const b0 = beta[0] as number;
     for (let i = 0; i < L; i++) xIn[i] = a0 * (z[i] as number) + b0 * (init[i] as number);
-    xIn.set(this.#buffer, L);
-    if (n > 1) {
+    if (n > 1 && !this.#stockShifted) {
       // The residual noise travels with its latent.
       stock.copyWithin(L, 0, (n - 1) * L);
       stock.set(init.subarray(0, L), 0);
     }
+    this.#stockShifted = false;
     let sample = xIn;
     const ts = this.#ts;
     ts.length = 0;
@@ -416,46 +488,36 @@ export class StreamDiffusion {
     const delta = this.#params.delta;
     const addNoise = this.#params.do_add_noise;
     const x0 = this.#x0;
-    const buffer = this.#buffer;
     const next = this.#next;
-    // One pass per slot: guidance, the LCM boundary step, the RCFG residual-noise update and the
-    // batch advance (slot s becomes slot s+1 at the next timestep) share their loads. Math.fround
-    // keeps the float32 rounding the separate Float32Array passes had (outputs are bit-identical).
-    for (let s = 0; s < n; s++) {
-      const a = alpha[s] as number;
-      const b = beta[s] as number;
-      const co = cOut[s] as number;
-      const cs = cSkip[s] as number;
+    const pred = mode === 'none' ? epsText : guide(this.#pred, mode === 'full' ? eps : stock, epsText, n * L, g, mode === 'full' ? 1 : delta);
+    // Per slot: the LCM boundary step with the batch advance (slot s becomes slot s+1 at the next
+    // timestep), then the RCFG residual-noise update. Slots run last to first so the advance writes
+    // slot s+1 of the UNet input in place (already read), and the RCFG noise is written shifted by
+    // one slot, as the next frame needs it: no copies between frames.
+    for (let s = n - 1; s >= 0; s--) {
       const last = s + 1 === n;
-      // The RCFG update moves the noise to the next slot's timestep (α=β=1 past the last one).
-      const an = last ? 1 : (alpha[s + 1] as number);
-      const bn = last ? 1 : (beta[s + 1] as number);
-      const rolled = (last ? 0 : s + 1) * L - s * L;
-      const end = (s + 1) * L;
-      for (let k = s * L; k < end; k++) {
-        const x = xIn[k] as number;
-        let e = epsText[k] as number;
-        if (mode === 'full') {
-          const unc = eps[k] as number;
-          e = Math.fround(unc + g * (e - unc));
-        } else if (mode !== 'none') {
-          const unc = (stock[k] as number) * delta;
-          e = Math.fround(unc + g * (e - unc));
-        }
-        const v = Math.fround((co * (x - b * e)) / a + cs * x);
-        x0[k] = v;
-        if (rcfg) {
-          const sn = b * (stock[k] as number);
-          const dx = (co * (sn - b * e)) / a + cs * sn;
-          next[k] = (init[k + rolled] as number) + (an * dx) / bn;
-        }
-        if (!last) buffer[k] = addNoise ? an * v + bn * (init[k + L] as number) : an * v + 0;
-      }
+      const slot: SlotStep = {
+        a: alpha[s] as number,
+        b: beta[s] as number,
+        co: cOut[s] as number,
+        cs: cSkip[s] as number,
+        // The next slot's timestep (α=β=1 past the last one, for the RCFG update).
+        an: last ? 1 : (alpha[s + 1] as number),
+        bn: last ? 1 : (beta[s + 1] as number),
+      };
+      const begin = s * L;
+      lcmStep(xIn, pred, x0, init, begin, begin + L, slot, last ? 'none' : addNoise ? 'noise' : 'plain', L);
+      // With one slot nothing shifts: its noise stays in place. Past the last of several, the
+      // update leaves the batch with its latent.
+      if (rcfg && (!last || n === 1)) rcfgStep(stock, pred, next, init, begin, begin + L, slot, n === 1 ? 0 : L, (last ? 0 : s + 1) * L - begin);
     }
     if (rcfg) {
-      // The updated noise becomes the stock: swap buffers instead of copying.
+      // The updated, shifted noise becomes the stock (slot 0 restarts from the seed's noise): swap
+      // buffers instead of copying. The last slot's update leaves the batch with its latent.
+      if (n > 1) next.set(init.subarray(0, L), 0);
       this.#stock = next;
       this.#next = stock;
+      this.#stockShifted = n > 1;
     }
     this.stageMs.math += performance.now() - tm;
     if (this.#filled < n - 1) {

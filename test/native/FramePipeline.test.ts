@@ -111,6 +111,31 @@ void t.test('a reload keeps serving, then swaps between two frames with the new 
   t.equal(p.status().lastError, null);
 });
 
+void t.test('hot params sent while a reload builds reach the new pipeline; several reloads keep serving', { timeout: 90_000 }, async (t) => {
+  const p = await open(t);
+  await run(p, [1, 2, 3]);
+  p.update({ width: 64, height: 64 });
+  p.update({ prompt: 'neon city at night' });
+  await p.whenIdle();
+  // After lag+1 frames of one input, a Stream Batch's output depends only on that input, the
+  // params and the seed: the reloaded pipeline must match a fresh one built with the new prompt.
+  const last = async (q: FramePipeline) => (await run(q, [9, 9, 9, 9, 9])).at(-1) ?? null;
+  const got = await last(p);
+  const want = await last(await open(t, { width: 64, height: 64, prompt: 'neon city at night' }));
+  const old = await last(await open(t, { width: 64, height: 64 }));
+  t.ok(same(got, want), 'the prompt sent during the build is applied');
+  t.notOk(same(got, old), 'and it differs from the old prompt');
+  // Two more reloads: the retired pipeline's thread is reused as the spare each time.
+  for (const size of [96, 128]) {
+    p.update({ width: size, height: size });
+    await p.whenIdle();
+    const out = await p.process(frame(10));
+    t.equal(out?.width, size, `serving ${size}x${size} at once after the reload`);
+  }
+  t.equal(p.status().restartCount, 3);
+  t.equal(p.status().lastError, null);
+});
+
 void t.test('a failed reload keeps the old pipeline and records the error', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);

@@ -23,6 +23,10 @@ export class DiffusionProcessor implements FrameProcessor {
     this.#pipeline.update(params as Partial<NativeParams>);
   }
 
+  release(frame: Frame): void {
+    this.#pipeline.release(frame);
+  }
+
   close(): void {
     void this.#pipeline.close();
   }

@@ -50,6 +50,12 @@ export interface FrameProcessor {
   close(): void;
   /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
   status?(): Record<string, unknown>;
+  /**
+   * Hands an output frame back once it has been encoded (the encoders copy what they are given),
+   * so the engine can reuse its buffer instead of allocating one per frame. The caller must not
+   * read the frame afterwards.
+   */
+  release?(frame: Frame): void;
 }
 
 /** Diffusion stage plugged in by the caller (native's createFramePipeline, wrapped). */
@@ -57,6 +63,7 @@ export interface DiffusionStage {
   process(frame: Frame): Promise<Frame | null>;
   update(params: StreamParams): void;
   close(): void;
+  release?(frame: Frame): void;
 }
 
 export interface ProcessorContext {
@@ -111,6 +118,11 @@ export class ImageChainProcessor implements FrameProcessor {
     this.#pre?.observeOutput(out);
     this.#post?.observeOutput(out);
     return out;
+  }
+
+  /** Only diffusion outputs have an owner that reuses buffers; image chains allocate their own. */
+  release(frame: Frame): void {
+    if (this.#diffusion && !this.#skipDiffusion) this.#diffusion.release?.(frame);
   }
 
   close(): void {

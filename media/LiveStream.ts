@@ -428,7 +428,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
             this.#logger.warn({ err }, `process() | frame failed [streamId:${this.streamId}]`);
           }
           this.#processT.add(performance.now() - t0);
-          if (out && !this.#isClosed()) this.#encode(out, item.decodedAtMs - item.decodeMs);
+          if (out && !this.#isClosed()) {
+            this.#encode(out, item.decodedAtMs - item.decodeMs);
+            // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
+            if (out !== item.frame) processor.release?.(out);
+          }
         }
         item = this.#pending;
         this.#pending = null;

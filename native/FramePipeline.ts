@@ -184,7 +184,11 @@ class Pipeline implements FramePipeline {
     const next = validParams(mergeParams(this.#target, patch));
     const { hot, reload } = classifyChanges(this.#target, next);
     this.#target = next;
-    if (hot.length > 0) this.#forward(this.#serving, pick(next, hot));
+    if (hot.length > 0) {
+      // Also to a reload that is built and waiting for the next frame; one still building gets
+      // the hot params requested meanwhile when it is done (#reloadOnce).
+      for (const host of [this.#serving, this.#swap]) if (host) this.#forward(host, pick(next, hot));
+    }
     if (reload.length > 0) this.#startReload();
     this.#log.info(`update() | [hot:${hot.join(',') || '-'}] [reload:${reload.join(',') || '-'}]`);
     return { hot, reload };

@@ -136,6 +136,18 @@ void t.test('hot params sent while a reload builds reach the new pipeline; sever
   t.equal(p.status().lastError, null);
 });
 
+void t.test('hot params sent after a reload is built but before the swap reach the new pipeline', { timeout: 90_000 }, async (t) => {
+  const p = await open(t);
+  await run(p, [1, 2, 3]);
+  p.update({ width: 64, height: 64 });
+  await p.whenIdle(); // built and primed; the swap waits for the next frame
+  p.update({ prompt: 'neon city at night' });
+  const last = async (q: FramePipeline) => (await run(q, [9, 9, 9, 9, 9])).at(-1) ?? null;
+  const got = await last(p);
+  const want = await last(await open(t, { width: 64, height: 64, prompt: 'neon city at night' }));
+  t.ok(same(got, want), 'the prompt is applied after the swap');
+});
+
 void t.test('a failed reload keeps the old pipeline and records the error', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);

@@ -1,0 +1,91 @@
+/**
+ * What the stream's video encoders share (x264 EncoderBin, Vp8EncoderBin): RGB frames of one size
+ * in through a leaky 2-buffer appsrc and videoconvert to I420, the codec's elements, encoded
+ * samples out of a non-dropping appsink (a dropped sample corrupts the references: if Node stops
+ * pulling the encoder blocks and the appsrc drops the oldest raw frames instead), rate-limited
+ * forced key units, and the push→output latency of a 1-in-1-out encoder.
+ */
+import type { Logger } from 'pino';
+import { AppPipeline } from './AppPipeline.ts';
+import { InvalidStateError } from './errors.ts';
+import type { Frame } from './FrameProcessor.ts';
+
+export interface VideoEncoderBinOptions {
+  width: number;
+  height: number;
+  fps: number;
+  /** Forced key units closer than this are merged into the pending one, ms. */
+  keyUnitMinIntervalMs: number;
+  logger: Logger;
+}
+
+export abstract class VideoEncoderBin {
+  readonly width: number;
+  readonly height: number;
+  readonly #bin: AppPipeline;
+  readonly #what: string;
+  #lastPushMs = 0;
+
+  /**
+   * `encode` is the launch fragment from I420 to the encoded caps (ending before the appsink);
+   * `onSample` gets each encoded sample with its arrival time and the ms since the last push.
+   */
+  protected constructor(
+    opts: VideoEncoderBinOptions,
+    what: string,
+    encode: string,
+    onSample: (buf: Buffer, atMs: number, encodeMs: number) => void,
+  ) {
+    this.width = opts.width;
+    this.height = opts.height;
+    this.#what = what;
+    const launch =
+      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=2 ` +
+      `caps="video/x-raw,format=RGB,width=${opts.width},height=${opts.height},framerate=${opts.fps}/1,pixel-aspect-ratio=1/1" ` +
+      `! videoconvert ! video/x-raw,format=I420 ! ${encode} ! appsink name=sink sync=false max-buffers=8 drop=false`;
+    this.#bin = new AppPipeline({
+      launch,
+      what,
+      logger: opts.logger,
+      keyUnitMinIntervalMs: opts.keyUnitMinIntervalMs,
+      onSample: (buf) => {
+        const atMs = performance.now();
+        onSample(buf, atMs, atMs - this.#lastPushMs);
+      },
+    });
+    opts.logger.debug(`${new.target.name}() | started [size:${opts.width}x${opts.height}]`);
+  }
+
+  /** Frames pushed. */
+  get framesIn(): number {
+    return this.#bin.pushed;
+  }
+
+  /** Forced key units sent to the encoder (after coalescing). */
+  get keyUnitsForced(): number {
+    return this.#bin.keyUnitsForced;
+  }
+
+  /** Queues one RGB frame (oldest dropped if the encoder is 2 frames behind). */
+  push(frame: Frame): void {
+    if (this.#bin.closed) throw new InvalidStateError(`${this.#what} closed`);
+    if (frame.width !== this.width || frame.height !== this.height) {
+      throw new InvalidStateError(`frame ${frame.width}x${frame.height} does not match ${this.#what} ${this.width}x${this.height}`);
+    }
+    this.#lastPushMs = performance.now();
+    this.#bin.push(frame.data);
+  }
+
+  /** Asks for a key frame; requests inside keyUnitMinIntervalMs of the last one are coalesced. */
+  requestKeyUnit(): void {
+    this.#bin.requestKeyUnit();
+  }
+
+  get closed(): boolean {
+    return this.#bin.closed;
+  }
+
+  close(): void {
+    this.#bin.close();
+  }
+}

@@ -184,17 +184,23 @@ async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): 
   }
 }
 
-t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording has the stream size and duration', { timeout: 90_000 }, async (t) => {
-  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
+/** nginx-rtmp, a media node pushing to it, and a Chromium publisher: returns once the push is live. */
+async function livePush(t: Parameters<typeof startNginx>[0]) {
   const rtmp = await startNginx(t);
   const { node, baseUrl } = await mediaNodeWithRtmp(t, `rtmp://127.0.0.1:${rtmp.port}/live/out`);
   const ctx = await launchChromium(t);
   const page = await ctx.newPage();
   await page.goto(`${baseUrl}/peer.html`);
   const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
-  t.equal(pub.status, 201);
+  if (pub.status !== 201) throw new Error(`WHIP publish answered ${pub.status}`);
   await rtmp.notes.waitFor('publish', 1, 20_000);
   await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+  return { rtmp, node, page };
+}
+
+t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording has the stream size and duration', { timeout: 90_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
+  const { rtmp, node, page } = await livePush(t);
   const liveAt = Date.now();
   t.match(node.status(STREAM_ID)?.rtmp, { state: 'live', url: `rtmp://127.0.0.1:${rtmp.port}/live/…`, reconnects: 0 }, 'status reports the push live, key redacted');
   await page.waitForTimeout(5000); // the length of media we want recorded
@@ -211,15 +217,7 @@ t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording ha
 
 t.test('killing and restarting the RTMP server mid-stream: the push reconnects and status shows it; encoding and HLS go on meanwhile', { timeout: 120_000 }, async (t) => {
   if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
-  const rtmp = await startNginx(t);
-  const { node, baseUrl } = await mediaNodeWithRtmp(t, `rtmp://127.0.0.1:${rtmp.port}/live/out`);
-  const ctx = await launchChromium(t);
-  const page = await ctx.newPage();
-  await page.goto(`${baseUrl}/peer.html`);
-  const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
-  t.equal(pub.status, 201);
-  await rtmp.notes.waitFor('publish', 1, 20_000);
-  await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+  const { rtmp, node, page } = await livePush(t);
 
   await rtmp.kill();
   const framesAtKill = node.status(STREAM_ID)?.framesOut ?? 0;

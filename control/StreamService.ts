@@ -387,8 +387,11 @@ export class StreamService {
 
   // ───────────────────────────── for the media node
 
-  /** WHIP: the stream key must match; deleted streams and accounts out of allowance are refused. */
-  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | null> {
+  /**
+   * WHIP: the stream key must match (else null: 401); deleted streams are unknown; an account
+   * whose monthly streaming allowance is used up gets a refusal (402) naming it.
+   */
+  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | { refused: string } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -400,7 +403,7 @@ export class StreamService {
       const live = await this.#store.streams.listByState(['started']);
       if ((await streamingUsed(this.#store, s.accountId, live, this.#now())) >= allowance) {
         this.#log.info(`resolveIngest() | refused: streaming allowance used up [streamId:${streamId}]`);
-        return null;
+        return { refused: `this month's streaming allowance of the ${account?.plan ?? ''} plan (${Math.round(allowance / 60)} min) is used up; it renews on the 1st (UTC)` };
       }
     }
     return { streamId: s.id, params: s.params, ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}) };

@@ -20,6 +20,18 @@ import { hlsRoutes } from './HlsRoutes.ts';
 import { whipWhepRoutes } from './WhipWhepRoutes.ts';
 import type { WhipSession } from './WhipSession.ts';
 
+/** A publisher that may go live. */
+export interface IngestGrant {
+  streamId: string;
+  params: StreamParams;
+  outputRtmpUrl?: string | undefined;
+}
+
+/** A publisher with a valid key that may not go live now; `reason` is shown to the streamer. */
+export interface IngestRefusal {
+  refused: string;
+}
+
 export interface MediaNodeOptions {
   /** Base URL clients reach this node at (e.g. https://media1.example.com); Location headers use it. */
   publicUrl: string;
@@ -31,10 +43,12 @@ export interface MediaNodeOptions {
   iceServers?: RTCIceServer[];
   logger: Logger;
   /**
-   * Checks a publisher's Bearer token; null → 401. `outputRtmpUrl` (the stream's output_rtmp_url,
-   * optional) makes the node push the output there over RTMP while this publisher is live.
+   * Checks a publisher's Bearer token; null → 401, a refusal → 402 with its reason (the account
+   * may not stream now: its monthly streaming allowance is used up). `outputRtmpUrl` (the stream's
+   * output_rtmp_url, optional) makes the node push the output there over RTMP while this
+   * publisher is live.
    */
-  resolveIngest(streamId: string, bearerToken: string): Promise<{ streamId: string; params: StreamParams; outputRtmpUrl?: string | undefined } | null>;
+  resolveIngest(streamId: string, bearerToken: string): Promise<IngestGrant | IngestRefusal | null>;
   /** Maps a playback id to its stream; null → 404. */
   resolvePlayback(playbackId: string): Promise<{ streamId: string } | null>;
   /** Builds each stream's frame processor (default: native image chains, no diffusion). */

@@ -97,6 +97,8 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if (!token) return fail(reply.header('www-authenticate', 'Bearer'), 401, 'missing Bearer token (the stream key)');
     const ingest = await node.options.resolveIngest(req.params.streamId, token);
     if (!ingest) return fail(reply.header('www-authenticate', 'Bearer error="invalid_token"'), 401, 'invalid stream key');
+    // OBS shows the status line and body: a valid key that may not stream now is not a 401.
+    if ('refused' in ingest) return fail(reply, 402, ingest.refused);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl }));
   });

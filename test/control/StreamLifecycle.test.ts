@@ -159,9 +159,13 @@ t.test('the monthly streaming allowance running out ends live sessions with cred
   t.equal(evs.length, 1);
   t.match(evs[0], { type: 'stream.ended', data: { reason: 'credits_exhausted', duration_seconds: 20 } });
   t.equal(await store.counters.get(usageCounter(account.id, '2026-03')), 120);
-  t.equal(await service.resolveIngest(stream.id, stream.stream_key), null, 'a publisher is refused while the allowance is used up');
+  t.match(
+    await service.resolveIngest(stream.id, stream.stream_key),
+    { refused: /streaming allowance of the free plan \(2 min\) is used up/ },
+    'a publisher with a valid key is refused (WHIP 402) while the allowance is used up',
+  );
   clock.ms = Date.parse('2026-04-01T00:00:01Z');
-  t.ok(await service.resolveIngest(stream.id, stream.stream_key), 'a new month brings a new allowance');
+  t.match(await service.resolveIngest(stream.id, stream.stream_key), { streamId: stream.id }, 'a new month brings a new allowance');
 });
 
 t.test('internal plan has no allowance; wrong stream key is refused at ingest', { timeout: 20_000 }, async (t) => {

@@ -5,7 +5,7 @@
  */
 import wrtc from '@roamhq/wrtc';
 import t from 'tap';
-import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
+import { PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly' = 'sendonly'): Promise<string> {
   const pc = new wrtc.RTCPeerConnection();
@@ -58,6 +58,10 @@ t.test('WHIP POST rejects bad requests with the RFC 9725 status codes and a reas
   t.equal(badToken.statusCode, 401, 'wrong stream key → 401');
   const otherStream = await srv.app.inject({ method: 'POST', url: '/live/str_other/whip', headers: sdpHeaders, payload: offer });
   t.equal(otherStream.statusCode, 401, 'a key for another stream → 401');
+  const refused = await post({ ...sdpHeaders, authorization: `Bearer ${REFUSED_KEY}` }, offer);
+  t.equal(refused.statusCode, 402, 'a valid key of an account that may not stream now → 402, not 401');
+  t.match(refused.body, /allowance used up/, 'with the reason for the streamer');
+  t.equal(srv.node.status(STREAM_ID), null, 'and no session is created');
 
   const garbage = await post(sdpHeaders, 'hello world');
   t.equal(garbage.statusCode, 400, 'non-SDP body → 400');

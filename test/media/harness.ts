@@ -14,6 +14,8 @@ interface Teardown {
 
 export const STREAM_ID = 'str_test';
 export const STREAM_KEY = 'sk_test_secret';
+/** A valid key of an account that may not stream now (its allowance is used up): WHIP 402. */
+export const REFUSED_KEY = 'sk_test_out_of_allowance';
 export const PLAYBACK_ID = 'play_test';
 
 /** Real native image processors (canny, blur…), no diffusion stage. */
@@ -44,7 +46,11 @@ export async function startMediaServer(
     logger,
     settings: opts.settings,
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
-    resolveIngest: async (streamId, token) => (streamId === STREAM_ID && token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 } } : null),
+    resolveIngest: async (streamId, token) =>
+      streamId !== STREAM_ID ? null
+      : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 } }
+      : token === REFUSED_KEY ? { refused: 'streaming allowance used up' }
+      : null,
     resolvePlayback: async (playbackId) => (playbackId === PLAYBACK_ID ? { streamId: STREAM_ID } : null),
   });
   node.registerRoutes(app);

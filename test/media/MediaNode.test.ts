@@ -61,7 +61,9 @@ for (const codec of ['VP8', 'H264'] as const) {
     t.equal(status?.viewers, 1, 'status counts the viewer');
     t.ok((status?.outputFps ?? 0) > 5, `status reports output fps (${status?.outputFps})`);
     t.equal(status?.ingest?.codec, codec, 'status reports the ingest codec');
-    t.ok((status?.ingest?.videoPackets ?? 0) > 50, 'status counts ingest packets');
+    // Every decoded frame came in at least one RTP packet (a fixed count would depend on timing).
+    const framesIn = status?.framesIn ?? 0;
+    t.ok(framesIn >= 20 && (status?.ingest?.videoPackets ?? 0) >= framesIn, `status counts ingest packets (${status?.ingest?.videoPackets} for ${framesIn} decoded frames)`);
     t.ok(status?.latency.node?.p50 !== undefined, `node-internal latency is measured (p50 ${status?.latency.node?.p50.toFixed(1)} ms)`);
 
     // DELETE ends the publisher session → ended(deleted).

@@ -3,11 +3,11 @@
  * request/response by id, the worker's log lines written through the caller's logger, style-image
  * downloads served by the caller's fetchImage, and the latest status kept for synchronous reads.
  *
- * Frames cross through a shared input slot on the way in (one copy into memory the worker reads;
- * the caller keeps its buffer, and nothing is allocated per frame) and by transfer on the way out
- * (no copy); buffers the caller hands back travel with the next frame for reuse. A structured
- * clone of each 786 kB input instead cost a fresh allocation per frame: 0.4–1.1 ms against
- * 0.2–0.4 ms per round trip, measured side by side on the dev VM.
+ * Frames go in by one copy into an input buffer that is transferred to the worker and comes back
+ * with the reply (the caller keeps its own buffer; nothing is allocated per frame), and come out
+ * by transfer (no copy); buffers the caller hands back travel with the next frame for reuse. A
+ * structured clone of each 786 kB input instead cost a fresh allocation per frame: 0.4–1.1 ms
+ * against 0.2–0.4 ms per round trip, measured side by side on the dev VM.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -36,6 +36,12 @@ export type HostRequest =
   | { op: 'idle'; id: number }
   | { op: 'close'; id: number }
   | { op: 'fetched'; id: number; data?: Uint8Array; error?: string };
+
+/** The value of a `process` reply: the output, and the input buffer back unless it left as the output. */
+export interface ProcessReply {
+  frame: Frame | null;
+  input: Uint8Array | null;
+}
 
 export type WorkerMessage =
   | { op: 'reply'; id: number; value?: unknown; status?: FramePipelineStatus; error?: { name: string; message: string; code: string | null } }
@@ -79,8 +85,8 @@ export class PipelineHost {
   #params: StreamParams | null = null;
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   #nextId = 0;
-  /** The input slot: frames are copied here, the worker copies them out (ORT refuses shared memory). */
-  #slot: Uint8Array | null = null;
+  /** Input buffers back from the worker, for the next frames (ORT refuses shared memory, so no SharedArrayBuffer). */
+  #inputs: ArrayBuffer[] = [];
   #dead: Error | null = null;
   #closed: Promise<void> | null = null;
 
@@ -137,16 +143,17 @@ export class PipelineHost {
     }
   }
 
-  /**
-   * Runs one frame in the worker; `returned` are output buffers the caller handed back. Calls must
-   * not overlap (the input slot is reused): FramePipeline runs one frame at a time.
-   */
+  /** Runs one frame in the worker; `returned` are output buffers the caller handed back. */
   async process(frame: Frame, returned: Uint8Array[]): Promise<Frame | null> {
     const n = frame.data.byteLength;
-    if (this.#slot?.byteLength !== n) this.#slot = new Uint8Array(new SharedArrayBuffer(n));
-    this.#slot.set(frame.data);
-    const transfer = returned.map(wholeBuffer).filter((b): b is ArrayBuffer => b !== null);
-    return (await this.#request({ op: 'process', id: 0, frame: { ...frame, data: this.#slot }, returned }, transfer)) as Frame | null;
+    let buf = this.#inputs.pop();
+    if (buf?.byteLength !== n) buf = new ArrayBuffer(n);
+    const data = new Uint8Array(buf);
+    data.set(frame.data);
+    const transfer = [buf, ...returned.map(wholeBuffer).filter((b): b is ArrayBuffer => b !== null)];
+    const r = (await this.#request({ op: 'process', id: 0, frame: { ...frame, data }, returned }, transfer)) as ProcessReply;
+    if (r.input && this.#inputs.length < 2) this.#inputs.push(r.input.buffer as ArrayBuffer);
+    return r.frame;
   }
 
   /** Applies hot params in the worker from its next frame (messages stay in order). */

@@ -17,7 +17,7 @@ import pino, { type Logger } from 'pino';
 import type { Frame } from './Frame.ts';
 import type { FetchImage } from './IpAdapter.ts';
 import { LocalPipeline } from './LocalPipeline.ts';
-import type { HostRequest, WorkerMessage, WorkerOpenOptions } from './PipelineHost.ts';
+import type { HostRequest, ProcessReply, WorkerMessage, WorkerOpenOptions } from './PipelineHost.ts';
 
 // ORT logs a provider-library error while a worker's environment is torn down (the CPU build
 // has no providers_shared library); real failures still throw.
@@ -36,8 +36,6 @@ const port = parentPort;
 if (!port) throw new Error('PipelineWorker must run in a worker thread');
 
 let pipeline: LocalPipeline | null = null;
-/** The worker's own copy of the host's shared input slot, reused until it leaves as an output. */
-let input: Uint8Array | null = null;
 let nextFetch = 0;
 const fetches = new Map<number, { resolve: (b: Buffer) => void; reject: (e: Error) => void }>();
 
@@ -86,12 +84,12 @@ async function handle(m: HostRequest): Promise<void> {
       case 'process': {
         const p = open();
         for (const data of m.returned) p.release({ width: 0, height: 0, ptsMs: 0, data });
-        if (input?.length !== m.frame.data.length) input = new Uint8Array(m.frame.data.length);
-        input.set(m.frame.data);
-        const out = await p.process({ ...m.frame, data: input });
-        // A passthrough output is the input buffer itself: it leaves with the reply.
-        if (out && out.data.buffer === input.buffer) input = null;
-        post({ op: 'reply', id: m.id, value: out, status: p.status() }, out ? ownBuffer(out) : []);
+        const out = await p.process(m.frame);
+        // The input buffer goes back for the host's next frame, unless it is the output itself
+        // (passthrough). Nothing in the pipeline keeps a reference to its input.
+        const input = out && out.data.buffer === m.frame.data.buffer ? null : m.frame.data;
+        const value: ProcessReply = { frame: out, input };
+        post({ op: 'reply', id: m.id, value, status: p.status() }, [...(out ? ownBuffer(out) : []), ...(input ? ownBuffer(m.frame) : [])]);
         return;
       }
       case 'update':
@@ -110,7 +108,6 @@ async function handle(m: HostRequest): Promise<void> {
         // The thread stays: the host may open another pipeline here (a reload's spare).
         await pipeline?.close();
         pipeline = null;
-        input = null;
         post({ op: 'reply', id: m.id, value: null });
         return;
     }

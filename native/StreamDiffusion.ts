@@ -70,9 +70,10 @@ function guide(out: Float32Array, uncond: Float32Array, text: Float32Array, coun
 }
 
 /**
- * x0 = k1·x − k2·ε over [begin, end), and the batch advance into the next slot of `x` (`plain`:
- * α_next·x0, `noise`: + β_next·init, `none`: the last slot). Math.fround keeps the float32
- * rounding x0 has when read back from its Float32Array.
+ * x0 = k1·x − k2·ε over [begin, end): the last slot (`none`) writes it to `x0` (the frame's
+ * output); the others only advance it into the next slot of `x` (`plain`: α_next·x0, `noise`:
+ * + β_next·init), since nothing reads their x0 (one latent less of memory traffic per slot).
+ * Math.fround keeps the float32 rounding x0 had when it was read back from a Float32Array.
  */
 function lcmStep(x: Float32Array, pred: Float32Array, x0: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep, advance: 'none' | 'plain' | 'noise', L: number): void {
   const { k1, k2, an, bn } = t;
@@ -81,15 +82,10 @@ function lcmStep(x: Float32Array, pred: Float32Array, x0: Float32Array, init: Fl
   } else if (advance === 'noise') {
     for (let k = begin; k < end; k++) {
       const y = Math.fround(k1 * (x[k] as number) - k2 * (pred[k] as number));
-      x0[k] = y;
       x[k + L] = an * y + bn * (init[k + L] as number);
     }
   } else {
-    for (let k = begin; k < end; k++) {
-      const y = Math.fround(k1 * (x[k] as number) - k2 * (pred[k] as number));
-      x0[k] = y;
-      x[k + L] = an * y;
-    }
+    for (let k = begin; k < end; k++) x[k + L] = an * Math.fround(k1 * (x[k] as number) - k2 * (pred[k] as number));
   }
 }
 

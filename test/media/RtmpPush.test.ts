@@ -12,12 +12,9 @@ import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import Fastify from 'fastify';
-import pino from 'pino';
 import t, { type Test } from 'tap';
-import { MediaNode } from '../../media/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
-import { PEER_PAGE, type PeerPage, STREAM_ID, STREAM_KEY, nativeImageProcessors } from './harness.ts';
+import { type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 const run = promisify(execFile);
 const NGINX = '/usr/sbin/nginx';
@@ -146,30 +143,6 @@ rtmp {
   return srv;
 }
 
-async function mediaNodeWithRtmp(t: Test, rtmpUrl: string): Promise<{ node: MediaNode; baseUrl: string }> {
-  const app = Fastify({ logger: false });
-  let baseUrl = '';
-  const node = new MediaNode({
-    get publicUrl() {
-      return baseUrl;
-    },
-    iceAddresses: ['127.0.0.1'],
-    logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }),
-    createProcessor: nativeImageProcessors,
-    resolveIngest: async (streamId, token) => (streamId === STREAM_ID && token === STREAM_KEY ? { streamId, params: { width: 256, height: 256 }, outputRtmpUrl: rtmpUrl } : null),
-    resolvePlayback: async () => null,
-  });
-  node.registerRoutes(app);
-  app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  baseUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-  t.teardown(async () => {
-    node.close();
-    await app.close();
-  });
-  return { node, baseUrl };
-}
-
 async function probe(file: string): Promise<{ video?: { codec_name: string; width: number; height: number }; audio?: { codec_name: string; sample_rate: string; channels: number }; duration: number }> {
   const { stdout } = await run('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_type,codec_name,width,height,sample_rate,channels:format=duration', '-of', 'json', file]);
   const j = JSON.parse(stdout) as { streams: { codec_type: string; codec_name: string; width: number; height: number; sample_rate: string; channels: number }[]; format: { duration: string } };
@@ -187,7 +160,7 @@ async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): 
 /** nginx-rtmp, a media node pushing to it, and a Chromium publisher: returns once the push is live. */
 async function livePush(t: Parameters<typeof startNginx>[0]) {
   const rtmp = await startNginx(t);
-  const { node, baseUrl } = await mediaNodeWithRtmp(t, `rtmp://127.0.0.1:${rtmp.port}/live/out`);
+  const { node, baseUrl } = await startMediaServer(t, { outputRtmpUrl: `rtmp://127.0.0.1:${rtmp.port}/live/out` });
   const ctx = await launchChromium(t);
   const page = await ctx.newPage();
   await page.goto(`${baseUrl}/peer.html`);

@@ -32,7 +32,14 @@ export interface MediaServer {
 
 export async function startMediaServer(
   t: Teardown,
-  opts: { params?: StreamParams; settings?: Partial<MediaSettings>; createProcessor?: FrameProcessorFactory; iceServers?: { urls: string }[] } = {},
+  opts: {
+    params?: StreamParams;
+    settings?: Partial<MediaSettings>;
+    createProcessor?: FrameProcessorFactory;
+    iceServers?: { urls: string }[];
+    /** The stream's output_rtmp_url: the node pushes there while the publisher is live. */
+    outputRtmpUrl?: string;
+  } = {},
 ): Promise<MediaServer> {
   const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
   const app = Fastify({ logger: false });
@@ -48,7 +55,7 @@ export async function startMediaServer(
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
     resolveIngest: async (streamId, token) =>
       streamId !== STREAM_ID ? null
-      : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 } }
+      : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 }, outputRtmpUrl: opts.outputRtmpUrl }
       : token === REFUSED_KEY ? { refused: 'streaming allowance used up' }
       : null,
     resolvePlayback: async (playbackId) => (playbackId === PLAYBACK_ID ? { streamId: STREAM_ID } : null),

@@ -39,6 +39,8 @@ export class SimilarityFilter {
   readonly maxSkipFrames: number;
   readonly #random: () => number;
   #prev: Float32Array | null = null;
+  /** shouldSkipRgb's conversion buffer (not the reference). */
+  #spare: Float32Array | null = null;
   #skipCount = 0;
   /** Cosine similarity computed for the last frame (NaN before the second frame). */
   lastSimilarity = Number.NaN;
@@ -80,13 +82,17 @@ export class SimilarityFilter {
   }
 
   /**
-   * shouldSkip for an RGB24 frame: the same decision on its [-1,1] values (the VAE's input).
-   * Each call converts into a fresh tensor, since a processed frame's tensor becomes the reference.
+   * shouldSkip for an RGB24 frame: the same decision on its [-1,1] values (the VAE's input). Two
+   * buffers take turns (3 MB each at 512²): the frame's values go into the spare one; a processed
+   * frame's become the reference and the old reference becomes the spare.
    */
   shouldSkipRgb(rgb: Uint8Array): boolean {
-    const x = new Float32Array(rgb.length);
+    const x = this.#spare?.length === rgb.length ? this.#spare : new Float32Array(rgb.length);
     for (let i = 0; i < rgb.length; i++) x[i] = (rgb[i] as number) / 127.5 - 1;
-    return this.shouldSkip(x);
+    const reference = this.#prev;
+    const skip = this.shouldSkip(x);
+    this.#spare = skip ? x : reference;
+    return skip;
   }
 
   reset(): void {

@@ -150,20 +150,20 @@ export class LocalPipeline {
       logger: log,
     });
     try {
-            const diffusion = await StreamDiffusion.create(sessions, params, log);
+      const diffusion = await StreamDiffusion.create(sessions, params, log);
       diffusion.latentPre = chains.latentPre;
       diffusion.latentPost = chains.latentPost;
       const controlNets: ControlNet[] = [];
       for (const cfg of params.controlnets) {
         if (cfg.enabled === false) continue;
-                controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
+        controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
       }
       diffusion.controlNets = controlNets;
-            const safety = await SafetyChecker.open(sessions);
+      const safety = await SafetyChecker.open(sessions);
       let ip: IpAdapter | null = null;
       // Loaded whenever ip_adapter is set (even disabled): `enabled` is hot.
       if (params.ip_adapter && supportsIpAdapter(params.model_id)) {
-                ip = await IpAdapter.open(sessions);
+        ip = await IpAdapter.open(sessions);
       }
       if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
       const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, ...chains };

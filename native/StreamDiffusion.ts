@@ -89,13 +89,42 @@ function lcmStep(x: Float32Array, pred: Float32Array, x0: Float32Array, init: Fl
   }
 }
 
-/** RCFG residual-noise update of one slot: next[k+to] = init[k+rolled] + (α_next/β_next)·(k1·β·stock − k2·ε). */
-function rcfgStep(stock: Float32Array, pred: Float32Array, next: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep, to: number, rolled: number): void {
+/**
+ * RCFG residual-noise update of a single-slot batch (nothing shifts, the noise stays in place):
+ * next[k] = init[k] + (α_next/β_next)·(k1·β·stock − k2·ε). Several slots use lcmRcfgStep.
+ */
+function rcfgStep(stock: Float32Array, pred: Float32Array, next: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep): void {
   const { k1, k2, b } = t;
   const r = t.an / t.bn;
   for (let k = begin; k < end; k++) {
     const dx = k1 * b * (stock[k] as number) - k2 * (pred[k] as number);
-    next[k + to] = (init[k + rolled] as number) + r * dx;
+    next[k] = (init[k] as number) + r * dx;
+  }
+}
+
+/**
+ * lcmStep's advance and rcfgStep's shifted update of one slot that is not the last, in one pass:
+ * both read the same ε (k2·ε computed once) and the next slot's seed noise, so fusing them reads
+ * each of those once (the math is memory-bound: a 512² frame's latents leave the cache during
+ * the UNet run). Same expressions as the two loops, so the same bytes.
+ */
+function lcmRcfgStep(x: Float32Array, pred: Float32Array, stock: Float32Array, next: Float32Array, init: Float32Array, begin: number, end: number, t: SlotStep, noise: boolean, L: number): void {
+  const { k1, k2, an, bn } = t;
+  const kb = k1 * t.b;
+  const r = an / bn;
+  if (noise) {
+    for (let k = begin; k < end; k++) {
+      const kp = k2 * (pred[k] as number);
+      const nz = init[k + L] as number;
+      x[k + L] = an * Math.fround(k1 * (x[k] as number) - kp) + bn * nz;
+      next[k + L] = nz + r * (kb * (stock[k] as number) - kp);
+    }
+  } else {
+    for (let k = begin; k < end; k++) {
+      const kp = k2 * (pred[k] as number);
+      x[k + L] = an * Math.fround(k1 * (x[k] as number) - kp);
+      next[k + L] = (init[k + L] as number) + r * (kb * (stock[k] as number) - kp);
+    }
   }
 }
 
@@ -490,18 +519,22 @@ export class StreamDiffusion {
     const next = this.#next;
     const pred = mode === 'none' ? epsText : guide(this.#pred, mode === 'full' ? eps : stock, epsText, n * L, g, mode === 'full' ? 1 : delta);
     // Per slot: the LCM boundary step with the batch advance (slot s becomes slot s+1 at the next
-    // timestep), then the RCFG residual-noise update. Slots run last to first so the advance writes
-    // slot s+1 of the UNet input in place (already read), and the RCFG noise is written shifted by
-    // one slot, as the next frame needs it: no copies between frames.
+    // timestep), then the RCFG residual-noise update (in the same pass where both run). Slots run
+    // last to first so the advance writes slot s+1 of the UNet input in place (already read), and
+    // the RCFG noise is written shifted by one slot, as the next frame needs it: no copies between
+    // frames.
     for (let s = n - 1; s >= 0; s--) {
       const last = s + 1 === n;
       // The next slot's timestep (α=β=1 past the last one, for the RCFG update).
       const slot = slotStep(alpha[s] as number, beta[s] as number, cOut[s] as number, cSkip[s] as number, last ? 1 : (alpha[s + 1] as number), last ? 1 : (beta[s + 1] as number));
       const begin = s * L;
+      if (rcfg && !last) {
+        lcmRcfgStep(xIn, pred, stock, next, init, begin, begin + L, slot, addNoise, L);
+        continue;
+      }
       lcmStep(xIn, pred, x0, init, begin, begin + L, slot, last ? 'none' : addNoise ? 'noise' : 'plain', L);
-      // With one slot nothing shifts: its noise stays in place. Past the last of several, the
-      // update leaves the batch with its latent.
-      if (rcfg && (!last || n === 1)) rcfgStep(stock, pred, next, init, begin, begin + L, slot, n === 1 ? 0 : L, (last ? 0 : s + 1) * L - begin);
+      // Past the last of several slots the RCFG update leaves the batch with its latent.
+      if (rcfg && n === 1) rcfgStep(stock, pred, next, init, begin, begin + L, slot);
     }
     if (rcfg) {
       // The updated, shifted noise becomes the stock (slot 0 restarts from the seed's noise): swap

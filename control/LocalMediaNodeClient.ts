@@ -165,8 +165,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       lastErrorTime: engine?.lastError ? engine.lastErrorTime : book.lastErrorTime,
       ingest:
         s.ingest && publisher
-          ? // The node does not count bytes it sends to the publisher (RTCP only) yet: 0.
-            { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: 0, tracks }
+          ? { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: s.ingest.bytesSent, tracks }
           : null,
       viewers: s.viewers,
     };

@@ -33,7 +33,8 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   });
   perStream('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', (s) => (s.vp8.running ? 1 : 0));
   perStream('reverie_media_ingest_packets_lost', 'RTP packets lost on ingest (from RTCP).', (s) => s.ingest?.packetsLost);
-  perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher.', (s) => s.ingest?.bytesReceived);
+  perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher (SRTP on the wire).', (s) => s.ingest?.bytesReceived);
+  perStream('reverie_media_ingest_bytes_sent', 'Bytes sent to the publisher (SRTCP feedback on the wire).', (s) => s.ingest?.bytesSent);
   each('reverie_media_stage_latency_ms', 'Per-stage latency inside the node, ms (recent window).', ['stream_id', 'stage', 'quantile'], (set) => {
     for (const stream of node.streams()) {
       const latency = stream.status().latency;

@@ -44,7 +44,13 @@ export type WhipSessionEvents = {
 /** Ingest counters for the status endpoint. */
 export interface IngestStats {
   codec: string;
+  /**
+   * Bytes on the wire from the publisher and to it (SRTP/SRTCP as sent: RTP with its SRTP tag,
+   * and our receiver reports, NACK and PLI feedback), from the DTLS transport like the WebRTC
+   * `transport` stats. 0 until the transport is up.
+   */
   bytesReceived: number;
+  bytesSent: number;
   videoPackets: number;
   audioPackets: number;
   /** Packets declared lost by the reorder window. */
@@ -92,7 +98,8 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #lastPliMs = -Infinity;
   #timers: NodeJS.Timeout[] = [];
   #watchdog: NodeJS.Timeout | undefined;
-  #stats: IngestStats;
+  /** Counters kept here; the byte counts come from the transport in stats(). */
+  #stats: Omit<IngestStats, "bytesReceived" | "bytesSent">;
   #receiverStats: { jitter?: number; rtt?: number } = {};
 
   constructor(opts: WhipSessionOptions) {
@@ -109,7 +116,6 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.#logger = opts.logger;
     this.#stats = {
       codec: video.codec,
-      bytesReceived: 0,
       videoPackets: 0,
       audioPackets: 0,
       packetsLost: 0,
@@ -127,7 +133,6 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       } else {
         track.onReceiveRtp.subscribe((rtp) => {
           this.#stats.audioPackets++;
-          this.#stats.bytesReceived += rtp.payload.length + 12;
           this.#touch();
           opts.onAudioRtp(rtp.serialize());
         });
@@ -178,7 +183,6 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #onVideo(rtp: RtpPacket): void {
     if (this.#closed) return;
     this.#stats.videoPackets++;
-    this.#stats.bytesReceived += rtp.payload.length + 12;
     this.#touch();
     if (this.#videoSsrc === undefined) {
       this.#videoSsrc = rtp.header.ssrc;
@@ -237,7 +241,13 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   }
 
   stats(): IngestStats {
-    return { ...this.#stats, jitter: this.#receiverStats.jitter, rtt: this.#receiverStats.rtt };
+    let bytesReceived = 0;
+    let bytesSent = 0;
+    for (const d of this.#pc.dtlsTransports) {
+      bytesReceived += d.bytesReceived;
+      bytesSent += d.bytesSent;
+    }
+    return { ...this.#stats, bytesReceived, bytesSent, jitter: this.#receiverStats.jitter, rtt: this.#receiverStats.rtt };
   }
 
   get closed(): boolean {

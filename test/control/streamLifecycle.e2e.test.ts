@@ -122,6 +122,8 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   const stats = st.gateway_status.ingest_metrics.stats;
   t.equal(stats.peer_conn_stats.ID, st.request_id);
   t.ok(stats.peer_conn_stats.BytesReceived > 1000, `BytesReceived ${stats.peer_conn_stats.BytesReceived}`);
+  // The node's feedback to the publisher: at least the PLI it sends when the video starts.
+  t.ok(stats.peer_conn_stats.BytesSent > 0, `BytesSent ${stats.peer_conn_stats.BytesSent}`);
   t.match(stats.track_stats[0], { type: 'video', jitter: Number, packets_lost: Number, packet_loss_pct: Number, rtt: Number, warnings: Array });
   t.match(stats.conn_quality, /^(good|fair|poor)$/);
 

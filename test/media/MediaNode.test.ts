@@ -61,6 +61,8 @@ for (const codec of ['VP8', 'H264'] as const) {
     t.equal(status?.viewers, 1, 'status counts the viewer');
     t.ok((status?.outputFps ?? 0) > 5, `status reports output fps (${status?.outputFps})`);
     t.equal(status?.ingest?.codec, codec, 'status reports the ingest codec');
+    // Wire bytes from the transport: the publisher's media in, our RTCP feedback (PLI, receiver reports) out.
+    t.ok((status?.ingest?.bytesReceived ?? 0) > (status?.ingest?.bytesSent ?? 0) && (status?.ingest?.bytesSent ?? 0) > 0, `ingest bytes in ${status?.ingest?.bytesReceived}, out ${status?.ingest?.bytesSent}`);
     // Every decoded frame came in at least one RTP packet (a fixed count would depend on timing).
     const framesIn = status?.framesIn ?? 0;
     t.ok(framesIn >= 20 && (status?.ingest?.videoPackets ?? 0) >= framesIn, `status counts ingest packets (${status?.ingest?.videoPackets} for ${framesIn} decoded frames)`);

@@ -46,6 +46,11 @@ export class ControlNet {
   readonly #outNames: string[];
   #cond = new Float32Array(0);
   #scaleBuf = new Float32Array(1);
+  /**
+   * Output tensors per sample shape, written by ORT on every run: a real ControlNet's residuals
+   * are ~34 MB per batch entry at 512² (SD), too much to allocate per frame.
+   */
+  readonly #outputs = new Map<string, { tensors: ort.Tensor[]; fetches: Record<string, ort.Tensor> }>();
 
   private constructor(modelId: string, session: ort.InferenceSession, sessions: ModelSessions, pre: ProcessorChain<Frame>, outNames: string[], cfg: ControlNetParams) {
     this.modelId = modelId;
@@ -108,17 +113,33 @@ export class ControlNet {
     return new ort.Tensor('float32', c.subarray(0, batch * size), [batch, 3, img.height, img.width]);
   }
 
-  /** One ControlNet run; returns the residuals in UNet input order (fresh ORT buffers, caller may mutate). */
+  /**
+   * One ControlNet run; returns the residuals in UNet input order, in buffers this ControlNet owns
+   * and rewrites on its next run (the caller may change them in place until then).
+   */
   async run(sample: ort.Tensor, timestep: ort.Tensor, ehs: ort.Tensor, cond: ort.Tensor): Promise<ort.Tensor[]> {
     this.#scaleBuf[0] = this.scale;
-    const out = await this.#sessions.runExtra(`controlnet:${this.modelId}`, this.#session, {
-      sample,
-      timestep,
-      encoder_hidden_states: ehs,
-      controlnet_cond: cond,
-      conditioning_scale: new ort.Tensor('float32', this.#scaleBuf.subarray(0, 1), []),
-    });
-    return this.#outNames.map((n) => out[n] as ort.Tensor);
+    const [b, , h, w] = sample.dims as [number, number, number, number];
+    const key = `${b}x${h}x${w}`;
+    let out = this.#outputs.get(key);
+    if (!out) {
+      const tensors = zeroResiduals(this.#sessions.info.residualInputs, b, h, w);
+      out = { tensors, fetches: Object.fromEntries(this.#outNames.map((n, i) => [n, tensors[i] as ort.Tensor])) };
+      this.#outputs.set(key, out);
+    }
+    await this.#sessions.runExtra(
+      `controlnet:${this.modelId}`,
+      this.#session,
+      {
+        sample,
+        timestep,
+        encoder_hidden_states: ehs,
+        controlnet_cond: cond,
+        conditioning_scale: new ort.Tensor('float32', this.#scaleBuf.subarray(0, 1), []),
+      },
+      out.fetches,
+    );
+    return out.tensors;
   }
 
   reset(): void {

@@ -180,7 +180,6 @@ export class StreamDiffusion {
   #seqX = new Float32Array(0);
   #ts: number[] = [];
   readonly #zeros = new Map<number, ort.Tensor[]>();
-  readonly #sums = new Map<number, Float32Array[]>();
 
   private constructor(sessions: ModelSessions, params: StreamParams, logger: Logger) {
     this.sessions = sessions;
@@ -434,22 +433,27 @@ export class StreamDiffusion {
         const sampleT = new ort.Tensor('float32', view, dims);
         const tsT = s.timestepTensor(ts);
         const ehs = new ort.Tensor('float32', this.#unetEmbeds, [B, this.#unetEmbeds.length / (B * s.info.embedDim), s.info.embedDim]);
-        let sums = this.#sums.get(B);
-        if (!sums) this.#sums.set(B, (sums = zeros.map((z) => new Float32Array(z.data.length))));
-        for (const a of sums) a.fill(0);
+        // The first ControlNet's residual buffers carry the sum (no accumulator to zero and copy
+        // into: a real one's residuals are ~34 MB per batch entry); slots outside a ControlNet's
+        // guidance window get nothing from it.
+        let sum: Float32Array[] | null = null;
         for (const c of active) {
-          const outs = await c.run(sampleT, tsT, ehs, c.prepare(frame as Frame, B));
+          const outs = (await c.run(sampleT, tsT, ehs, c.prepare(frame as Frame, B))).map((t) => t.data as Float32Array);
+          for (let b = 0; b < B; b++) {
+            if (c.activeAt(tIdx[b] as number, steps)) continue;
+            for (const o of outs) o.fill(0, (b * o.length) / B, ((b + 1) * o.length) / B);
+          }
+          if (!sum) {
+            sum = outs;
+            continue;
+          }
           for (let r = 0; r < outs.length; r++) {
-            const src = (outs[r] as ort.Tensor).data as Float32Array;
-            const dst = sums[r] as Float32Array;
-            const per = src.length / B;
-            for (let b = 0; b < B; b++) {
-              if (!c.activeAt(tIdx[b] as number, steps)) continue;
-              for (let i = b * per; i < (b + 1) * per; i++) dst[i] = (dst[i] as number) + (src[i] as number);
-            }
+            const src = outs[r] as Float32Array;
+            const dst = sum[r] as Float32Array;
+            for (let i = 0; i < dst.length; i++) dst[i] = (dst[i] as number) + (src[i] as number);
           }
         }
-        residuals = sums.map((a, r) => new ort.Tensor('float32', a, (zeros[r] as ort.Tensor).dims));
+        residuals = (sum as Float32Array[]).map((a, r) => new ort.Tensor('float32', a, (zeros[r] as ort.Tensor).dims));
       }
     }
     return s.predictNoise(view, dims, ts, this.#unetEmbeds, residuals);

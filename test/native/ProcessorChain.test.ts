@@ -108,6 +108,20 @@ void t.test('feedback blends with the previous output; first frame passes throug
   t.equal(px(chain.apply(solid(4, 4, [0, 0, 0])), 0, 0), 0, 'reset forgets');
 });
 
+void t.test('canny reuses its working planes across frames and sizes without carrying edges over', async (t) => {
+  // A frame full of edges, then a flat one of the same size (stale marks would show), then other sizes.
+  const busy = step(32, 32);
+  for (let i = 0; i < busy.data.length; i += 7) busy.data[i] = 255;
+  const frames = [busy, solid(32, 32, [80, 90, 100]), step(16, 24), step(32, 32)];
+  const reused = createProcessorChain({ processors: [{ type: 'canny' }] }, 'image');
+  for (const f of frames) {
+    const fresh = createProcessorChain({ processors: [{ type: 'canny' }] }, 'image').apply(f);
+    t.same(reused.apply(f).data, fresh.data, `${f.width}x${f.height}: same edges as a fresh detector`);
+  }
+  const flat = reused.apply(solid(32, 32, [80, 90, 100]));
+  t.ok(flat.data.every((v) => v === 0), 'a flat frame after a busy one has no edges');
+});
+
 void t.test('upscale changes the output size and interpolates', async (t) => {
   const out = createProcessorChain({ processors: [{ type: 'upscale', params: { scale_factor: 2 } }] }, 'image').apply(step(8, 4));
   t.equal(out.width, 16);

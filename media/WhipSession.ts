@@ -99,7 +99,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #timers: NodeJS.Timeout[] = [];
   #watchdog: NodeJS.Timeout | undefined;
   /** Counters kept here; the byte counts come from the transport in stats(). */
-  #stats: Omit<IngestStats, "bytesReceived" | "bytesSent">;
+  #stats: Omit<IngestStats, 'bytesReceived' | 'bytesSent'>;
   #receiverStats: { jitter?: number; rtt?: number } = {};
 
   constructor(opts: WhipSessionOptions) {

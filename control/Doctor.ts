@@ -112,8 +112,8 @@ export async function runDoctor(opts: { dataDir: string }): Promise<CheckResult[
     add('gstreamer elements', 'media', missing.length === 0, missing.length ? `missing: ${missing.join(', ')}` : `${GST_ELEMENTS.length} present`, APT([...pkgs].join(' ')));
   }
 
-  const gst = loads('gstreamer-superficial');
-  add('gstreamer-superficial', 'media', gst === null, gst ?? 'loads', `${APT('libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev')} && npm rebuild gstreamer-superficial`);
+  const gst = loads('../media/gst/build/Release/reverie_gst.node');
+  add('gstreamer addon', 'media', gst === null, gst ?? 'loads', `${APT('libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev')} && npm run build:gst`);
 
   const ort = loads('onnxruntime-node');
   add('onnxruntime-node', 'media', ort === null, ort ?? 'loads (cpu provider)', 'npm ci with `onnxruntime-node-install=skip` in .npmrc (already in the repo)');

@@ -9,7 +9,6 @@
  *
  * ADTS frames reach Node one per appsink buffer; we strip the 7/9-byte header (the fMP4 and FLV
  * writers want raw frames plus the AudioSpecificConfig, which is fixed: AAC-LC 48 kHz stereo).
- * One libuv threadpool thread is held by the pending appsink pull (see gst.ts).
  */
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';

@@ -5,12 +5,14 @@
  * The bins (DecoderBin, EncoderBin, Vp8EncoderBin, AacEncoderBin) only describe their pipeline and
  * what a sample means.
  *
- * One libuv threadpool thread is held by the pending pull for the pipeline's lifetime (see gst.ts);
- * stopping the pipeline (NULL state) flushes the appsink, which ends that pull.
+ * Samples arrive through the addon's appsink callback (gst.ts): no Node thread waits on the
+ * pipeline, and the appsink's own bounds (max-buffers, drop) decide what is kept while Node is busy.
+ * A bus error (a decoder that gave up on its input, an encoder that failed) reaches `onError` once;
+ * the pipeline has stopped by then and its owner decides whether to build a new one.
  */
 import type { Logger } from 'pino';
 import { InvalidStateError, PipelineError } from './errors.ts';
-import { loadGst, type GstAppSink, type GstAppSrc, type GstPipeline } from './gst.ts';
+import { loadGst, type GstHandle } from './gst.ts';
 
 export interface AppPipelineOptions {
   /** gst-launch description holding `appsrc name=src` and `appsink name=sink`. */
@@ -18,16 +20,16 @@ export interface AppPipelineOptions {
   /** What the pipeline is, for errors and logs (e.g. `encoder [codec:VP8]`). */
   what: string;
   logger: Logger;
-  /** Called on the main thread with each appsink sample, after the next pull is queued. */
+  /** Called on the main thread with each appsink sample, in order. */
   onSample: (buf: Buffer) => void;
+  /** Called once, on the main thread, when the pipeline posts an error (it no longer runs). */
+  onError?: (message: string) => void;
   /** Forced key units closer than this are merged into one deferred request, ms. Default 0. */
   keyUnitMinIntervalMs?: number;
 }
 
 export class AppPipeline {
-  readonly #pipeline: GstPipeline;
-  readonly #src: GstAppSrc;
-  readonly #sink: GstAppSink;
+  readonly #handle: GstHandle;
   readonly #opts: AppPipelineOptions;
   #closed = false;
   #lastKeyUnitMs = -Infinity;
@@ -38,39 +40,41 @@ export class AppPipeline {
   samples = 0;
   /** Forced key units actually sent upstream (after coalescing). */
   keyUnitsForced = 0;
+  /** The bus error that stopped the pipeline, if one did. */
+  error: string | undefined;
 
   /** Builds and plays the pipeline; throws PipelineError if it does not build. */
   constructor(opts: AppPipelineOptions) {
     this.#opts = opts;
     try {
-      this.#pipeline = new (loadGst().Pipeline)(opts.launch);
+      this.#handle = loadGst().create(
+        opts.launch,
+        (bufs) => {
+          for (const buf of bufs) {
+            if (this.#closed) return;
+            this.samples++;
+            opts.onSample(buf);
+          }
+        },
+        (message) => this.#onError(message),
+      );
     } catch (err) {
       throw new PipelineError(`${opts.what} pipeline failed to build`, { cause: err });
     }
-    const src = this.#pipeline.findChild('src');
-    const sink = this.#pipeline.findChild('sink');
-    if (!src || !sink) throw new PipelineError(`${opts.what} pipeline lacks src/sink`);
-    this.#src = src;
-    this.#sink = sink;
-    this.#pipeline.play();
-    this.#pull();
   }
 
-  #pull(): void {
-    this.#sink.pull((buf) => {
-      if (this.#closed || !buf) return;
-      // Queue the next pull first: the appsink keeps filling its bounded queue meanwhile.
-      this.#pull();
-      this.samples++;
-      this.#opts.onSample(buf);
-    });
+  #onError(message: string): void {
+    if (this.#closed || this.error !== undefined) return;
+    this.error = message;
+    this.#opts.logger.warn(`AppPipeline | pipeline error [what:${this.#opts.what}] [error:${message}]`);
+    this.#opts.onError?.(message);
   }
 
   /** Copies `data` into the appsrc (its own bound decides what is dropped). */
   push(data: Uint8Array): void {
     if (this.#closed) throw new InvalidStateError(`${this.#opts.what} closed`);
     this.pushed++;
-    this.#src.push(data);
+    loadGst().push(this.#handle, data);
   }
 
   /**
@@ -94,7 +98,7 @@ export class AppPipeline {
     if (this.#closed) return;
     this.#lastKeyUnitMs = performance.now();
     this.keyUnitsForced++;
-    this.#pipeline.forceKeyUnit('sink', this.keyUnitsForced);
+    loadGst().forceKeyUnit(this.#handle, this.keyUnitsForced);
   }
 
   get closed(): boolean {
@@ -107,7 +111,7 @@ export class AppPipeline {
     this.#closed = true;
     clearTimeout(this.#keyUnitTimer);
     try {
-      this.#pipeline.stop();
+      loadGst().close(this.#handle);
     } catch (err) {
       this.#opts.logger.warn({ err }, `close() | pipeline stop failed [what:${this.#opts.what}]`);
     }

@@ -28,6 +28,8 @@ export interface DecoderBinOptions {
   logger: Logger;
   /** Called on the main thread with each decoded RGB24 frame (latest wins inside the appsink). */
   onFrame: (rgb: Buffer) => void;
+  /** The pipeline stopped on an error (input it could not decode); the owner builds a new one. */
+  onError?: (message: string) => void;
 }
 
 export class DecoderBin {
@@ -53,7 +55,7 @@ export class DecoderBin {
       `! ${decode} ! videoconvert ! videoscale add-borders=false ` +
       `! video/x-raw,format=RGB,width=${opts.width},height=${opts.height},pixel-aspect-ratio=1/1 ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
-    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame });
+    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, ...(opts.onError ? { onError: opts.onError } : {}) });
     opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
   }
 

@@ -114,6 +114,8 @@ export interface LiveStreamStatus {
   framesIn: number;
   framesOut: number;
   framesDropped: number;
+  /** Decoders rebuilt after a pipeline error (corrupt input). */
+  decoderRestarts: number;
   /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
   latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
   ingest: IngestStats | null;
@@ -185,6 +187,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
   #framesDropped = 0;
+  /** Decoders rebuilt after a pipeline error. */
+  #decoderRestarts = 0;
   readonly #hls: HlsPackager | null;
   #aac: AacEncoderBin | null = null;
   #rtmp: RtmpPush | null = null;
@@ -277,7 +281,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /**
    * Runs the AAC encoder only while something consumes it: an RTMP push, or HLS players (a
-   * request in the last 30 s). It holds a libuv threadpool thread and ≈ 1–2 % of a core, so
+   * request in the last 30 s). It costs ≈ 1–2 % of a core, so
    * streams nobody watches over HLS don't pay for it; HLS parts carry silence until it runs.
    */
   #syncAac(): void {
@@ -391,6 +395,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       threads: this.#settings.decoderThreads,
       logger: this.#logger,
       onFrame: (rgb) => this.#onDecoded(rgb),
+      onError: (message) => {
+        // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
+        // decoder, which starts at the next keyframe we ask for.
+        this.#lastError = `decoder: ${message}`;
+        if (this.#decoder?.closed === false) this.#decoder.close();
+        this.#decoder = null;
+        this.#decoderRestarts++;
+        session.requestKeyframe('decoder');
+      },
     });
   }
 
@@ -634,6 +647,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       framesIn: this.#inRate.count,
       framesOut: this.#outRate.count,
       framesDropped: this.#framesDropped,
+      decoderRestarts: this.#decoderRestarts,
       latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,

@@ -4,8 +4,9 @@
  *
  *   EncoderBin AUs + AacEncoderBin frames ─(FlvMuxer, in Node)─► stdin ─► ffmpeg -f flv -i pipe:0 -c copy -f flv rtmp://…
  *
- * Why a child process and not `flvmux ! rtmp2sink` in-process: gstreamer-superficial cannot read
- * the bus without parking a threadpool thread forever (gst.ts), so an in-process rtmp2sink's
+ * Why a child process and not `flvmux ! rtmp2sink` in-process: when this was built the GStreamer
+ * binding could not read a pipeline's bus (decision 0004; our addon forwards bus errors now, see
+ * decision 0006), so an in-process rtmp2sink's
  * connection errors would be invisible, and a stuck TLS/TCP connect would sit inside the media
  * process. A child is isolated by construction (it cannot stall or crash WHEP/HLS), its exit is the
  * failure signal and its stderr the error text. No transcoding happens in it (`-c copy`).

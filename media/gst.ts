@@ -1,47 +1,41 @@
 /**
- * Typed access to gstreamer-superficial (a NAN addon whose package `main` is a `.node` file, so ESM
- * `import` fails; `createRequire` loads it). Only the surface the media bins use is typed here.
+ * Typed access to our GStreamer addon (`media/gst/reverie_gst.c`, built by `npm ci`'s install
+ * step with node-gyp against Debian's GStreamer dev packages). It is the whole GStreamer surface
+ * the media bins use: a `gst-launch` pipeline with `appsrc name=src` and `appsink name=sink`.
  *
- * Threadpool: every pending `appsink.pull()` holds one libuv threadpool thread until a sample (or
- * EOS/flush) arrives. Each live stream holds two (decoder + encoder appsinks), one more while its
- * AAC encoder runs (RTMP push set, or HLS watched) and one more while its VP8 branch runs (VP8
- * viewers attached), so the process must start with `UV_THREADPOOL_SIZE >= 4 × streams + 4`
- * (file I/O, dns and onnxruntime share the pool).
- * We never call `pollBus()`: its worker blocks forever on an idle bus and cannot be cancelled.
+ * Samples reach JS through the appsink's `new-sample` callback and a thread-safe function; no
+ * libuv threadpool thread ever waits on a pipeline (decision 0006), so the number of streams a
+ * process holds does not depend on UV_THREADPOOL_SIZE. Bus errors reach `onError`.
  */
 import { createRequire } from 'node:module';
 
-export interface GstAppSink {
-  /** Calls back once with the next sample's bytes, or `null` at EOS/flush. Call again to continue. */
-  pull(cb: (buf: Buffer | null, caps: Record<string, unknown>) => void): void;
+/** An opaque pipeline handle. */
+export type GstHandle = { readonly __gst: unique symbol };
+
+interface GstAddon {
+  /** Builds the pipeline and sets it PLAYING; throws when it does not build or start. */
+  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void): GstHandle;
+  /** Copies `data` into a new buffer on the appsrc; false once closed or when the appsrc refuses. */
+  push(handle: GstHandle, data: Uint8Array): boolean;
+  /** Sends an upstream force-key-unit event from the appsink's sink pad. */
+  forceKeyUnit(handle: GstHandle, count: number): boolean;
+  /** NULL state; no callback runs afterwards. Idempotent. */
+  close(handle: GstHandle): void;
+  /** The GStreamer library version, e.g. `GStreamer 1.22.0`. */
+  gstVersion: string;
 }
 
-export interface GstAppSrc {
-  /** Copies `data` into a new GstBuffer; `ptsBe` is an optional 8-byte big-endian PTS in ns. */
-  push(data: Uint8Array, ptsBe?: Buffer): void;
-}
+let addon: GstAddon | undefined;
 
-export interface GstPipeline {
-  play(): void;
-  pause(): void;
-  stop(): void;
-  sendEOS(): void;
-  /** Sends an upstream GstForceKeyUnit event from the sink pad of the named element. */
-  forceKeyUnit(elementName: string, count: number): boolean;
-  findChild(name: string): (GstAppSink & GstAppSrc & Record<string, unknown>) | undefined;
-}
-
-interface GstModule {
-  Pipeline: new (launch: string) => GstPipeline;
-}
-
-let gst: GstModule | undefined;
-
-/** Loads the addon once; throws (with cause) if it is not built on this machine. */
-export function loadGst(): GstModule {
-  if (!gst) {
+/** Loads the addon once; throws (with cause) if it was not built on this machine. */
+export function loadGst(): GstAddon {
+  if (!addon) {
     const require = createRequire(import.meta.url);
-    gst = require('gstreamer-superficial') as GstModule;
+    try {
+      addon = require('./gst/build/Release/reverie_gst.node') as GstAddon;
+    } catch (err) {
+      throw new Error('the GStreamer addon is not built: install libgstreamer1.0-dev and libgstreamer-plugins-base1.0-dev, then run `npm run build:gst`', { cause: err });
+    }
   }
-  return gst;
+  return addon;
 }

@@ -1,0 +1,353 @@
+/*
+ * reverie_gst: the GStreamer surface the media bins need, as a small N-API addon.
+ *
+ * One object per `gst-launch` description holding `appsrc name=src` and `appsink name=sink`:
+ *   create(launch, onSamples, onError) -> handle
+ *   push(handle, bytes)                  copies bytes into a GstBuffer on the appsrc
+ *   forceKeyUnit(handle, count)          upstream GstForceKeyUnit from the appsink's sink pad
+ *   close(handle)                        NULL state, callbacks released (idempotent)
+ *
+ * Why not gstreamer-superficial: its appsink `pull()` is a libuv threadpool job that blocks in
+ * gst_app_sink_pull_sample until a sample exists, so every bin holds a pool thread for its whole
+ * life. A few idle bins (a decoder waiting for a keyframe, an AAC encoder without audio) took every
+ * thread of the default pool of 4, and everything else that needs the pool stalled with them
+ * (WebCrypto for DTLS, fs, dns): streams went OFFLINE while their publishers were sending.
+ * See docs/decisions/0006-gstreamer-addon.md.
+ *
+ * Here nothing blocks a Node thread: the appsink's `new-sample` callback (a GStreamer streaming
+ * thread) only schedules one notification on the JS thread (a thread-safe function, coalesced),
+ * and the JS thread drains the appsink without waiting (try_pull_sample with timeout 0). The
+ * appsink keeps its own bounds and drop policy (max-buffers, drop), exactly as the launch
+ * string says. Bus messages are handled synchronously by a sync handler that forwards errors
+ * and drops everything else, so nothing accumulates on a bus nobody polls.
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <gst/gst.h>
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+#include <gst/video/video.h>
+#include <string.h>
+
+/* Samples delivered per wake-up before yielding the JS thread (the rest come with the next). */
+#define DRAIN_BATCH 32
+/*
+ * Pushes at least this large (raw video frames) come from a buffer pool: a fresh 786 kB malloc per
+ * 512² RGB frame is a fresh mmap whose pages fault in on every fill (p95 1.1 ms per push, measured),
+ * a pooled buffer is memory already mapped. RTP and audio packets stay plain allocations.
+ */
+#define POOL_MIN_BYTES (64 * 1024)
+
+typedef struct {
+  GstElement *pipeline;
+  GstElement *src;
+  GstElement *sink;
+  GstBufferPool *pool; /* JS thread only: for pushes of pool_size bytes */
+  gsize pool_size;
+  napi_threadsafe_function tsfn;
+  napi_ref on_samples;
+  napi_ref on_error;
+  gint notified; /* atomic: a drain is scheduled on the JS thread */
+  gint closed;   /* atomic */
+} AppBin;
+
+typedef struct {
+  int kind; /* 0 = samples ready, 1 = error message */
+  char *message;
+} Note;
+
+#define CHECK(env, call)                                                   \
+  do {                                                                     \
+    if ((call) != napi_ok) {                                               \
+      napi_throw_error((env), NULL, "reverie_gst: N-API call failed: " #call); \
+      return NULL;                                                         \
+    }                                                                      \
+  } while (0)
+
+static void notify(AppBin *bin, int kind, char *message) {
+  if (g_atomic_int_get(&bin->closed)) {
+    g_free(message);
+    return;
+  }
+  Note *note = g_new0(Note, 1);
+  note->kind = kind;
+  note->message = message;
+  if (napi_call_threadsafe_function(bin->tsfn, note, napi_tsfn_nonblocking) != napi_ok) {
+    g_free(note->message);
+    g_free(note);
+    if (kind == 0) g_atomic_int_set(&bin->notified, 0);
+  }
+}
+
+/* Streaming thread: schedule one drain; samples stay in the appsink (its bounds apply). */
+static GstFlowReturn on_new_sample(GstAppSink *sink, gpointer user) {
+  (void)sink;
+  AppBin *bin = (AppBin *)user;
+  if (g_atomic_int_compare_and_exchange(&bin->notified, 0, 1)) notify(bin, 0, NULL);
+  return GST_FLOW_OK;
+}
+
+/* Any thread that posts: errors go to JS, every message is dropped (no bus queue grows). */
+static GstBusSyncReply on_bus_message(GstBus *bus, GstMessage *msg, gpointer user) {
+  (void)bus;
+  AppBin *bin = (AppBin *)user;
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError *err = NULL;
+    gchar *debug = NULL;
+    gst_message_parse_error(msg, &err, &debug);
+    gchar *text = g_strdup_printf("%s: %s", GST_OBJECT_NAME(GST_MESSAGE_SRC(msg)), err ? err->message : "error");
+    if (err) g_error_free(err);
+    g_free(debug);
+    notify(bin, 1, text);
+  }
+  return GST_BUS_DROP;
+}
+
+/* JS thread: deliver what the appsink holds now, as Buffers, to onSamples(buffers). */
+static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
+  (void)js_cb;
+  AppBin *bin = (AppBin *)context;
+  Note *note = (Note *)data;
+  if (env == NULL || g_atomic_int_get(&bin->closed)) {
+    /* Tearing down: free what is still queued. */
+    if (note) {
+      g_free(note->message);
+      g_free(note);
+    }
+    return;
+  }
+  napi_value undefined, fn;
+  napi_get_undefined(env, &undefined);
+  if (note->kind == 1) {
+    napi_value text;
+    napi_create_string_utf8(env, note->message, NAPI_AUTO_LENGTH, &text);
+    napi_get_reference_value(env, bin->on_error, &fn);
+    napi_call_function(env, undefined, fn, 1, &text, NULL);
+    g_free(note->message);
+    g_free(note);
+    return;
+  }
+  g_free(note);
+  /* Reset first: a sample that lands while we drain schedules the next drain. */
+  g_atomic_int_set(&bin->notified, 0);
+  napi_value list;
+  napi_create_array(env, &list);
+  uint32_t n = 0;
+  while (n < DRAIN_BATCH) {
+    GstSample *sample = gst_app_sink_try_pull_sample(GST_APP_SINK(bin->sink), 0);
+    if (!sample) break;
+    GstBuffer *buffer = gst_sample_get_buffer(sample);
+    GstMapInfo map;
+    if (buffer && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+      napi_value buf;
+      void *copy = NULL;
+      if (napi_create_buffer_copy(env, map.size, map.data, &copy, &buf) == napi_ok) napi_set_element(env, list, n++, buf);
+      gst_buffer_unmap(buffer, &map);
+    }
+    gst_sample_unref(sample);
+  }
+  if (n == DRAIN_BATCH && g_atomic_int_compare_and_exchange(&bin->notified, 0, 1)) notify(bin, 0, NULL);
+  if (n == 0) return;
+  napi_get_reference_value(env, bin->on_samples, &fn);
+  napi_call_function(env, undefined, fn, 1, &list, NULL);
+}
+
+static void stop(napi_env env, AppBin *bin) {
+  if (!g_atomic_int_compare_and_exchange(&bin->closed, 0, 1)) return;
+  /* NULL state joins the streaming threads: no callback runs after this returns. */
+  gst_element_set_state(bin->pipeline, GST_STATE_NULL);
+  GstBus *bus = gst_element_get_bus(bin->pipeline);
+  if (bus) {
+    gst_bus_set_sync_handler(bus, NULL, NULL, NULL);
+    gst_object_unref(bus);
+  }
+  napi_release_threadsafe_function(bin->tsfn, napi_tsfn_abort);
+  if (env) {
+    napi_delete_reference(env, bin->on_samples);
+    napi_delete_reference(env, bin->on_error);
+  }
+}
+
+static void drop_pool(AppBin *bin) {
+  if (!bin->pool) return;
+  gst_buffer_pool_set_active(bin->pool, FALSE);
+  gst_object_unref(bin->pool);
+  bin->pool = NULL;
+  bin->pool_size = 0;
+}
+
+/* A buffer of `size` bytes: pooled for frames (one pool per size, rebuilt when the size changes). */
+static GstBuffer *new_buffer(AppBin *bin, gsize size) {
+  if (size < POOL_MIN_BYTES) return gst_buffer_new_allocate(NULL, size, NULL);
+  if (bin->pool_size != size) {
+    drop_pool(bin);
+    GstBufferPool *pool = gst_buffer_pool_new();
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, NULL, (guint)size, 2, 0);
+    if (!gst_buffer_pool_set_config(pool, config) || !gst_buffer_pool_set_active(pool, TRUE)) {
+      gst_object_unref(pool);
+      return gst_buffer_new_allocate(NULL, size, NULL);
+    }
+    bin->pool = pool;
+    bin->pool_size = size;
+  }
+  GstBuffer *buffer = NULL;
+  if (gst_buffer_pool_acquire_buffer(bin->pool, &buffer, NULL) != GST_FLOW_OK || !buffer) return gst_buffer_new_allocate(NULL, size, NULL);
+  return buffer;
+}
+
+static void finalize_bin(napi_env env, void *data, void *hint) {
+  (void)hint;
+  AppBin *bin = (AppBin *)data;
+  stop(env, bin);
+  drop_pool(bin);
+  gst_object_unref(bin->src);
+  gst_object_unref(bin->sink);
+  gst_object_unref(bin->pipeline);
+  g_free(bin);
+}
+
+static AppBin *unwrap(napi_env env, napi_value value) {
+  AppBin *bin = NULL;
+  if (napi_unwrap(env, value, (void **)&bin) != napi_ok || bin == NULL) {
+    napi_throw_type_error(env, NULL, "reverie_gst: not a pipeline handle");
+    return NULL;
+  }
+  return bin;
+}
+
+/* create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (msg: string) => void) */
+static napi_value create(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  size_t len = 0;
+  if (argc < 3 || napi_get_value_string_utf8(env, argv[0], NULL, 0, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "reverie_gst: create(launch, onSamples, onError)");
+    return NULL;
+  }
+  char *launch = g_malloc(len + 1);
+  napi_get_value_string_utf8(env, argv[0], launch, len + 1, &len);
+  GError *err = NULL;
+  GstElement *pipeline = gst_parse_launch(launch, &err);
+  g_free(launch);
+  if (!pipeline || err) {
+    gchar *text = g_strdup_printf("pipeline does not build: %s", err ? err->message : "unknown error");
+    if (err) g_error_free(err);
+    if (pipeline) gst_object_unref(pipeline);
+    napi_throw_error(env, NULL, text);
+    g_free(text);
+    return NULL;
+  }
+  GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  if (!src || !sink || !GST_IS_APP_SRC(src) || !GST_IS_APP_SINK(sink)) {
+    if (src) gst_object_unref(src);
+    if (sink) gst_object_unref(sink);
+    gst_object_unref(pipeline);
+    napi_throw_error(env, NULL, "pipeline lacks appsrc name=src or appsink name=sink");
+    return NULL;
+  }
+  AppBin *bin = g_new0(AppBin, 1);
+  bin->pipeline = pipeline;
+  bin->src = src;
+  bin->sink = sink;
+  napi_value resource_name, handle;
+  CHECK(env, napi_create_string_utf8(env, "reverie_gst", NAPI_AUTO_LENGTH, &resource_name));
+  CHECK(env, napi_create_reference(env, argv[1], 1, &bin->on_samples));
+  CHECK(env, napi_create_reference(env, argv[2], 1, &bin->on_error));
+  CHECK(env, napi_create_threadsafe_function(env, NULL, NULL, resource_name, 0, 1, NULL, NULL, bin, call_js, &bin->tsfn));
+  CHECK(env, napi_create_object(env, &handle));
+  CHECK(env, napi_wrap(env, handle, bin, finalize_bin, NULL, NULL));
+
+  GstAppSinkCallbacks callbacks;
+  memset(&callbacks, 0, sizeof callbacks);
+  callbacks.new_sample = on_new_sample;
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &callbacks, bin, NULL);
+  GstBus *bus = gst_element_get_bus(pipeline);
+  gst_bus_set_sync_handler(bus, on_bus_message, bin, NULL);
+  gst_object_unref(bus);
+  if (gst_element_set_state(pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    stop(env, bin);
+    napi_throw_error(env, NULL, "pipeline does not start (state change to PLAYING failed)");
+    return NULL;
+  }
+  return handle;
+}
+
+/* push(handle, bytes: Uint8Array): boolean — false once closed or when the appsrc refuses. */
+static napi_value push(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], result;
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  AppBin *bin = unwrap(env, argv[0]);
+  if (!bin) return NULL;
+  void *data = NULL;
+  size_t length = 0;
+  napi_typedarray_type type;
+  napi_value arraybuffer;
+  size_t offset;
+  if (napi_get_typedarray_info(env, argv[1], &type, &length, &data, &arraybuffer, &offset) != napi_ok || type != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, "reverie_gst: push needs a Uint8Array");
+    return NULL;
+  }
+  gboolean ok = FALSE;
+  if (!g_atomic_int_get(&bin->closed)) {
+    GstBuffer *buffer = new_buffer(bin, length);
+    gst_buffer_fill(buffer, 0, data, length);
+    ok = gst_app_src_push_buffer(GST_APP_SRC(bin->src), buffer) == GST_FLOW_OK;
+  }
+  CHECK(env, napi_get_boolean(env, ok, &result));
+  return result;
+}
+
+/* forceKeyUnit(handle, count): asks the encoder upstream of the appsink for a key unit. */
+static napi_value force_key_unit(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], result;
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  AppBin *bin = unwrap(env, argv[0]);
+  if (!bin) return NULL;
+  uint32_t count = 0;
+  napi_get_value_uint32(env, argv[1], &count);
+  gboolean sent = FALSE;
+  if (!g_atomic_int_get(&bin->closed)) {
+    GstPad *pad = gst_element_get_static_pad(bin->sink, "sink");
+    if (pad) {
+      sent = gst_pad_push_event(pad, gst_video_event_new_upstream_force_key_unit(GST_CLOCK_TIME_NONE, TRUE, count));
+      gst_object_unref(pad);
+    }
+  }
+  CHECK(env, napi_get_boolean(env, sent, &result));
+  return result;
+}
+
+/* close(handle): NULL state; no callback runs afterwards. Idempotent. */
+static napi_value close_bin(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  AppBin *bin = unwrap(env, argv[0]);
+  if (!bin) return NULL;
+  stop(env, bin);
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  gst_init(NULL, NULL);
+  napi_property_descriptor props[] = {
+    {"create", NULL, create, NULL, NULL, NULL, napi_default, NULL},
+    {"push", NULL, push, NULL, NULL, NULL, napi_default, NULL},
+    {"forceKeyUnit", NULL, force_key_unit, NULL, NULL, NULL, napi_default, NULL},
+    {"close", NULL, close_bin, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value version;
+  CHECK(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  gchar *v = gst_version_string();
+  napi_create_string_utf8(env, v, NAPI_AUTO_LENGTH, &version);
+  g_free(v);
+  napi_set_named_property(env, exports, "gstVersion", version);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -22,6 +22,11 @@ export interface AppPipelineOptions {
   logger: Logger;
   /** Called on the main thread with each appsink sample, in order. */
   onSample: (buf: Buffer) => void;
+  /**
+   * The Buffer given to onSample is only valid during the call (it views the sample's memory and
+   * is emptied afterwards): no copy per sample. For large samples consumed at once. Default false.
+   */
+  borrowSamples?: boolean;
   /** Called once, on the main thread, when the pipeline posts an error (it no longer runs). */
   onError?: (message: string) => void;
   /** Forced key units closer than this are merged into one deferred request, ms. Default 0. */
@@ -57,6 +62,7 @@ export class AppPipeline {
           }
         },
         (message) => this.#onError(message),
+        opts.borrowSamples === true,
       );
     } catch (err) {
       throw new PipelineError(`${opts.what} pipeline failed to build`, { cause: err });
@@ -75,6 +81,12 @@ export class AppPipeline {
     if (this.#closed) throw new InvalidStateError(`${this.#opts.what} closed`);
     this.pushed++;
     loadGst().push(this.#handle, data);
+  }
+
+  /** Sets the `caps` of the named element (an appsrc or capsfilter); applies from the next buffer. */
+  setCaps(element: string, caps: string): void {
+    if (this.#closed) throw new InvalidStateError(`${this.#opts.what} closed`);
+    loadGst().setCaps(this.#handle, element, caps);
   }
 
   /**

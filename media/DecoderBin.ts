@@ -1,62 +1,94 @@
 /**
- * GStreamer decode bin: in-order RTP packets from the publisher → depay → (parse) → decode →
- * videoconvert/videoscale → RGB24 at the stream's W×H → appsink (drop, 1 buffer).
+ * GStreamer decode bin: whole frames from the publisher's session (H.264 Annex B access units or
+ * VP8 frames, depacketized in Node) → parse → decode → videoconvert/videoscale → RGB24 or I420 at
+ * the stream's W×H → appsink (drop, 1 buffer).
  *
- *   appsrc (application/x-rtp) ! rtpvp8depay ! vp8dec
- *   appsrc (application/x-rtp) ! rtph264depay ! h264parse ! avdec_h264 max-threads=1
- *     ! videoconvert ! videoscale ! video/x-raw,format=RGB,width=W,height=H ! appsink
+ *   appsrc (video/x-vp8) ! vp8dec
+ *   appsrc (video/x-h264, byte-stream, au) ! h264parse ! avdec_h264 max-threads=1
+ *     ! videoconvert ! videoscale ! capsfilter name=out (RGB|I420, W×H) ! appsink
  *
- * Reordering happens before this bin (werift's jitter buffer in WhipSession), so the bin adds no
- * jitter-buffer latency. appsrc is leaky-downstream and bounded so a stalled decoder drops the
- * oldest packets (the next PLI recovers) instead of growing a queue. The source picture is
- * stretched to W×H (no borders, square pixels): the diffusion stage works on the full canvas.
+ * One push per picture, not per RTP packet: every push wakes the appsrc's thread, and at ~200
+ * packets/s per stream those wake-ups were the node's largest single cost after the codecs.
+ * The output layout and size follow the stream: RGB while something processes frames, I420
+ * (what the decoder produces, so no conversion at all) while nothing does. `configure` switches
+ * either in place; the decoder keeps its reference frames, so no key frame is needed.
+ *
+ * appsrc is leaky-downstream and bounded so a stalled decoder drops the oldest frames (the next
+ * PLI recovers) instead of growing a queue. The source picture is stretched to W×H (no borders,
+ * square pixels): the diffusion stage works on the full canvas.
  */
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
 import { InvalidStateError } from './errors.ts';
+import type { PixelFormat } from './FrameProcessor.ts';
 import type { IngestVideoCodec } from './Sdp.ts';
 
 export interface DecoderBinOptions {
   codec: IngestVideoCodec;
-  /** RTP payload type the publisher uses (appsrc caps must match the packets). */
-  payloadType: number;
   /** Output size, px. */
   width: number;
   height: number;
+  /** Output layout. Default RGB. */
+  format?: PixelFormat;
   /** avdec_h264 threads (1 = no frame-threading delay). */
   threads: number;
   logger: Logger;
   /** Called on the main thread with each decoded RGB24 frame (latest wins inside the appsink). */
-  onFrame: (rgb: Buffer) => void;
+  onFrame: (frame: Buffer) => void;
+  /** The frame given to onFrame is valid only during the call (no copy per frame); see AppPipeline. */
+  borrowFrames?: boolean;
   /** The pipeline stopped on an error (input it could not decode); the owner builds a new one. */
   onError?: (message: string) => void;
 }
 
 export class DecoderBin {
   readonly codec: IngestVideoCodec;
-  readonly width: number;
-  readonly height: number;
   readonly #bin: AppPipeline;
+  #format: PixelFormat;
+  #width: number;
+  #height: number;
 
   constructor(opts: DecoderBinOptions) {
     this.codec = opts.codec;
-    this.width = opts.width;
-    this.height = opts.height;
-    const rtpCaps =
-      opts.codec === 'VP8'
-        ? `application/x-rtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,payload=(int)${opts.payloadType}`
-        : `application/x-rtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)H264,payload=(int)${opts.payloadType},packetization-mode=(string)1`;
+    this.#width = opts.width;
+    this.#height = opts.height;
+    this.#format = opts.format ?? 'RGB';
     const decode =
       opts.codec === 'VP8'
-        ? `rtpvp8depay wait-for-keyframe=true ! vp8dec threads=${opts.threads}`
-        : `rtph264depay ! h264parse ! avdec_h264 max-threads=${opts.threads}`;
+        ? `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=8 caps="video/x-vp8" ! vp8dec threads=${opts.threads}`
+        : `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=8 caps="video/x-h264,stream-format=byte-stream,alignment=au" ` +
+          `! h264parse ! avdec_h264 max-threads=${opts.threads}`;
     const launch =
-      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=4000000 caps="${rtpCaps}" ` +
-      `! ${decode} ! videoconvert ! videoscale add-borders=false ` +
-      `! video/x-raw,format=RGB,width=${opts.width},height=${opts.height},pixel-aspect-ratio=1/1 ` +
+      `${decode} ! videoconvert ! videoscale add-borders=false ` +
+      `! capsfilter name=out caps="${this.#caps(this.#format)}" ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
-    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, ...(opts.onError ? { onError: opts.onError } : {}) });
+    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, ...(opts.onError ? { onError: opts.onError } : {}) });
     opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
+  }
+
+  #caps(format: PixelFormat): string {
+    return `video/x-raw,format=${format},width=${this.#width},height=${this.#height},pixel-aspect-ratio=1/1`;
+  }
+
+  get format(): PixelFormat {
+    return this.#format;
+  }
+
+  get width(): number {
+    return this.#width;
+  }
+
+  get height(): number {
+    return this.#height;
+  }
+
+  /** Switches the output layout and size from the next decoded frame on (frames tell theirs by their byte length). */
+  configure(format: PixelFormat, width: number, height: number): void {
+    if ((format === this.#format && width === this.#width && height === this.#height) || this.#bin.closed) return;
+    this.#format = format;
+    this.#width = width;
+    this.#height = height;
+    this.#bin.setCaps('out', this.#caps(format));
   }
 
   /** Frames handed to onFrame. */
@@ -64,10 +96,10 @@ export class DecoderBin {
     return this.#bin.samples;
   }
 
-  /** Feeds one serialized RTP packet, in sequence order. */
-  push(rtp: Buffer): void {
+  /** Feeds one whole frame (an H.264 access unit in Annex B, or a VP8 frame), in decode order. */
+  push(frame: Uint8Array): void {
     if (this.#bin.closed) throw new InvalidStateError('decoder closed');
-    this.#bin.push(rtp);
+    this.#bin.push(frame);
   }
 
   get closed(): boolean {

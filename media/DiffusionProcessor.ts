@@ -5,7 +5,7 @@
  * this one keeps serving (native/FramePipeline.ts), so `update` never blocks the frame loop.
  */
 import { createFramePipeline, type FetchImage, type FramePipeline, type StreamParams as NativeParams } from '../native/index.ts';
-import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
+import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
   readonly #pipeline: FramePipeline;
@@ -41,7 +41,7 @@ export class DiffusionProcessor implements FrameProcessor {
  * caller's SSRF-safe client) downloads IP-Adapter style images.
  */
 export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?: FetchImage }): FrameProcessorFactory {
-  return async (params, ctx) =>
+  const factory: FrameProcessorFactory = async (params, ctx) =>
     new DiffusionProcessor(
       await createFramePipeline({
         modelsDir: opts.modelsDir,
@@ -50,4 +50,7 @@ export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?
         ...(opts.fetchImage ? { fetchImage: opts.fetchImage } : {}),
       }),
     );
+  // skip_diffusion with idle image chains: the pipeline would hand every frame back unchanged.
+  factory.passthrough = (params) => params.skip_diffusion === true && imageChainsIdle(params);
+  return factory;
 }

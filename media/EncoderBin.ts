@@ -35,7 +35,7 @@ export class EncoderBin extends VideoEncoderBin {
     super(
       opts,
       'encoder',
-      `x264enc name=enc tune=zerolatency speed-preset=ultrafast bframes=0 key-int-max=${opts.keyIntFrames} bitrate=${opts.bitrateKbps} ` +
+      `x264enc name=enc tune=zerolatency speed-preset=ultrafast threads=1 bframes=0 key-int-max=${opts.keyIntFrames} bitrate=${opts.bitrateKbps} ` +
         `! video/x-h264,profile=constrained-baseline ! h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream,alignment=au`,
       (buf, atMs, encodeMs) => {
         const nals = splitAnnexB(buf);

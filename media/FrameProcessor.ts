@@ -11,8 +11,21 @@ import type { Logger } from 'pino';
 import { createProcessorChain } from '../native/index.ts';
 
 /**
- * A decoded video frame: RGB24, row-major, no padding (`data.length === width * height * 3`).
- * Structurally identical to native's `Frame`.
+ * Pixel layout of a frame's bytes:
+ * - `RGB`: RGB24, row-major, no padding (`width × height × 3` bytes): what processors take;
+ * - `I420`: planar Y, U, V at half resolution (`width × height × 3 / 2` bytes): what decoders
+ *   give and encoders take, used end to end when a stream has nothing to process.
+ */
+export type PixelFormat = 'RGB' | 'I420';
+
+/** Bytes of a frame of this size and layout. */
+export function frameBytes(width: number, height: number, format: PixelFormat): number {
+  return format === 'RGB' ? width * height * 3 : (width * height * 3) / 2;
+}
+
+/**
+ * A decoded video frame, row-major, no padding. Processors only ever see RGB frames, which makes
+ * them structurally identical to native's `Frame`.
  */
 export interface Frame {
   /** Pixels. */
@@ -22,6 +35,8 @@ export interface Frame {
   data: Uint8Array;
   /** Presentation time, ms (monotonic clock of the media node). */
   ptsMs: number;
+  /** Default `RGB`. */
+  format?: PixelFormat;
 }
 
 /** Stream params as the control plane validated them; the live path reads only these fields. */
@@ -71,7 +86,25 @@ export interface ProcessorContext {
   logger: Logger;
 }
 
-export type FrameProcessorFactory = (params: StreamParams, ctx: ProcessorContext) => Promise<FrameProcessor>;
+/**
+ * Builds a stream's processor. `passthrough(params)`, when the factory has it, says that a
+ * processor built for these params would return every frame unchanged: the stream then builds
+ * none (no worker threads, no model load) and sends decoded frames to the encoder as they are,
+ * in I420 without the RGB round trip. Without it every stream gets a processor.
+ */
+export type FrameProcessorFactory = ((params: StreamParams, ctx: ProcessorContext) => Promise<FrameProcessor>) & {
+  passthrough?: (params: StreamParams) => boolean;
+};
+
+/** True when an image processing block has at least one enabled processor. */
+export function chainActive(block: ProcessingBlock | null | undefined): boolean {
+  return !!block && block.enabled !== false && block.processors.some((p) => p.enabled !== false);
+}
+
+/** Image chains only: nothing to do when neither chain has an enabled processor. */
+export function imageChainsIdle(params: StreamParams): boolean {
+  return !chainActive(params.image_preprocessing) && !chainActive(params.image_postprocessing);
+}
 
 interface ImageChain {
   readonly empty: boolean;
@@ -131,4 +164,6 @@ export class ImageChainProcessor implements FrameProcessor {
 }
 
 /** The image-chains-only factory (no diffusion): what a node without models runs. */
-export const defaultProcessorFactory: FrameProcessorFactory = async (params) => new ImageChainProcessor(createProcessorChain, null, params);
+export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(async (params: StreamParams) => new ImageChainProcessor(createProcessorChain, null, params), {
+  passthrough: imageChainsIdle,
+});

@@ -27,12 +27,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RtpPacket } from 'werift';
 import { AacEncoderBin } from './AacEncoderBin.ts';
 import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
-import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
+import type { DepacketizedFrame } from './H264Depacketizer.ts';
+import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
 import type { TransportOptions } from './PeerTransport.ts';
@@ -116,6 +116,14 @@ export interface LiveStreamStatus {
   framesDropped: number;
   /** Decoders rebuilt after a pipeline error (corrupt input). */
   decoderRestarts: number;
+  /**
+   * - `none`: no processor (the params leave frames unchanged, or no publisher has needed one);
+   * - `loading`: being built (frames that need it are dropped meanwhile);
+   * - `ready`: processing frames.
+   */
+  processor: 'none' | 'loading' | 'ready';
+  /** Layout the decoder hands frames in: I420 when nothing processes them, RGB otherwise; null without a decoder. */
+  pixelFormat: PixelFormat | null;
   /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
   latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
   ingest: IngestStats | null;
@@ -167,7 +175,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #vp8EncodeT = new StageTimer();
   readonly #viewers = new Map<string, WhepSession>();
   #processor: FrameProcessor | null = null;
-  readonly #processorReady: Promise<void>;
+  /** The processor being built (it is built with the first publisher that needs one). */
+  #processorLoading: Promise<void> | null = null;
+  /** Bumped by every params update, so a processor built from older params catches up. */
+  #paramsVersion = 0;
   #busy = false;
   #pending: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = null;
   #packetizer: H264Packetizer;
@@ -189,6 +200,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #framesDropped = 0;
   /** Decoders rebuilt after a pipeline error. */
   #decoderRestarts = 0;
+  /** The decoder was just built: frames wait for the next key frame. */
+  #decoderNeedsKey = true;
   readonly #hls: HlsPackager | null;
   #aac: AacEncoderBin | null = null;
   #rtmp: RtmpPush | null = null;
@@ -203,16 +216,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#params = { ...opts.params };
     this.#packetizer = new H264Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
     this.#vp8Packetizer = new Vp8Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
-    this.#processorReady = opts
-      .createProcessor(this.#params, { streamId: this.streamId, logger: opts.logger })
-      .then((p) => {
-        if (this.#state === 'closed') p.close();
-        else this.#processor = p;
-      })
-      .catch((err: unknown) => {
-        this.#lastError = `processor: ${String(err)}`;
-        this.#logger.error({ err }, `LiveStream() | processor creation failed [streamId:${this.streamId}]`);
-      });
     this.#hls = opts.settings.hlsEnabled
       ? new HlsPackager({
           partTargetMs: opts.settings.hlsPartTargetMs,
@@ -319,9 +322,48 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#rtmp = null;
   }
 
-  /** Resolves once the frame processor exists (frames before that are dropped). */
+  /**
+   * Resolves once the frame processor being built exists (frames that need it are dropped until
+   * then); at once when none is being built.
+   */
   ready(): Promise<void> {
-    return this.#processorReady;
+    return this.#processorLoading ?? Promise.resolve();
+  }
+
+  /** True when the current params leave every frame unchanged: no processor, I420 end to end. */
+  #passthrough(): boolean {
+    return this.#opts.createProcessor.passthrough?.(this.#params) ?? false;
+  }
+
+  #decodeFormat(): PixelFormat {
+    return this.#passthrough() ? 'I420' : 'RGB';
+  }
+
+  /**
+   * Builds the processor once something needs it: a publisher whose params process frames. A
+   * viewer alone never builds one (it costs worker threads and, with real models, GPU memory).
+   * Params that change while it builds are applied when it is ready, so no update is lost.
+   */
+  #ensureProcessor(): void {
+    if (this.#processor || this.#processorLoading || this.#state === 'closed') return;
+    const version = this.#paramsVersion;
+    this.#processorLoading = this.#opts
+      .createProcessor({ ...this.#params }, { streamId: this.streamId, logger: this.#logger })
+      .then((p) => {
+        if (this.#isClosed()) {
+          p.close();
+          return;
+        }
+        this.#processor = p;
+        if (this.#paramsVersion !== version) p.update({ ...this.#params });
+      })
+      .catch((err: unknown) => {
+        this.#lastError = `processor: ${String(err)}`;
+        this.#logger.error({ err }, `ensureProcessor() | processor creation failed [streamId:${this.streamId}]`);
+      })
+      .finally(() => {
+        this.#processorLoading = null;
+      });
   }
 
   get #width(): number {
@@ -355,7 +397,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       transport: this.#opts.transport,
       settings: this.#settings,
       logger: this.#logger,
-      onVideoRtp: (rtp, packet) => this.#onVideoRtp(session, rtp, packet),
+      onVideoFrame: (frame) => this.#onVideoFrame(session, frame),
       onAudioRtp: (rtp) => {
         for (const v of this.#viewers.values()) v.sendAudio(rtp);
         if (session === this.#publisher) this.#aac?.push(rtp);
@@ -365,6 +407,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = session;
     this.#startOutputs();
     this.#state = 'connecting';
+    if (!this.#passthrough()) this.#ensureProcessor();
     clearTimeout(this.#idleTimer);
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
     try {
@@ -376,25 +419,36 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
   }
 
-  #onVideoRtp(session: WhipSession, rtp: Buffer, packet: RtpPacket): void {
+  #onVideoFrame(session: WhipSession, frame: DepacketizedFrame): void {
     if (session !== this.#publisher || this.#state === 'closed') return;
     if (!this.#decoder || this.#decoder.codec !== session.codec) {
       this.#decoder?.close();
       this.#decoder = this.#createDecoder(session);
+      this.#decoderNeedsKey = true;
     }
-    if (packet.header.marker) this.#lastMarkerInMs = performance.now();
-    this.#decoder.push(rtp);
+    if (this.#decoderNeedsKey) {
+      // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
+      if (!frame.keyframe) {
+        session.requestKeyframe('decoder');
+        return;
+      }
+      this.#decoderNeedsKey = false;
+    }
+    this.#lastMarkerInMs = performance.now();
+    this.#decoder.push(frame.data);
   }
 
   #createDecoder(session: WhipSession): DecoderBin {
     return new DecoderBin({
       codec: session.codec,
-      payloadType: session.payloadType,
       width: this.#width,
       height: this.#height,
       threads: this.#settings.decoderThreads,
+      format: this.#decodeFormat(),
+      // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
+      borrowFrames: true,
       logger: this.#logger,
-      onFrame: (rgb) => this.#onDecoded(rgb),
+      onFrame: (buf) => this.#onDecoded(buf),
       onError: (message) => {
         // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
         // decoder, which starts at the next keyframe we ask for.
@@ -407,14 +461,30 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     });
   }
 
-  #onDecoded(rgb: Buffer): void {
+  #onDecoded(buf: Buffer): void {
     if (this.#state === 'closed') return;
     const now = performance.now();
     this.#inRate.mark(now);
     const decodeMs = now - this.#lastMarkerInMs;
     this.#decodeT.add(decodeMs);
-    const frame: Frame = { width: this.#width, height: this.#height, data: rgb, ptsMs: now };
-    if (rgb.length !== frame.width * frame.height * 3) return; // a bin being resized
+    const w = this.#width;
+    const h = this.#height;
+    // A frame's layout follows from its size (the decoder switches layout between two frames).
+    const format: PixelFormat | null = buf.length === frameBytes(w, h, 'RGB') ? 'RGB' : buf.length === frameBytes(w, h, 'I420') ? 'I420' : null;
+    if (format === null) return; // a bin being resized
+    const frame: Frame = { width: w, height: h, data: buf, ptsMs: now, format };
+    if (this.#passthrough()) {
+      // Nothing to process: decoded frames go straight to the encoders, in the main thread.
+      this.#encode(frame, now - decodeMs);
+      return;
+    }
+    if (format !== 'RGB' || !this.#processor) {
+      // The decoder is still switching to RGB, or the processor is still being built.
+      this.#framesDropped++;
+      return;
+    }
+    // The decoder lends its frame only for this call; the processor keeps it longer.
+    frame.data = Buffer.from(buf);
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;
       this.#pending = { frame, decodedAtMs: now, decodeMs };
@@ -609,18 +679,21 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
   }
 
-  /** Hot-applies params. Size changes rebuild the decoder (the encoder follows the frame size). */
+  /**
+   * Hot-applies params. Size and layout changes reconfigure the decoder in place (the encoder
+   * follows the frame size). A
+   * processor still being built gets them when it is ready; one that is not needed yet is built
+   * (when a publisher is attached) once the params process frames.
+   */
   updateParams(params: StreamParams): void {
     this.#assertOpen();
     const next = { ...this.#params, ...params };
     this.#processor?.update(params);
-    const resized = next.width !== this.#params.width || next.height !== this.#params.height;
     this.#params = next;
-    if (resized && this.#decoder && this.#publisher) {
-      this.#decoder.close();
-      this.#decoder = this.#createDecoder(this.#publisher);
-      this.#publisher.requestKeyframe('decoder');
-    }
+    this.#paramsVersion++;
+    if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
+    // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
+    this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */
@@ -648,6 +721,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       framesOut: this.#outRate.count,
       framesDropped: this.#framesDropped,
       decoderRestarts: this.#decoderRestarts,
+      processor: this.#processor ? 'ready' : this.#processorLoading ? 'loading' : 'none',
+      pixelFormat: this.#decoder?.format ?? null,
       latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,

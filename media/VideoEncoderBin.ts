@@ -1,6 +1,7 @@
 /**
- * What the stream's video encoders share (x264 EncoderBin, Vp8EncoderBin): RGB frames of one size
- * in through a leaky 2-buffer appsrc and videoconvert to I420, the codec's elements, encoded
+ * What the stream's video encoders share (x264 EncoderBin, Vp8EncoderBin): RGB or I420 frames of
+ * one size in through a leaky 2-buffer appsrc and videoconvert to I420 (a no-op for I420 frames:
+ * the appsrc's caps follow each frame's layout), the codec's elements, encoded
  * samples out of a non-dropping appsink (a dropped sample corrupts the references: if Node stops
  * pulling the encoder blocks and the appsrc drops the oldest raw frames instead), rate-limited
  * forced key units, and the push→output latency of a 1-in-1-out encoder.
@@ -8,7 +9,7 @@
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
 import { InvalidStateError } from './errors.ts';
-import type { Frame } from './FrameProcessor.ts';
+import { frameBytes, type Frame, type PixelFormat } from './FrameProcessor.ts';
 
 export interface VideoEncoderBinOptions {
   width: number;
@@ -24,6 +25,8 @@ export abstract class VideoEncoderBin {
   readonly height: number;
   readonly #bin: AppPipeline;
   readonly #what: string;
+  readonly #fps: number;
+  #format: PixelFormat = 'RGB';
   #lastPushMs = 0;
 
   /**
@@ -39,9 +42,9 @@ export abstract class VideoEncoderBin {
     this.width = opts.width;
     this.height = opts.height;
     this.#what = what;
+    this.#fps = opts.fps;
     const launch =
-      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=2 ` +
-      `caps="video/x-raw,format=RGB,width=${opts.width},height=${opts.height},framerate=${opts.fps}/1,pixel-aspect-ratio=1/1" ` +
+      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=2 caps="${this.#caps('RGB')}" ` +
       `! videoconvert ! video/x-raw,format=I420 ! ${encode} ! appsink name=sink sync=false max-buffers=8 drop=false`;
     this.#bin = new AppPipeline({
       launch,
@@ -54,6 +57,10 @@ export abstract class VideoEncoderBin {
       },
     });
     opts.logger.debug(`${new.target.name}() | started [size:${opts.width}x${opts.height}]`);
+  }
+
+  #caps(format: PixelFormat): string {
+    return `video/x-raw,format=${format},width=${this.width},height=${this.height},framerate=${this.#fps}/1,pixel-aspect-ratio=1/1`;
   }
 
   /** Frames pushed. */
@@ -69,8 +76,14 @@ export abstract class VideoEncoderBin {
   /** Queues one RGB frame (oldest dropped if the encoder is 2 frames behind). */
   push(frame: Frame): void {
     if (this.#bin.closed) throw new InvalidStateError(`${this.#what} closed`);
-    if (frame.width !== this.width || frame.height !== this.height) {
-      throw new InvalidStateError(`frame ${frame.width}x${frame.height} does not match ${this.#what} ${this.width}x${this.height}`);
+    const format = frame.format ?? 'RGB';
+    if (frame.width !== this.width || frame.height !== this.height || frame.data.length !== frameBytes(this.width, this.height, format)) {
+      throw new InvalidStateError(`frame ${frame.width}x${frame.height} ${format} does not match ${this.#what} ${this.width}x${this.height}`);
+    }
+    if (format !== this.#format) {
+      // The appsrc stamps the new caps on the next buffer; videoconvert renegotiates, the encoder does not.
+      this.#format = format;
+      this.#bin.setCaps('src', this.#caps(format));
     }
     this.#lastPushMs = performance.now();
     this.#bin.push(frame.data);

@@ -3,10 +3,11 @@
  * H.264) and optionally one Opus track.
  *
  * Video RTP goes through a reorder window (werift's jitter buffer: in-order packets pass at once,
- * a gap waits up to `jitterLatencyMs` of RTP time for the NACKed retransmission) and is handed on
- * in sequence order; for H.264, nothing is handed on before the first keyframe. We send PLI
- * ourselves (werift never does): on the first packet, every `pliMinIntervalMs` until a keyframe
- * arrives, and after each loss. OBS ignores PLI, so its keyframe interval bounds start-up.
+ * a gap waits up to `jitterLatencyMs` of RTP time for the NACKed retransmission), then through our
+ * depacketizer (H264Depacketizer / Vp8Depacketizer), and whole frames are handed on, starting at
+ * the first key frame; damaged frames are dropped there. We send PLI ourselves (werift never
+ * does): on the first packet, every `pliMinIntervalMs` until a key frame arrives, and after each
+ * loss or dropped frame. OBS ignores PLI, so its keyframe interval bounds start-up.
  *
  * Liveness: the session closes when no RTP arrives for `ingestTimeoutMs` (a publisher that
  * vanished without DELETE), when ICE/DTLS fails (werift runs RFC 7675 consent checks), or when it
@@ -18,9 +19,11 @@ import { PictureLossIndication, RtcpPayloadSpecificFeedback, type RTCPeerConnect
 import { JitterBufferBase } from 'werift/nonstandard';
 import { InvalidStateError } from './errors.ts';
 import { answerWithAllCandidates, createPeerConnection, type TransportOptions } from './PeerTransport.ts';
+import { H264Depacketizer, type DepacketizedFrame } from './H264Depacketizer.ts';
 import type { PreparedOffer } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
+import { Vp8Depacketizer } from './Vp8Depacketizer.ts';
 
 /** Why a session closed. */
 export type SessionCloseReason =
@@ -55,6 +58,10 @@ export interface IngestStats {
   audioPackets: number;
   /** Packets declared lost by the reorder window. */
   packetsLost: number;
+  /** Whole frames handed to the decoder. */
+  framesIn: number;
+  /** Frames dropped as damaged (loss inside a frame, malformed packets). */
+  framesDropped: number;
   /** Seconds (inter-arrival jitter from werift's receiver stats). */
   jitter: number | undefined;
   /** Seconds, when the publisher's reports allow a measurement. */
@@ -71,8 +78,8 @@ export interface WhipSessionOptions {
   transport: TransportOptions;
   settings: MediaSettings;
   logger: Logger;
-  /** In-order video RTP (serialized), starting at a keyframe for H.264. */
-  onVideoRtp: (rtp: Buffer, packet: RtpPacket) => void;
+  /** Whole video frames (H.264 Annex B access units or VP8 frames), starting at a key frame. */
+  onVideoFrame: (frame: DepacketizedFrame) => void;
   /** Opus RTP as received (serialized), for pass-through to viewers. */
   onAudioRtp: (rtp: Buffer) => void;
 }
@@ -91,6 +98,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   readonly #pc: RTCPeerConnection;
   readonly #logger: Logger;
   readonly #jitter: JitterBufferBase;
+  readonly #depacketizer: H264Depacketizer | Vp8Depacketizer;
   #closed = false;
   #connected = false;
   #videoSsrc: number | undefined;
@@ -116,6 +124,8 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.#logger = opts.logger;
     this.#stats = {
       codec: video.codec,
+      framesIn: 0,
+      framesDropped: 0,
       videoPackets: 0,
       audioPackets: 0,
       packetsLost: 0,
@@ -126,6 +136,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       lastPacketAtMs: undefined,
     };
     this.#jitter = new JitterBufferBase(90000, { latency: opts.settings.jitterLatencyMs, bufferSize: 512 });
+    this.#depacketizer = video.codec === 'VP8' ? new Vp8Depacketizer() : new H264Depacketizer();
     this.#pc = createPeerConnection('whip', opts.transport);
     this.#pc.onTrack.subscribe((track) => {
       if (track.kind === 'video') {
@@ -175,9 +186,14 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   }
 
   #touch(): void {
+    // One clock read per packet; the watchdog below checks it (re-arming a timer per packet cost
+    // ~200 timer operations a second per stream).
     this.#stats.lastPacketAtMs = Date.now();
-    clearTimeout(this.#watchdog);
-    this.#watchdog = setTimeout(() => this.close('timeout'), this.#opts.settings.ingestTimeoutMs);
+    if (this.#watchdog) return;
+    const timeout = this.#opts.settings.ingestTimeoutMs;
+    this.#watchdog = setInterval(() => {
+      if (Date.now() - (this.#stats.lastPacketAtMs ?? 0) >= timeout) this.close('timeout');
+    }, Math.max(50, Math.floor(timeout / 4)));
   }
 
   #onVideo(rtp: RtpPacket): void {
@@ -199,16 +215,23 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   }
 
   #forward(rtp: RtpPacket): void {
-    const key = isKeyframeStart(this.codec, rtp.payload);
-    if (key) this.#stats.keyframes++;
+    const h = rtp.header;
+    const { frame, dropped } = this.#depacketizer.push({ sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, marker: h.marker, payload: rtp.payload });
+    if (dropped) {
+      this.#stats.framesDropped++;
+      this.requestKeyframe('loss');
+    }
+    if (!frame) return;
+    if (frame.keyframe) this.#stats.keyframes++;
     if (!this.#sawKeyframe) {
-      if (!key) {
+      if (!frame.keyframe) {
         this.requestKeyframe('waiting');
         return;
       }
       this.#sawKeyframe = true;
     }
-    this.#opts.onVideoRtp(rtp.serialize(), rtp);
+    this.#stats.framesIn++;
+    this.#opts.onVideoFrame(frame);
   }
 
   /** Sends PLI to the publisher, at most every pliMinIntervalMs. */
@@ -258,41 +281,9 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     if (this.#closed) return;
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
-    clearTimeout(this.#watchdog);
+    clearInterval(this.#watchdog);
     this.#pc.close().catch((err: unknown) => this.#logger.warn({ err }, 'close() | pc.close failed'));
     this.#logger.info(`close() | publisher session closed [sessionId:${this.id}] [reason:${reason}]`);
     this.safeEmit('close', reason);
   }
-}
-
-/** True if this RTP payload starts a keyframe (VP8 key frame, or an H.264 IDR/SPS NAL). */
-export function isKeyframeStart(codec: 'VP8' | 'H264', p: Buffer): boolean {
-  if (p.length < 2) return false;
-  if (codec === 'VP8') {
-    // RFC 7741 §4.2 payload descriptor; S=1 and PID=0 marks the start of the frame.
-    const b0 = p[0] as number;
-    if ((b0 & 0x10) === 0 || (b0 & 0x07) !== 0) return false;
-    let i = 1;
-    if (b0 & 0x80) {
-      const x = p[i++] ?? 0;
-      if (x & 0x80) i += (p[i] ?? 0) & 0x80 ? 2 : 1;
-      if (x & 0x40) i++;
-      if (x & 0x30) i++;
-    }
-    // VP8 payload header: P bit (bit 0) is 0 for a key frame.
-    return i < p.length && ((p[i] as number) & 0x01) === 0;
-  }
-  const type = (p[0] as number) & 0x1f;
-  if (type === 5 || type === 7) return true;
-  if (type === 28) return (((p[1] as number) & 0x80) !== 0 && ((p[1] as number) & 0x1f) === 5);
-  if (type === 24) {
-    // STAP-A: [hdr][size16][nal]...
-    for (let i = 1; i + 2 < p.length; ) {
-      const size = p.readUInt16BE(i);
-      const t = (p[i + 2] as number) & 0x1f;
-      if (t === 5 || t === 7) return true;
-      i += 2 + size;
-    }
-  }
-  return false;
 }

@@ -13,12 +13,18 @@ import { createRequire } from 'node:module';
 export type GstHandle = { readonly __gst: unique symbol };
 
 interface GstAddon {
-  /** Builds the pipeline and sets it PLAYING; throws when it does not build or start. */
-  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void): GstHandle;
+  /**
+   * Builds the pipeline and sets it PLAYING; throws when it does not build or start. With
+   * `borrow`, each Buffer handed to onSamples views the sample's memory and is detached (length 0)
+   * when onSamples returns: no copy, no allocation; callers that keep data must copy it.
+   */
+  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void, borrow?: boolean): GstHandle;
   /** Copies `data` into a new buffer on the appsrc; false once closed or when the appsrc refuses. */
   push(handle: GstHandle, data: Uint8Array): boolean;
   /** Sends an upstream force-key-unit event from the appsink's sink pad. */
   forceKeyUnit(handle: GstHandle, count: number): boolean;
+  /** Sets the `caps` of the named element (appsrc, capsfilter); the pipeline renegotiates on the next buffer. */
+  setCaps(handle: GstHandle, element: string, caps: string): void;
   /** NULL state; no callback runs afterwards. Idempotent. */
   close(handle: GstHandle): void;
   /** The GStreamer library version, e.g. `GStreamer 1.22.0`. */

@@ -12,7 +12,11 @@ export type { HlsPackagerStats } from './HlsPackager.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export {
   ImageChainProcessor,
+  chainActive,
   defaultProcessorFactory,
+  frameBytes,
+  imageChainsIdle,
+  type PixelFormat,
   type DiffusionStage,
   type Frame,
   type FrameProcessor,

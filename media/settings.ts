@@ -26,7 +26,7 @@ export interface MediaSettings {
   pliMinIntervalMs: number;
   /** ms of RTP-timestamp reorder window before a gap counts as loss (NACK retransmits land inside it). */
   jitterLatencyMs: number;
-  /** ms without any RTP from the publisher → the WHIP session closes (publisher vanished without DELETE). */
+  /** ms without any RTP from the publisher → the WHIP session closes (publisher vanished without DELETE); checked every quarter of it. */
   ingestTimeoutMs: number;
   /** ms a WHEP/WHIP session may take to reach ICE+DTLS connected before it is closed. */
   connectTimeoutMs: number;

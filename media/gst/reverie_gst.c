@@ -2,9 +2,10 @@
  * reverie_gst: the GStreamer surface the media bins need, as a small N-API addon.
  *
  * One object per `gst-launch` description holding `appsrc name=src` and `appsink name=sink`:
- *   create(launch, onSamples, onError) -> handle
+ *   create(launch, onSamples, onError, borrow) -> handle
  *   push(handle, bytes)                  copies bytes into a GstBuffer on the appsrc
  *   forceKeyUnit(handle, count)          upstream GstForceKeyUnit from the appsink's sink pad
+ *   setCaps(handle, element, caps)       sets an element's `caps` (appsrc, capsfilter) while playing
  *   close(handle)                        NULL state, callbacks released (idempotent)
  *
  * Why not gstreamer-superficial: its appsink `pull()` is a libuv threadpool job that blocks in
@@ -49,6 +50,14 @@ typedef struct {
   napi_ref on_error;
   gint notified; /* atomic: a drain is scheduled on the JS thread */
   gint closed;   /* atomic */
+  /*
+   * Lend samples instead of copying them: each Buffer views the mapped GstBuffer while
+   * onSamples runs and is detached (length 0) when it returns. For large frames that are used
+   * and dropped inside the callback (a decoded frame on its way to the encoder), this avoids a
+   * 0.4–0.8 MB allocation per frame, whose external-memory pressure drove V8 into frequent
+   * full collections.
+   */
+  gboolean borrow;
 } AppBin;
 
 typedef struct {
@@ -63,6 +72,26 @@ typedef struct {
       return NULL;                                                         \
     }                                                                      \
   } while (0)
+
+/*
+ * Samples lent to JS during the current onSamples call (JS thread only). A push of one of these
+ * exact Buffers into another pipeline hands over a reference to the GstBuffer instead of copying
+ * it: a decoded frame on its way to the encoder crosses Node without a memcpy.
+ */
+typedef struct {
+  const guint8 *data;
+  gsize size;
+  GstBuffer *buffer;
+} Lent;
+static Lent *lending = NULL;
+static uint32_t lending_count = 0;
+
+static GstBuffer *lent_buffer(const void *data, size_t size) {
+  for (uint32_t i = 0; i < lending_count; i++) {
+    if (lending[i].data == data && lending[i].size == size) return lending[i].buffer;
+  }
+  return NULL;
+}
 
 static void notify(AppBin *bin, int kind, char *message) {
   if (g_atomic_int_get(&bin->closed)) {
@@ -133,23 +162,53 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   napi_value list;
   napi_create_array(env, &list);
   uint32_t n = 0;
+  /* Lent samples stay mapped until the callback returns. */
+  GstSample *lent[DRAIN_BATCH];
+  GstMapInfo maps[DRAIN_BATCH];
+  napi_value views[DRAIN_BATCH];
+  Lent table[DRAIN_BATCH];
+  uint32_t nlent = 0;
   while (n < DRAIN_BATCH) {
     GstSample *sample = gst_app_sink_try_pull_sample(GST_APP_SINK(bin->sink), 0);
     if (!sample) break;
     GstBuffer *buffer = gst_sample_get_buffer(sample);
     GstMapInfo map;
-    if (buffer && gst_buffer_map(buffer, &map, GST_MAP_READ)) {
-      napi_value buf;
-      void *copy = NULL;
-      if (napi_create_buffer_copy(env, map.size, map.data, &copy, &buf) == napi_ok) napi_set_element(env, list, n++, buf);
-      gst_buffer_unmap(buffer, &map);
+    if (!buffer || !gst_buffer_map(buffer, &map, GST_MAP_READ)) {
+      gst_sample_unref(sample);
+      continue;
     }
+    napi_value buf;
+    if (bin->borrow && map.size > 0 && napi_create_external_buffer(env, map.size, map.data, NULL, NULL, &buf) == napi_ok) {
+      lent[nlent] = sample;
+      maps[nlent] = map;
+      table[nlent] = (Lent){map.data, map.size, buffer};
+      views[nlent++] = buf;
+      napi_set_element(env, list, n++, buf);
+      continue;
+    }
+    void *copy = NULL;
+    if (napi_create_buffer_copy(env, map.size, map.data, &copy, &buf) == napi_ok) napi_set_element(env, list, n++, buf);
+    gst_buffer_unmap(buffer, &map);
     gst_sample_unref(sample);
   }
   if (n == DRAIN_BATCH && g_atomic_int_compare_and_exchange(&bin->notified, 0, 1)) notify(bin, 0, NULL);
-  if (n == 0) return;
-  napi_get_reference_value(env, bin->on_samples, &fn);
-  napi_call_function(env, undefined, fn, 1, &list, NULL);
+  if (n > 0) {
+    Lent *outer = lending;
+    uint32_t outer_count = lending_count;
+    lending = table;
+    lending_count = nlent;
+    napi_get_reference_value(env, bin->on_samples, &fn);
+    napi_call_function(env, undefined, fn, 1, &list, NULL);
+    lending = outer;
+    lending_count = outer_count;
+  }
+  for (uint32_t i = 0; i < nlent; i++) {
+    /* Whatever JS kept now sees an empty buffer, never freed memory. */
+    napi_value arraybuffer;
+    if (napi_get_typedarray_info(env, views[i], NULL, NULL, NULL, &arraybuffer, NULL) == napi_ok) napi_detach_arraybuffer(env, arraybuffer);
+    gst_buffer_unmap(gst_sample_get_buffer(lent[i]), &maps[i]);
+    gst_sample_unref(lent[i]);
+  }
 }
 
 static void stop(napi_env env, AppBin *bin) {
@@ -216,10 +275,10 @@ static AppBin *unwrap(napi_env env, napi_value value) {
   return bin;
 }
 
-/* create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (msg: string) => void) */
+/* create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (msg: string) => void, borrow?: boolean) */
 static napi_value create(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
+  size_t argc = 4;
+  napi_value argv[4];
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   size_t len = 0;
   if (argc < 3 || napi_get_value_string_utf8(env, argv[0], NULL, 0, &len) != napi_ok) {
@@ -252,6 +311,9 @@ static napi_value create(napi_env env, napi_callback_info info) {
   bin->pipeline = pipeline;
   bin->src = src;
   bin->sink = sink;
+  bool borrow = false;
+  if (argc >= 4) napi_get_value_bool(env, argv[3], &borrow);
+  bin->borrow = borrow;
   napi_value resource_name, handle;
   CHECK(env, napi_create_string_utf8(env, "reverie_gst", NAPI_AUTO_LENGTH, &resource_name));
   CHECK(env, napi_create_reference(env, argv[1], 1, &bin->on_samples));
@@ -293,8 +355,17 @@ static napi_value push(napi_env env, napi_callback_info info) {
   }
   gboolean ok = FALSE;
   if (!g_atomic_int_get(&bin->closed)) {
-    GstBuffer *buffer = new_buffer(bin, length);
-    gst_buffer_fill(buffer, 0, data, length);
+    GstBuffer *buffer = lent_buffer(data, length);
+    if (buffer) {
+      /* A sample lent right now by another pipeline: a new buffer sharing its memory, no memcpy. */
+      buffer = gst_buffer_copy(buffer);
+      GST_BUFFER_PTS(buffer) = GST_CLOCK_TIME_NONE;
+      GST_BUFFER_DTS(buffer) = GST_CLOCK_TIME_NONE;
+      GST_BUFFER_DURATION(buffer) = GST_CLOCK_TIME_NONE;
+    } else {
+      buffer = new_buffer(bin, length);
+      gst_buffer_fill(buffer, 0, data, length);
+    }
     ok = gst_app_src_push_buffer(GST_APP_SRC(bin->src), buffer) == GST_FLOW_OK;
   }
   CHECK(env, napi_get_boolean(env, ok, &result));
@@ -322,6 +393,42 @@ static napi_value force_key_unit(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * setCaps(handle, elementName, caps): the element's `caps` property, e.g. a capsfilter's or the
+ * appsrc's. The pipeline renegotiates on the next buffer without restarting (a decoder keeps its
+ * reference frames, so no key frame is needed). Throws on unknown elements or unparsable caps.
+ */
+static napi_value set_caps(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  AppBin *bin = unwrap(env, argv[0]);
+  if (!bin) return NULL;
+  char name[64], text[1024];
+  size_t len;
+  if (napi_get_value_string_utf8(env, argv[1], name, sizeof name, &len) != napi_ok || napi_get_value_string_utf8(env, argv[2], text, sizeof text, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "reverie_gst: setCaps(handle, element, caps)");
+    return NULL;
+  }
+  if (g_atomic_int_get(&bin->closed)) return NULL;
+  GstElement *element = gst_bin_get_by_name(GST_BIN(bin->pipeline), name);
+  if (!element || !g_object_class_find_property(G_OBJECT_GET_CLASS(element), "caps")) {
+    if (element) gst_object_unref(element);
+    napi_throw_error(env, NULL, "reverie_gst: no element with caps of that name");
+    return NULL;
+  }
+  GstCaps *caps = gst_caps_from_string(text);
+  if (!caps) {
+    gst_object_unref(element);
+    napi_throw_error(env, NULL, "reverie_gst: caps do not parse");
+    return NULL;
+  }
+  g_object_set(element, "caps", caps, NULL);
+  gst_caps_unref(caps);
+  gst_object_unref(element);
+  return NULL;
+}
+
 /* close(handle): NULL state; no callback runs afterwards. Idempotent. */
 static napi_value close_bin(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -339,6 +446,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"create", NULL, create, NULL, NULL, NULL, napi_default, NULL},
     {"push", NULL, push, NULL, NULL, NULL, napi_default, NULL},
     {"forceKeyUnit", NULL, force_key_unit, NULL, NULL, NULL, napi_default, NULL},
+    {"setCaps", NULL, set_caps, NULL, NULL, NULL, napi_default, NULL},
     {"close", NULL, close_bin, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value version;

@@ -1,45 +1,76 @@
 /**
- * Decode bin (real GStreamer): our own H.264 RTP (EncoderBin → H264Packetizer) goes in, RGB24
- * frames of the stream size come out with the picture's colour preserved.
+ * Decode bin (real GStreamer) on the ingest path: our H.264 RTP (EncoderBin → H264Packetizer with
+ * FU-A fragments) goes through H264Depacketizer, which must give back the encoder's access units
+ * byte for byte, and the decoder turns them into frames of the stream size with the picture's
+ * colour preserved. `configure` changes layout and size in place, without a key frame.
  */
 import pino from 'pino';
 import t from 'tap';
 import { RtpPacket } from 'werift';
 import { DecoderBin } from '../../media/DecoderBin.ts';
-import { EncoderBin } from '../../media/EncoderBin.ts';
-import { H264Packetizer } from '../../media/H264Packetizer.ts';
+import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
+import { H264Depacketizer } from '../../media/H264Depacketizer.ts';
+import { H264Packetizer, splitAnnexB } from '../../media/H264Packetizer.ts';
 
-t.test('H.264 RTP in → RGB24 frames at the configured size, colour preserved', { timeout: 30_000 }, async (t) => {
-  const logger = pino({ level: 'silent' });
-  const frames: Buffer[] = [];
-  const dec = new DecoderBin({ codec: 'H264', payloadType: 96, width: 96, height: 64, threads: 1, logger, onFrame: (f) => frames.push(f) });
-  t.teardown(() => dec.close());
+const logger = pino({ level: 'silent' });
+const tick = () => new Promise((r) => setTimeout(r, 33));
+
+function solid(w: number, h: number, [r, g, b]: [number, number, number]): Uint8Array {
+  const rgb = new Uint8Array(w * h * 3);
+  for (let i = 0; i < rgb.length; i += 3) {
+    rgb[i] = r;
+    rgb[i + 1] = g;
+    rgb[i + 2] = b;
+  }
+  return rgb;
+}
+
+/** An encoder whose access units go packetize → depacketize → `onAu`. */
+function chain(t: { teardown(fn: () => unknown): void }, onAu: (au: EncodedAccessUnit, rebuilt: Buffer, keyframe: boolean) => void) {
   const pk = new H264Packetizer({ ssrc: 1234, payloadType: 96, maxPayload: 300 });
+  const depack = new H264Depacketizer();
   let ts = 0;
   let maxPayload = 0;
   const enc = new EncoderBin({
-    width: 160, height: 120, fps: 30, bitrateKbps: 800, keyIntFrames: 30, keyUnitMinIntervalMs: 100, logger,
+    width: 160, height: 120, fps: 30, bitrateKbps: 800, keyIntFrames: 300, keyUnitMinIntervalMs: 100, logger,
     onAccessUnit: (au) => {
       ts += 3000;
       for (const p of pk.packetize(au.nals, ts)) {
-        maxPayload = Math.max(maxPayload, RtpPacket.deSerialize(p).payload.length);
-        dec.push(p);
+        const packet = RtpPacket.deSerialize(p);
+        maxPayload = Math.max(maxPayload, packet.payload.length);
+        const { frame } = depack.push({ sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp, marker: packet.header.marker, payload: packet.payload });
+        if (frame) onAu(au, frame.data, frame.keyframe);
       }
     },
   });
   t.teardown(() => enc.close());
-  const rgb = new Uint8Array(160 * 120 * 3);
-  for (let i = 0; i < rgb.length; i += 3) {
-    rgb[i] = 200;
-    rgb[i + 1] = 40;
-    rgb[i + 2] = 90;
-  }
+  return { enc, maxPayload: () => maxPayload, depack };
+}
+
+t.test('H.264 RTP → depacketizer → decoder: access units byte for byte, RGB24 frames at the configured size, colour kept', { timeout: 30_000 }, async (t) => {
+  const frames: Buffer[] = [];
+  const dec = new DecoderBin({ codec: 'H264', width: 96, height: 64, threads: 1, logger, onFrame: (f) => frames.push(f) });
+  t.teardown(() => dec.close());
+  let same = 0;
+  let keyframes = 0;
+  const { enc, maxPayload, depack } = chain(t, (au, rebuilt, keyframe) => {
+    const a = au.nals.map((n) => Buffer.from(n).toString('hex'));
+    const b = splitAnnexB(rebuilt).map((n) => Buffer.from(n).toString('hex'));
+    if (a.join() === b.join()) same++;
+    if (keyframe !== au.keyframe) t.fail('key frame flag differs');
+    if (keyframe) keyframes++;
+    dec.push(rebuilt);
+  });
+  const rgb = solid(160, 120, [200, 40, 90]);
   for (let i = 0; i < 20; i++) {
     enc.push({ width: 160, height: 120, data: rgb, ptsMs: i });
-    await new Promise((r) => setTimeout(r, 33));
+    await tick();
   }
   await new Promise((r) => setTimeout(r, 200));
-  t.ok(maxPayload > 0 && maxPayload <= 300, `FU-A fragments keep payloads within 300 bytes (max ${maxPayload})`);
+  t.ok(maxPayload() > 0 && maxPayload() <= 300, `FU-A fragments keep payloads within 300 bytes (max ${maxPayload()})`);
+  t.ok(same >= 19 && same === depack.frames, `every rebuilt access unit equals the encoder's (${same} of ${depack.frames})`);
+  t.equal(depack.dropped, 0, 'nothing dropped on a clean stream');
+  t.equal(keyframes, 1, 'one key frame (the first)');
   t.ok(frames.length >= 10, `decoded ${frames.length} frames`);
   const last = frames[frames.length - 1] as Buffer;
   t.equal(last.length, 96 * 64 * 3, 'scaled to 96x64 RGB24');
@@ -47,4 +78,31 @@ t.test('H.264 RTP in → RGB24 frames at the configured size, colour preserved',
   t.ok(Math.abs((last[mid] ?? 0) - 200) < 12 && Math.abs((last[mid + 1] ?? 0) - 40) < 12 && Math.abs((last[mid + 2] ?? 0) - 90) < 12, `RGB order kept (${last[mid]},${last[mid + 1]},${last[mid + 2]})`);
   dec.close();
   t.throws(() => dec.push(Buffer.alloc(12)), /closed/);
+});
+
+t.test('configure switches to I420 and to a new size in place, with no key frame in between', { timeout: 30_000 }, async (t) => {
+  const frames: Buffer[] = [];
+  const dec = new DecoderBin({ codec: 'H264', width: 96, height: 64, threads: 1, logger, onFrame: (f) => frames.push(f) });
+  t.teardown(() => dec.close());
+  let keyframes = 0;
+  const { enc } = chain(t, (_au, rebuilt, keyframe) => {
+    if (keyframe) keyframes++;
+    dec.push(rebuilt);
+  });
+  const rgb = solid(160, 120, [30, 180, 60]);
+  const push = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      enc.push({ width: 160, height: 120, data: rgb, ptsMs: i });
+      await tick();
+    }
+  };
+  await push(10);
+  t.ok(frames.length > 0 && frames.every((f) => f.length === 96 * 64 * 3), 'RGB at 96x64 first');
+  dec.configure('I420', 128, 96);
+  const before = frames.length;
+  await push(15);
+  const after = frames.slice(before);
+  t.ok(after.some((f) => f.length === (128 * 96 * 3) / 2), `I420 at 128x96 after configure (${after.map((f) => f.length).join(',')})`);
+  t.equal(keyframes, 1, 'the decoder needed no new key frame');
+  t.equal(dec.format, 'I420');
 });

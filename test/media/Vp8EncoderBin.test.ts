@@ -1,12 +1,15 @@
 /**
  * The VP8 output branch's encoder and packetizer (real GStreamer): RGB frames → vp8enc → our RFC
- * 7741 packets → GStreamer's own rtpvp8depay + vp8dec give the picture back; forced key frames are
+ * 7741 packets → GStreamer's own rtpvp8depay + vp8dec (an independent depayloader) give the picture
+ * back, and so do our Vp8Depacketizer + DecoderBin (the ingest path); forced key frames are
  * coalesced like the H.264 encoder's.
  */
 import pino from 'pino';
 import t from 'tap';
 import { RtpPacket } from 'werift';
+import { AppPipeline } from '../../media/AppPipeline.ts';
 import { DecoderBin } from '../../media/DecoderBin.ts';
+import { Vp8Depacketizer } from '../../media/Vp8Depacketizer.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from '../../media/Vp8EncoderBin.ts';
 import { Vp8Packetizer } from '../../media/Vp8Packetizer.ts';
 
@@ -24,10 +27,21 @@ function solid(w: number, h: number, [r, g, b]: [number, number, number]): Uint8
 
 const tick = () => new Promise((r) => setTimeout(r, 33));
 
-t.test('VP8 frames packetized per RFC 7741 decode back (GStreamer rtpvp8depay) at the size and colour sent', { timeout: 30_000 }, async (t) => {
+t.test('VP8 frames packetized per RFC 7741 decode back (GStreamer rtpvp8depay, and our depacketizer) at the size and colour sent', { timeout: 30_000 }, async (t) => {
   const frames: Buffer[] = [];
-  const dec = new DecoderBin({ codec: 'VP8', payloadType: 97, width: 96, height: 64, threads: 1, logger, onFrame: (f) => frames.push(f) });
+  const oracle = new AppPipeline({
+    launch:
+      'appsrc name=src is-live=true format=time do-timestamp=true caps="application/x-rtp,media=(string)video,clock-rate=(int)90000,encoding-name=(string)VP8,payload=(int)97" ' +
+      '! rtpvp8depay wait-for-keyframe=true ! vp8dec ! videoconvert ! videoscale ! video/x-raw,format=RGB,width=96,height=64 ! appsink name=sink sync=false',
+    what: 'rtpvp8depay oracle',
+    logger,
+    onSample: (f) => frames.push(f),
+  });
+  t.teardown(() => oracle.close());
+  const ours: Buffer[] = [];
+  const dec = new DecoderBin({ codec: 'VP8', width: 96, height: 64, threads: 1, logger, onFrame: (f) => ours.push(f) });
   t.teardown(() => dec.close());
+  const depack = new Vp8Depacketizer();
   const pk = new Vp8Packetizer({ ssrc: 99, payloadType: 97, maxPayload: 300 });
   const packets: RtpPacket[] = [];
   let ts = 0;
@@ -38,8 +52,14 @@ t.test('VP8 frames packetized per RFC 7741 decode back (GStreamer rtpvp8depay) a
       out.push(f);
       ts += 3000;
       for (const p of pk.packetize(f.data, ts)) {
-        packets.push(RtpPacket.deSerialize(p));
-        dec.push(p);
+        const packet = RtpPacket.deSerialize(p);
+        packets.push(packet);
+        oracle.push(p);
+        const { frame } = depack.push({ sequenceNumber: packet.header.sequenceNumber, timestamp: packet.header.timestamp, marker: packet.header.marker, payload: packet.payload });
+        if (frame) {
+          t.same(frame.data, f.data, 'our depacketizer gives back the encoded frame byte for byte');
+          dec.push(frame.data);
+        }
       }
     },
   });
@@ -71,6 +91,9 @@ t.test('VP8 frames packetized per RFC 7741 decode back (GStreamer rtpvp8depay) a
   t.equal(last.length, 96 * 64 * 3, 'scaled to 96x64 RGB24');
   const mid = (32 * 96 + 48) * 3;
   t.ok(Math.abs((last[mid] ?? 0) - 200) < 12 && Math.abs((last[mid + 1] ?? 0) - 40) < 12 && Math.abs((last[mid + 2] ?? 0) - 90) < 12, `colour kept (${last[mid]},${last[mid + 1]},${last[mid + 2]})`);
+  t.ok(ours.length >= 10, `the ingest path decoded ${ours.length} frames`);
+  const mine = ours[ours.length - 1] as Buffer;
+  t.ok(Math.abs((mine[mid] ?? 0) - 200) < 12 && Math.abs((mine[mid + 1] ?? 0) - 40) < 12 && Math.abs((mine[mid + 2] ?? 0) - 90) < 12, `colour kept through the ingest path (${mine[mid]},${mine[mid + 1]},${mine[mid + 2]})`);
 });
 
 t.test('forces a key frame on request, coalescing requests inside the minimum interval', { timeout: 30_000 }, async (t) => {

@@ -649,16 +649,38 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#armIdle();
   }
 
-  /** Adds a viewer and returns it with its answer. 503-class MediaError beyond maxViewersPerStream. */
+  /** Connected viewers (what maxViewersPerStream caps). */
+  #connectedViewers(): number {
+    let n = 0;
+    for (const v of this.#viewers.values()) if (v.connected) n++;
+    return n;
+  }
+
+  /**
+   * Adds a viewer and returns it with its answer. 503-class MediaError when the stream has
+   * maxViewersPerStream connected viewers, or maxPendingViewersPerStream still connecting: only
+   * viewers that completed ICE and DTLS hold a slot, so offers that never connect cannot lock
+   * real viewers out. A viewer that connects past the cap (a race of many at once) is closed.
+   */
   async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
     this.#assertOpen();
-    if (this.#viewers.size >= this.#settings.maxViewersPerStream) {
-      throw new MediaError('OVERLOADED', `viewer limit ${this.#settings.maxViewersPerStream} reached [streamId:${this.streamId}]`);
+    const connected = this.#connectedViewers();
+    if (connected >= this.#settings.maxViewersPerStream) {
+      this.#logger.warn(`addViewer() | refused: viewer limit [streamId:${this.streamId}] [limit:${this.#settings.maxViewersPerStream}]`);
+      throw new MediaError('OVERLOADED', `this stream has its maximum of ${this.#settings.maxViewersPerStream} viewers; try again later`, { retryAfterS: 30 });
+    }
+    if (this.#viewers.size - connected >= this.#settings.maxPendingViewersPerStream) {
+      throw new MediaError('OVERLOADED', 'too many viewers of this stream are still connecting; try again shortly', { retryAfterS: 5 });
     }
     const session = new WhepSession({ id: sessionId, streamId: this.streamId, offer, transport: this.#opts.transport, settings: this.#settings, logger: this.#logger });
     this.#viewers.set(sessionId, session);
     clearTimeout(this.#idleTimer);
     session.on('connected', () => {
+      if (this.#connectedViewers() > this.#settings.maxViewersPerStream) {
+        this.#logger.warn(`addViewer() | closed a viewer that connected past the limit [streamId:${this.streamId}]`);
+        session.close('closed');
+        return;
+      }
       this.#encoderFor(session.codec)?.requestKeyUnit();
       this.#publisher?.requestKeyframe('decoder');
     });

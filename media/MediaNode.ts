@@ -8,8 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { RTCIceServer } from 'werift';
-import { InvalidStateError } from './errors.ts';
+import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './LiveStream.ts';
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
@@ -17,6 +16,8 @@ import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import type { WhepSession } from './WhepSession.ts';
 import { hlsRoutes } from './HlsRoutes.ts';
+import type { TurnConfig } from './IceServers.ts';
+import { RateLimiter } from './RateLimiter.ts';
 import { whipWhepRoutes } from './WhipWhepRoutes.ts';
 import type { WhipSession } from './WhipSession.ts';
 
@@ -27,20 +28,51 @@ export interface IngestGrant {
   outputRtmpUrl?: string | undefined;
 }
 
-/** A publisher with a valid key that may not go live now; `reason` is shown to the streamer. */
+/**
+ * A publisher with a valid key that may not go live now; `refused` is shown to the streamer.
+ * `status`: 402 (the account's streaming allowance is used up, the default) or 429 (the
+ * account's plan allows no more live streams at once).
+ */
 export interface IngestRefusal {
   refused: string;
+  status?: 402 | 429;
 }
+
+/** Who is asking, as the HTTP layer saw them (for per-client limits). */
+export interface ClientInfo {
+  /** The client's IP address (behind an api replica: the one it forwarded for). */
+  address: string;
+}
+
+/** Streams a node holds with a publisher at most, when not configured. */
+export const DEFAULT_CAPACITY = 8;
 
 export interface MediaNodeOptions {
   /** Base URL clients reach this node at (e.g. https://media1.example.com); Location headers use it. */
   publicUrl: string;
-  /** Host-candidate addresses to advertise (default: every interface). */
+  /** Local addresses to gather on and advertise as host candidates (default: every interface). */
   iceAddresses?: string[];
-  /** Inclusive UDP port range for ICE. */
+  /** Addresses clients reach the node at that are not on its interfaces (1:1 NAT, Docker): host candidates are offered on them too. */
+  announcedAddresses?: string[];
+  /** Inclusive UDP port range for ICE (and ICE-TCP). */
   udpPortRange?: [number, number];
-  /** STUN/TURN servers, sent to clients as `Link: <…>; rel="ice-server"`. */
-  iceServers?: RTCIceServer[];
+  /** Offer passive ICE-TCP candidates too. */
+  iceTcp?: boolean;
+  /** STUN servers offered to clients (`Link: <stun:…>; rel="ice-server"`). */
+  stunUrls?: string[];
+  /** TURN servers offered to clients, with per-session credentials from the shared secret. */
+  turn?: TurnConfig;
+  /**
+   * Streams this node holds with a publisher at most: beyond it a WHIP publish for a stream not
+   * already live here, and a WHEP play for a stream it does not hold, get 503 and build nothing.
+   * Default DEFAULT_CAPACITY.
+   */
+  capacity?: number;
+  /**
+   * Secret an api replica signs the client address it forwards a WHIP/WHEP request for with
+   * (`x-reverie-forwarded`); without it (or with a bad signature) the TCP peer's address counts.
+   */
+  forwardedSecret?: string;
   logger: Logger;
   /**
    * Checks a publisher's Bearer token; null → 401, a refusal → 402 with its reason (the account
@@ -63,8 +95,8 @@ export type MediaNodeEvents = {
   ended: [EndedInfo];
 };
 
-/** A session as the HTTP layer sees it. */
-export type SessionEntry = { kind: 'whip'; session: WhipSession; stream: LiveStream } | { kind: 'whep'; session: WhepSession; stream: LiveStream };
+/** A session as the HTTP layer sees it; `trickled` counts the candidates its PATCHes added. */
+export type SessionEntry = ({ kind: 'whip'; session: WhipSession } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
 
 export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly settings: MediaSettings;
@@ -72,6 +104,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly #logger: Logger;
   readonly #streams = new Map<string, LiveStream>();
   readonly #sessions = new Map<string, SessionEntry>();
+  /** Viewer sessions not connected yet, per client address. */
+  readonly #pendingViewers = new Map<string, number>();
+  /** Request limits of the WHIP/WHEP endpoints (settings: *PerMinute). */
+  readonly limits: { whipPerAddress: RateLimiter; whepPerAddress: RateLimiter; whepPerPlayback: RateLimiter };
+  readonly capacity: number;
   #closed = false;
 
   constructor(opts: MediaNodeOptions) {
@@ -80,6 +117,13 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.#opts = opts;
     this.#logger = logger;
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
+    this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
+    const minute = (max: number) => ({ max, windowMs: 60_000 });
+    this.limits = {
+      whipPerAddress: new RateLimiter(minute(this.settings.whipPerAddressPerMinute)),
+      whepPerAddress: new RateLimiter(minute(this.settings.whepPerAddressPerMinute)),
+      whepPerPlayback: new RateLimiter(minute(this.settings.whepPerPlaybackPerMinute)),
+    };
   }
 
   get options(): Readonly<MediaNodeOptions> {
@@ -101,7 +145,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       streamId,
       params,
       settings: this.settings,
-      transport: { iceAddresses: this.#opts.iceAddresses, udpPortRange: this.#opts.udpPortRange, iceServers: this.#opts.iceServers },
+      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       logger: this.#logger.child({ streamId }),
     });
@@ -158,36 +202,85 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#sessions.get(sessionId);
   }
 
+  /** True when the node gathers on a loopback address (tests, local development): loopback candidates are then fine. */
+  get servesLoopback(): boolean {
+    return (this.#opts.iceAddresses ?? []).some((a) => a.startsWith('127.') || a === '::1');
+  }
+
+  /** Streams with a publisher attached: what capacity counts. */
+  get activeStreamCount(): number {
+    let n = 0;
+    for (const s of this.#streams.values()) if (s.publisher) n++;
+    return n;
+  }
+
   /**
-   * Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers.
-   * `outputs.rtmpUrl`: push the output there while this publisher is live (undefined: no push).
+   * Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers
+   * and, with 503, when the node is at capacity (a publisher replacing the one of a stream already
+   * live here always may). `outputs.rtmpUrl`: push the output there while this publisher is live.
    */
   async publish(streamId: string, params: StreamParams, sdp: string, outputs: { rtmpUrl?: string | undefined } = {}): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
+    if (!this.#streams.get(streamId)?.publisher && this.activeStreamCount >= this.capacity) {
+      this.#logger.warn(`publish() | refused: at capacity [streamId:${streamId}] [capacity:${this.capacity}]`);
+      throw new MediaError('OVERLOADED', 'this media node is at capacity; try again shortly', { retryAfterS: 10 });
+    }
     const stream = this.createStream(streamId, params);
     stream.updateParams(params);
     stream.setRtmpOutput(outputs.rtmpUrl);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
-    this.#sessions.set(sessionId, { kind: 'whip', session, stream });
+    this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0 });
     session.once('close', () => this.#sessions.delete(sessionId));
     return { sessionId, answer, etag: session.etag };
   }
 
-  /** Validates the offer and adds a viewer (held until the publisher's first keyframe if not live). */
-  async play(streamId: string, sdp: string): Promise<{ sessionId: string; answer: string; etag: string }> {
+  /**
+   * Validates the offer and adds a viewer (held until the publisher's first keyframe if not live).
+   * 503 when the node does not hold the stream and is at capacity, and when the client already
+   * has `maxPendingViewersPerAddress` sessions that have not connected.
+   */
+  async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whep');
-    const stream = this.createStream(streamId);
-    const sessionId = randomBytes(16).toString('hex');
-    const { session, answer } = await stream.addViewer(offer, sessionId);
-    this.#sessions.set(sessionId, { kind: 'whep', session, stream });
-    session.once('close', () => this.#sessions.delete(sessionId));
-    return { sessionId, answer, etag: session.etag };
+    if (!this.#streams.has(streamId) && this.#streams.size >= this.capacity) {
+      throw new MediaError('OVERLOADED', 'this media node is at capacity; try again shortly', { retryAfterS: 10 });
+    }
+    const pending = this.#pendingViewers.get(client.address) ?? 0;
+    if (pending >= this.settings.maxPendingViewersPerAddress) {
+      throw new MediaError('OVERLOADED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS: 5 });
+    }
+    // Counted from now until it connects or goes: a client cannot hold sockets and slots with
+    // offers it never completes (reserved before the answer, so parallel POSTs count too).
+    this.#pendingViewers.set(client.address, pending + 1);
+    let counted = true;
+    const done = () => {
+      if (!counted) return;
+      counted = false;
+      const left = (this.#pendingViewers.get(client.address) ?? 1) - 1;
+      if (left > 0) this.#pendingViewers.set(client.address, left);
+      else this.#pendingViewers.delete(client.address);
+    };
+    try {
+      const stream = this.createStream(streamId);
+      const sessionId = randomBytes(16).toString('hex');
+      const { session, answer } = await stream.addViewer(offer, sessionId);
+      this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
+      if (session.connected) done();
+      session.once('connected', done);
+      session.once('close', () => {
+        done();
+        this.#sessions.delete(sessionId);
+      });
+      return { sessionId, answer, etag: session.etag };
+    } catch (err) {
+      done();
+      throw err;
+    }
   }
 
   #prepare(sdp: string, role: 'whip' | 'whep'): PreparedOffer {
     if (this.#closed) throw new InvalidStateError('media node closed');
-    return prepareOffer(sdp, role, { maxBytes: this.settings.maxSdpBytes, maxLines: this.settings.maxSdpLines });
+    return prepareOffer(sdp, role, { maxBytes: this.settings.maxSdpBytes, maxLines: this.settings.maxSdpLines, allowLoopbackCandidates: this.servesLoopback });
   }
 
   get streamCount(): number {
@@ -210,5 +303,6 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     }
     this.#streams.clear();
     this.#sessions.clear();
+    this.#pendingViewers.clear();
   }
 }

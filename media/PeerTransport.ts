@@ -1,22 +1,32 @@
 /**
  * werift peer connections as WHIP/WHEP need them: one codec set per role, host candidates on the
- * configured addresses and UDP port range, and a non-trickle answer (RFC 9725 §4.3.1: the server
- * gathers every candidate before answering; OBS never trickles and gathers only after the answer).
+ * configured addresses and UDP port range (plus passive ICE-TCP when enabled), and a non-trickle
+ * answer (RFC 9725 §4.3.1: the server gathers every candidate before answering; OBS never trickles
+ * and gathers only after the answer).
+ *
+ * The node never gathers through STUN or TURN itself: it has a routable host address or is told
+ * the one clients reach (`announcedAddresses`), and waiting on a STUN/TURN server while OBS's 8 s
+ * POST timeout runs would only delay the answer (decision 0003). Clients get the servers in Link
+ * headers (IceServers.ts) and reach the node through them; the node learns their relayed or
+ * reflexive addresses from their checks.
  */
-import { RTCPeerConnection, RTCRtpCodecParameters, type RTCIceServer } from 'werift';
-import { filterAnswerCandidates, type OfferRole } from './Sdp.ts';
+import { RTCPeerConnection, RTCRtpCodecParameters } from 'werift';
+import { isIPv4 } from 'node:net';
+import { rewriteAnswerCandidates, type OfferRole } from './Sdp.ts';
 
 export interface TransportOptions {
-  /** Only these addresses are advertised as host candidates (and gathered on). Default: all. */
-  iceAddresses?: string[];
-  /** Inclusive UDP port range for ICE, e.g. [40000, 40999]. Default: ephemeral ports. */
-  udpPortRange?: [number, number];
+  /** Local addresses to gather on and advertise (WEBRTC_INTERFACES). Default: every interface. */
+  iceAddresses?: string[] | undefined;
   /**
-   * Advertised to clients (Link headers) but not used for the node's own gathering: a media node
-   * has a routable host address (iceAddresses), and waiting on STUN/TURN while OBS's 8 s POST
-   * timeout runs would only delay the answer.
+   * Addresses clients reach this node at that are not on any of its interfaces (1:1 NAT, a cloud
+   * VM's public IP, Docker port publishing: WEBRTC_ANNOUNCED_ADDRESSES). Every host candidate is
+   * offered again on each, with the same port.
    */
-  iceServers?: RTCIceServer[];
+  announcedAddresses?: string[] | undefined;
+  /** Inclusive UDP (and ICE-TCP) port range, e.g. [40000, 40999]. Default: ephemeral ports. */
+  udpPortRange?: [number, number] | undefined;
+  /** Also offer passive ICE-TCP candidates (RFC 6544) for clients whose UDP is blocked. */
+  iceTcp?: boolean | undefined;
 }
 
 const FEEDBACK = [{ type: 'nack' }, { type: 'nack', parameter: 'pli' }, { type: 'ccm', parameter: 'fir' }];
@@ -35,14 +45,20 @@ function codecs(role: OfferRole) {
 }
 
 export function createPeerConnection(role: OfferRole, opts: TransportOptions): RTCPeerConnection {
-  const loopback = (opts.iceAddresses ?? []).filter((a) => a.startsWith('127.') || a === '::1');
+  const addresses = opts.iceAddresses ?? [];
+  const loopback = addresses.filter((a) => a.startsWith('127.') || a === '::1');
+  const v4 = addresses.filter((a) => isIPv4(a));
   return new RTCPeerConnection({
     codecs: codecs(role),
     iceServers: [],
     icePortRange: opts.udpPortRange,
+    // One IPv4 address: bind the sockets to it (replies then leave from the advertised address on
+    // a multi-homed host). Several: bind all and advertise only those (rewriteAnswerCandidates).
+    iceInterfaceAddresses: v4.length === 1 ? { udp4: v4[0] as string } : undefined,
     // werift skips loopback when gathering; addresses named explicitly must still be offered.
     iceAdditionalHostAddresses: loopback.length > 0 ? loopback : undefined,
-    iceUseIpv6: (opts.iceAddresses ?? []).some((a) => a.includes(':')) || opts.iceAddresses === undefined,
+    iceUseIpv6: addresses.some((a) => a.includes(':')) || opts.iceAddresses === undefined,
+    iceUseTcp: opts.iceTcp === true,
     bundlePolicy: 'max-bundle',
   });
 }
@@ -51,12 +67,7 @@ export function createPeerConnection(role: OfferRole, opts: TransportOptions): R
  * Applies the (already prepared) offer, answers, waits for ICE gathering to complete and returns
  * the answer SDP holding every candidate. Rejects if gathering takes longer than `timeoutMs`.
  */
-export async function answerWithAllCandidates(
-  pc: RTCPeerConnection,
-  offerSdp: string,
-  iceAddresses: string[] | undefined,
-  timeoutMs: number,
-): Promise<string> {
+export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: string, transport: TransportOptions, timeoutMs: number): Promise<string> {
   await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
   const answer = await pc.createAnswer();
   await pc.setLocalDescription(answer);
@@ -65,5 +76,5 @@ export async function answerWithAllCandidates(
   }
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new Error('no local description after gathering');
-  return filterAnswerCandidates(sdp, iceAddresses);
+  return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });
 }

@@ -7,6 +7,8 @@
  * in-band retransmission). Cheap structural limits run first so a hostile offer (thousands of
  * m-lines, megabytes of attributes) costs one linear scan and never reaches the ICE/DTLS stack.
  */
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { SdpError } from './errors.ts';
 
 /** Who sent the offer: a publisher (WHIP) or a viewer (WHEP). */
@@ -38,7 +40,15 @@ export interface OfferLimits {
   maxBytes: number;
   /** Lines; Chrome's offers are ~120 lines, OBS's ~40. */
   maxLines: number;
+  /**
+   * Keep loopback candidates (a node that serves on loopback itself, in tests and local
+   * development); otherwise they are dropped with every address class a node must never dial.
+   */
+  allowLoopbackCandidates?: boolean;
 }
+
+/** Candidates kept per offer (browsers send a handful; the rest would only be connectivity checks to nowhere). */
+export const MAX_OFFER_CANDIDATES = 32;
 
 interface Section {
   /** The m= line split: [kind, port, proto, ...fmts]. */
@@ -99,9 +109,11 @@ interface RtpMap {
 function rtpMaps(section: Section): RtpMap[] {
   const maps: RtpMap[] = [];
   for (const line of section.lines) {
-    const m = /^a=rtpmap:(\d+) ([^/\s]+)\//.exec(line);
+    const m = /^a=rtpmap:(\d{1,3}) ([^/\s]+)\//.exec(line);
     if (!m) continue;
     const pt = Number(m[1]);
+    // RTP payload types are 7 bits (RFC 3550 §5.1); anything else is not a format we can map.
+    if (pt > 127) continue;
     const fmtp = section.lines.find((l) => l.startsWith(`a=fmtp:${pt} `))?.slice(`a=fmtp:${pt} `.length) ?? '';
     maps.push({ pt, name: (m[2] as string).toUpperCase(), fmtp });
   }
@@ -191,7 +203,14 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
       keepOnly(section, pick.pt);
       audio = { payloadType: pick.pt };
     }
-    candidateCount += section.lines.filter((l) => l.startsWith('a=candidate:')).length;
+    // Candidates the node may dial: well formed, not loopback (unless we serve there), link-local,
+    // multicast or unspecified, and a bounded number of them.
+    section.lines = section.lines.filter((l) => {
+      if (!l.startsWith('a=candidate:')) return true;
+      if (candidateCount >= MAX_OFFER_CANDIDATES || refuseRemoteCandidate(l.slice(2), { allowLoopback: limits.allowLoopbackCandidates === true }) !== null) return false;
+      candidateCount++;
+      return true;
+    });
   }
   if (role === 'whip' && !video) throw new SdpError('UNSUPPORTED_OFFER', 'WHIP offer has no video m-line');
   const out: string[] = [...session];
@@ -208,20 +227,70 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
 }
 
 /**
- * Drops answer candidates whose address is not in `allowed` (werift's `iceInterfaceAddresses`
- * does not limit what it advertises). With no list, the answer is returned unchanged.
+ * The answer's candidates as clients should see them:
+ * - only those on `interfaces` when the node is told which local addresses to use (werift's
+ *   `iceInterfaceAddresses` does not limit what it advertises);
+ * - each host candidate again on every `announced` address, same transport and port, just below
+ *   it in priority: behind a 1:1 NAT, Docker port publishing or a cloud VM's public IP the node
+ *   cannot see the address clients must reach, but the NAT keeps the port. Checks that reach the
+ *   node through it are answered from the local socket and mapped back by the same NAT.
  */
-export function filterAnswerCandidates(answer: string, allowed: readonly string[] | undefined): string {
-  if (!allowed || allowed.length === 0) return answer;
-  const keep = new Set(allowed);
-  return answer
-    .split('\r\n')
-    .filter((l) => {
-      if (!l.startsWith('a=candidate:')) return true;
-      const address = l.split(' ')[4];
-      return address !== undefined && keep.has(address);
-    })
-    .join('\r\n');
+export function rewriteAnswerCandidates(answer: string, opts: { interfaces?: readonly string[] | undefined; announced?: readonly string[] | undefined }): string {
+  const keep = opts.interfaces && opts.interfaces.length > 0 ? new Set(opts.interfaces) : null;
+  const announced = opts.announced ?? [];
+  if (!keep && announced.length === 0) return answer;
+  const out: string[] = [];
+  for (const line of answer.split('\r\n')) {
+    if (!line.startsWith('a=candidate:')) {
+      out.push(line);
+      continue;
+    }
+    const f = line.split(' ');
+    const address = f[4];
+    if (address === undefined || (keep && !keep.has(address))) continue;
+    out.push(line);
+    if (f[7] !== 'host') continue;
+    announced.forEach((extra, k) => {
+      if (extra === address) return;
+      const copy = [...f];
+      copy[0] = `${f[0]}a${k}`; // a foundation of its own: a different address
+      copy[3] = String(Math.max(1, Number(f[3]) - 1 - k));
+      copy[4] = extra;
+      out.push(copy.join(' '));
+    });
+  }
+  return out.join('\r\n');
+}
+
+/** Why a trickled candidate is not used (null: it is fine). */
+export function refuseRemoteCandidate(candidate: string, opts: { allowLoopback: boolean }): string | null {
+  // candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> …
+  const f = candidate.trim().split(/\s+/);
+  if (f.length < 8 || !/^candidate:\S+$/.test(f[0] ?? '') || f[6] !== 'typ') return 'malformed';
+  const transport = (f[2] ?? '').toLowerCase();
+  if (transport !== 'udp' && transport !== 'tcp') return 'unknown transport';
+  const port = Number(f[5]);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return 'bad port';
+  const address = f[4] ?? '';
+  if (address.endsWith('.local')) return 'mDNS names are not resolved';
+  const kind = ipKind(address);
+  if (kind === null) return 'not an IP address';
+  if (kind === 'loopback' && !opts.allowLoopback) return 'loopback';
+  if (kind === 'unspecified' || kind === 'multicast' || kind === 'linkLocal' || kind === 'broadcast') return kind;
+  return null;
+}
+
+/** The address classes a media node must never send connectivity checks to (or null for a non-IP). */
+function ipKind(address: string): 'unicast' | 'loopback' | 'unspecified' | 'multicast' | 'linkLocal' | 'broadcast' | null {
+  if (!isIP(address)) return null;
+  const a = ipaddr.process(address);
+  const range = a.range();
+  if (range === 'loopback') return 'loopback';
+  if (range === 'unspecified') return 'unspecified';
+  if (range === 'multicast') return 'multicast';
+  if (range === 'linkLocal') return 'linkLocal';
+  if (range === 'broadcast') return 'broadcast';
+  return 'unicast';
 }
 
 /** The parts of an RFC 8840 trickle-ice-sdpfrag body we act on. */

@@ -86,7 +86,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   }
 
   async answer(): Promise<string> {
-    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport.iceAddresses, this.#opts.settings.connectTimeoutMs);
+    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport, this.#opts.settings.connectTimeoutMs);
   }
 
   async addCandidates(candidates: { candidate: string; mid: string | undefined }[]): Promise<void> {

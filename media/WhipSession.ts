@@ -167,7 +167,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
 
   /** Answers the offer with every server candidate (non-trickle). */
   async answer(): Promise<string> {
-    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport.iceAddresses, this.#opts.settings.connectTimeoutMs);
+    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport, this.#opts.settings.connectTimeoutMs);
   }
 
   /** Applies trickled candidates from a PATCH (RFC 8840 sdpfrag). */

@@ -10,13 +10,43 @@
  *   OPTIONS on all three → 204 with CORS and Accept-Post/Accept-Patch
  *
  * Session URLs carry 128 random bits (RFC 9725 §5: unguessable), so PATCH/DELETE need no token.
+ *
+ * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
+ * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity
+ * answers 503 + Retry-After and builds nothing; trickled candidates are capped per request and per
+ * session and filtered like offer candidates (no loopback, link-local, multicast or unspecified
+ * addresses), so a keyless client cannot make the node send STUN to arbitrary local ports.
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MediaError } from './errors.ts';
+import { iceServerLinks } from './IceServers.ts';
 import type { MediaNode } from './MediaNode.ts';
-import { parseSdpFrag } from './Sdp.ts';
+import type { RateLimiter } from './RateLimiter.ts';
+import { parseSdpFrag, refuseRemoteCandidate } from './Sdp.ts';
 
 const SDP = 'application/sdp';
+/** Candidates taken from one trickle PATCH, and from all of a session's PATCHes. */
+export const MAX_TRICKLE_CANDIDATES = { perRequest: 20, perSession: 64 } as const;
+/** Header an api replica puts on a forwarded WHIP/WHEP POST: `<client address>;<signature>`. */
+export const FORWARDED_HEADER = 'x-reverie-forwarded';
+
+/** The signed value of FORWARDED_HEADER for `address` (HMAC-SHA256 with the deployment's shared secret). */
+export function forwardedFor(address: string, secret: string): string {
+  return `${address};${createHmac('sha256', secret).update(`forwarded:${address}`).digest('hex').slice(0, 32)}`;
+}
+
+/** The client's address: the one an api replica signed for, else the TCP peer's. */
+export function clientAddress(req: FastifyRequest, secret: string | undefined): string {
+  const header = req.headers[FORWARDED_HEADER];
+  if (secret && typeof header === 'string') {
+    const address = header.split(';')[0] ?? '';
+    const expected = Buffer.from(forwardedFor(address, secret));
+    const got = Buffer.from(header);
+    if (expected.length === got.length && timingSafeEqual(expected, got)) return address;
+  }
+  return req.ip;
+}
 const SDPFRAG = 'application/trickle-ice-sdpfrag';
 
 const CORS = {
@@ -38,24 +68,14 @@ function bearer(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-/** RFC 9725 §4.6: `Link: <stun:…>; rel="ice-server"` (+ username/credential for TURN). */
-function iceLinks(node: MediaNode): string[] {
-  const links: string[] = [];
-  for (const server of node.options.iceServers ?? []) {
-    const urls = Array.isArray(server.urls) ? server.urls : [server.urls];
-    for (const url of urls) {
-      let link = `<${url}>; rel="ice-server"`;
-      if (server.username !== undefined && server.credential !== undefined) {
-        link += `; username="${server.username}"; credential="${server.credential}"; credential-type="password"`;
-      }
-      links.push(link);
-    }
-  }
-  return links;
-}
-
 function fail(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+}
+
+/** Counts one request against `limiter`; throws 429 with Retry-After when over. */
+function limit(limiter: RateLimiter, key: string, what: string): void {
+  const d = limiter.hit(key);
+  if (!d.allowed) throw new MediaError('RATE_LIMITED', `too many ${what}; retry in ${Math.ceil(d.retryAfterMs / 1000)} s`, { retryAfterS: Math.ceil(d.retryAfterMs / 1000) });
 }
 
 export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNode }): Promise<void> {
@@ -65,7 +85,10 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
   app.addContentTypeParser([SDP, SDPFRAG], { parseAs: 'string', bodyLimit }, (_req, body, done) => done(null, body));
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    if (err instanceof MediaError) return fail(reply, err.httpStatus, err.message);
+    if (err instanceof MediaError) {
+      if (err.retryAfterS !== undefined) reply.header('retry-after', String(err.retryAfterS));
+      return fail(reply, err.httpStatus, err.message);
+    }
     const status = err.statusCode ?? 500;
     if (status >= 500) req.log.error({ err }, 'whip/whep | request failed');
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return fail(reply, 415, `unsupported content type; send ${SDP}`);
@@ -74,7 +97,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
   });
 
   const options = (accept: Record<string, string>) => async (_req: FastifyRequest, reply: FastifyReply) => {
-    const links = iceLinks(node);
+    const links = iceServerLinks(node.options, null);
     reply.code(204).headers({ ...CORS, ...accept });
     // RFC 9725 §4.6: ICE servers MAY be returned on non-preflight OPTIONS (MediaMTX clients read them).
     if (links.length > 0) reply.header('link', links);
@@ -86,29 +109,34 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
 
   const answered = (reply: FastifyReply, r: { sessionId: string; answer: string; etag: string }) => {
     reply.code(201).headers({ ...CORS, location: node.sessionUrl(r.sessionId), etag: r.etag, 'accept-patch': SDPFRAG }).type(SDP);
-    const links = iceLinks(node);
+    // TURN credentials are minted for this session only (IceServers.ts).
+    const links = iceServerLinks(node.options, r.sessionId);
     if (links.length > 0) reply.header('link', links);
     return reply.send(r.answer);
   };
 
   app.post<{ Params: { streamId: string }; Body: unknown }>('/live/:streamId/whip', PUBLIC, async (req, reply) => {
+    limit(node.limits.whipPerAddress, clientAddress(req, node.options.forwardedSecret), 'publish requests from this address');
     if (mediaType(req) !== SDP) return fail(reply, 415, `unsupported content type; send ${SDP}`);
     const token = bearer(req);
     if (!token) return fail(reply.header('www-authenticate', 'Bearer'), 401, 'missing Bearer token (the stream key)');
     const ingest = await node.options.resolveIngest(req.params.streamId, token);
     if (!ingest) return fail(reply.header('www-authenticate', 'Bearer error="invalid_token"'), 401, 'invalid stream key');
     // OBS shows the status line and body: a valid key that may not stream now is not a 401.
-    if ('refused' in ingest) return fail(reply, 402, ingest.refused);
+    if ('refused' in ingest) return fail(reply, ingest.status ?? 402, ingest.refused);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl }));
   });
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {
+    const address = clientAddress(req, node.options.forwardedSecret);
+    limit(node.limits.whepPerAddress, address, 'play requests from this address');
     if (mediaType(req) !== SDP) return fail(reply, 415, `unsupported content type; send ${SDP}`);
     const playback = await node.options.resolvePlayback(req.params.playbackId);
     if (!playback) return fail(reply, 404, 'unknown playback id');
+    limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, await node.play(playback.streamId, req.body));
+    return answered(reply, await node.play(playback.streamId, req.body, { address }));
   });
 
   app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {
@@ -121,7 +149,15 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     // RFC 9725 §4.3.2: a server doing trickle but not restart answers 422 to a restart request.
     if (restart) return fail(reply, 422, 'ICE restart is not supported; start a new session');
     if (ifMatch !== undefined && ifMatch !== entry.session.etag) return fail(reply, 412, 'ETag does not match the session');
-    await entry.session.addCandidates(frag.candidates);
+    if (frag.candidates.length > MAX_TRICKLE_CANDIDATES.perRequest) return fail(reply, 413, `at most ${MAX_TRICKLE_CANDIDATES.perRequest} candidates per request`);
+    const malformed = frag.candidates.find((c) => refuseRemoteCandidate(c.candidate, { allowLoopback: true }) === 'malformed');
+    if (malformed) return fail(reply, 400, 'malformed candidate line');
+    // Addresses the node must never dial are dropped quietly (RFC 8838 lets an agent ignore candidates).
+    const usable = frag.candidates.filter((c) => refuseRemoteCandidate(c.candidate, { allowLoopback: node.servesLoopback }) === null);
+    const room = MAX_TRICKLE_CANDIDATES.perSession - entry.trickled;
+    const taken = usable.slice(0, Math.max(0, room));
+    entry.trickled += taken.length;
+    await entry.session.addCandidates(taken);
     return reply.code(204).headers(CORS).send();
   });
 

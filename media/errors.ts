@@ -14,8 +14,10 @@ export type MediaErrorCode =
   | 'INVALID_STATE'
   /** A GStreamer pipeline failed to build or start. */
   | 'PIPELINE_FAILED'
-  /** The node refuses more sessions (viewer or stream cap): 503. */
-  | 'OVERLOADED';
+  /** The node refuses more sessions (node capacity, viewer or pending-session caps): 503. */
+  | 'OVERLOADED'
+  /** Too many requests from one client address or for one playback id: 429. */
+  | 'RATE_LIMITED';
 
 const STATUS: Record<MediaErrorCode, number> = {
   BAD_SDP: 400,
@@ -24,16 +26,24 @@ const STATUS: Record<MediaErrorCode, number> = {
   INVALID_STATE: 409,
   PIPELINE_FAILED: 500,
   OVERLOADED: 503,
+  RATE_LIMITED: 429,
 };
 
+/**
+ * A media error. Its `message` is what the WHIP/WHEP client reads (a plain-text body): it names
+ * what happened and what to do, never internal ids or paths; context for operators goes in the
+ * logs. `retryAfterS` becomes a Retry-After header.
+ */
 export class MediaError extends Error {
   readonly code: MediaErrorCode;
   readonly httpStatus: number;
-  constructor(code: MediaErrorCode, message: string, options?: { cause?: unknown }) {
+  readonly retryAfterS: number | undefined;
+  constructor(code: MediaErrorCode, message: string, options?: { cause?: unknown; retryAfterS?: number }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
     this.httpStatus = STATUS[code];
+    this.retryAfterS = options?.retryAfterS;
   }
 }
 

@@ -34,8 +34,18 @@ export interface MediaSettings {
   heartbeatMs: number;
   /** ms a stream with no publisher and no viewers is kept before it is disposed. */
   idleStreamMs: number;
-  /** Viewers per stream (beyond → 503). */
+  /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. */
   maxViewersPerStream: number;
+  /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
+  maxPendingViewersPerStream: number;
+  /** Viewer sessions from one client address that have not connected yet, across streams (beyond → 503). */
+  maxPendingViewersPerAddress: number;
+  /** WHIP POSTs per client address per minute (beyond → 429; OBS retries a refused publish every few seconds). */
+  whipPerAddressPerMinute: number;
+  /** WHEP POSTs per client address per minute (beyond → 429). */
+  whepPerAddressPerMinute: number;
+  /** WHEP POSTs per playback id per minute from all addresses (beyond → 429): ≈ 10 viewers joining a second. */
+  whepPerPlaybackPerMinute: number;
   /** RTP payload size limit for our H.264 and VP8 packetizers, bytes (fits 1280 MTU with SRTP/ext headroom). */
   rtpMaxPayload: number;
   /** avdec_h264 threads; 1 keeps decode 1-in-1-out (frame threading delays output by N frames). */
@@ -70,6 +80,11 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   heartbeatMs: 5_000,
   idleStreamMs: 60_000,
   maxViewersPerStream: 100,
+  maxPendingViewersPerStream: 50,
+  maxPendingViewersPerAddress: 8,
+  whipPerAddressPerMinute: 30,
+  whepPerAddressPerMinute: 60,
+  whepPerPlaybackPerMinute: 600,
   rtpMaxPayload: 1100,
   decoderThreads: 1,
   hlsEnabled: true,

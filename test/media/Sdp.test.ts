@@ -3,7 +3,7 @@
  * direction per role, and cheap limits.
  */
 import t from 'tap';
-import { filterAnswerCandidates, parseSdpFrag, prepareOffer } from '../../media/Sdp.ts';
+import { MAX_OFFER_CANDIDATES, parseSdpFrag, prepareOffer, refuseRemoteCandidate, rewriteAnswerCandidates } from '../../media/Sdp.ts';
 
 const limits = { maxBytes: 32 * 1024, maxLines: 1000 };
 const session = 'v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n';
@@ -71,8 +71,47 @@ t.test('rejects with the status the endpoint answers', async (t) => {
 
 t.test('answer candidates are filtered to the configured addresses', async (t) => {
   const answer = 'v=0\r\na=candidate:1 1 udp 1 127.0.0.1 4000 typ host\r\na=candidate:2 1 udp 1 10.1.2.3 4001 typ host\r\n';
-  t.equal(filterAnswerCandidates(answer, ['127.0.0.1']), 'v=0\r\na=candidate:1 1 udp 1 127.0.0.1 4000 typ host\r\n');
-  t.equal(filterAnswerCandidates(answer, undefined), answer);
+  t.equal(rewriteAnswerCandidates(answer, { interfaces: ['127.0.0.1'] }), 'v=0\r\na=candidate:1 1 udp 1 127.0.0.1 4000 typ host\r\n');
+  t.equal(rewriteAnswerCandidates(answer, {}), answer);
+});
+
+t.test('announced addresses repeat each host candidate with its port, just below it in priority', async (t) => {
+  const answer = 'v=0\r\na=candidate:f1 1 udp 2130706431 10.20.1.2 40001 typ host\r\na=candidate:f2 1 tcp 1518280447 10.20.1.2 40002 typ host tcptype passive\r\n';
+  const out = rewriteAnswerCandidates(answer, { interfaces: ['10.20.1.2'], announced: ['198.18.3.100'] }).split('\r\n');
+  t.same(out, [
+    'v=0',
+    'a=candidate:f1 1 udp 2130706431 10.20.1.2 40001 typ host',
+    'a=candidate:f1a0 1 udp 2130706430 198.18.3.100 40001 typ host',
+    'a=candidate:f2 1 tcp 1518280447 10.20.1.2 40002 typ host tcptype passive',
+    'a=candidate:f2a0 1 tcp 1518280446 198.18.3.100 40002 typ host tcptype passive',
+    '',
+  ]);
+});
+
+t.test('remote candidates: malformed ones and addresses a node must never dial are refused', async (t) => {
+  const c = (addr: string, extra = '') => `candidate:1 1 udp 2122260223 ${addr} 50000 typ host${extra}`;
+  t.equal(refuseRemoteCandidate(c('203.0.113.9'), { allowLoopback: false }), null);
+  t.equal(refuseRemoteCandidate(c('2001:db8::1'), { allowLoopback: false }), null);
+  t.equal(refuseRemoteCandidate(c('127.0.0.1'), { allowLoopback: false }), 'loopback');
+  t.equal(refuseRemoteCandidate(c('127.0.0.1'), { allowLoopback: true }), null, 'a node serving on loopback takes loopback');
+  t.equal(refuseRemoteCandidate(c('::1'), { allowLoopback: false }), 'loopback');
+  t.equal(refuseRemoteCandidate(c('169.254.169.254'), { allowLoopback: true }), 'linkLocal', 'the cloud metadata address is link-local');
+  t.equal(refuseRemoteCandidate(c('fe80::1'), { allowLoopback: true }), 'linkLocal');
+  t.equal(refuseRemoteCandidate(c('0.0.0.0'), { allowLoopback: true }), 'unspecified');
+  t.equal(refuseRemoteCandidate(c('224.0.0.1'), { allowLoopback: true }), 'multicast');
+  t.equal(refuseRemoteCandidate(c('abcd.local'), { allowLoopback: true }), 'mDNS names are not resolved');
+  t.equal(refuseRemoteCandidate('candidate:garbage', { allowLoopback: true }), 'malformed');
+  t.equal(refuseRemoteCandidate('candidate:1 1 udp 1 1.2.3.4 99999 typ host', { allowLoopback: true }), 'bad port');
+  t.equal(refuseRemoteCandidate('candidate:1 1 sctp 1 1.2.3.4 5 typ host', { allowLoopback: true }), 'unknown transport');
+});
+
+t.test('offers: refused candidates are dropped, at most MAX_OFFER_CANDIDATES kept, absurd payload types ignored', async (t) => {
+  const cands = ['a=candidate:garbage', 'a=candidate:1 1 udp 1 127.0.0.1 5000 typ host', 'a=candidate:2 1 udp 1 169.254.1.1 5000 typ host', ...Array.from({ length: 40 }, (_, i) => `a=candidate:${i + 10} 1 udp 1 203.0.113.${i + 1} 5000 typ host`)];
+  const p = prepareOffer(OBS.replace('a=rtpmap:96 H264/90000', `${cands.join('\r\n')}\r\na=rtpmap:96 H264/90000`), 'whip', limits);
+  t.equal(p.candidateCount, MAX_OFFER_CANDIDATES);
+  t.notMatch(p.sdp, /candidate:garbage|127\.0\.0\.1 5000|169\.254/);
+  const huge = OBS.replace('m=video 9 UDP/TLS/RTP/SAVPF 96', 'm=video 9 UDP/TLS/RTP/SAVPF 99999999999999999999 96').replace('a=rtpmap:96 H264/90000', 'a=rtpmap:99999999999999999999 H264/90000\r\na=rtpmap:96 H264/90000');
+  t.equal(prepareOffer(huge, 'whip', limits).video?.payloadType, 96, 'a 20-digit payload type is not a format');
 });
 
 t.test('sdpfrag parsing keeps candidates with their mid and the ICE credentials', async (t) => {

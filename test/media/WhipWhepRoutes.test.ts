@@ -4,6 +4,7 @@
  * (@roamhq/wrtc, VP8/Opus) and are edited as text only to make them invalid.
  */
 import wrtc from '@roamhq/wrtc';
+import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
@@ -27,8 +28,10 @@ const sdpHeaders = { 'content-type': 'application/sdp', authorization: `Bearer $
 const WHIP = `/live/${STREAM_ID}/whip`;
 const WHEP = `/live/${PLAYBACK_ID}/whep`;
 
-t.test('OPTIONS answers CORS preflight with Accept-Post and exposes Location, Link and ETag', { timeout: 20_000 }, async (t) => {
-  const srv = await startMediaServer(t, { iceServers: [{ urls: 'stun:stun.example.net:3478' }] });
+const TURN = { urls: ['turn:turn.example.net?transport=udp'], secret: 'turn-shared-secret', ttlS: 3600 };
+
+t.test('OPTIONS answers CORS preflight with Accept-Post and exposes Location, Link and ETag; it offers STUN, never TURN credentials', { timeout: 20_000 }, async (t) => {
+  const srv = await startMediaServer(t, { stunUrls: ['stun:stun.example.net:3478'], turn: TURN });
   for (const url of [WHIP, WHEP]) {
     const res = await srv.app.inject({ method: 'OPTIONS', url, headers: { origin: 'https://x.example', 'access-control-request-method': 'POST' } });
     t.equal(res.statusCode, 204, `${url} OPTIONS → 204`);
@@ -37,6 +40,10 @@ t.test('OPTIONS answers CORS preflight with Accept-Post and exposes Location, Li
     t.equal(res.headers['access-control-allow-origin'], '*');
     t.match(String(res.headers['access-control-allow-headers']), /Authorization/);
   }
+  const options = await srv.app.inject({ method: 'OPTIONS', url: WHIP });
+  const links = ([] as string[]).concat(options.headers['link'] ?? []).join(', ');
+  t.match(links, /<stun:stun\.example\.net:3478>; rel="ice-server"/, 'OPTIONS carries the STUN server');
+  t.notMatch(links, /turn:|credential/, 'but no TURN server or credential (unauthenticated)');
   const sess = await srv.app.inject({ method: 'OPTIONS', url: '/live/sessions/abc' });
   t.equal(sess.headers['accept-patch'], 'application/trickle-ice-sdpfrag', 'session OPTIONS advertises Accept-Patch');
 });
@@ -87,10 +94,8 @@ t.test('WHIP POST rejects bad requests with the RFC 9725 status codes and a reas
   t.equal(srv.node.streamCount, 0, 'no rejected request created a stream');
 });
 
-t.test('WHIP POST → 201 with answer, Location, ETag and Link; PATCH trickles (204), refuses restart (422); DELETE → 200', { timeout: 30_000 }, async (t) => {
-  const srv = await startMediaServer(t, {
-    iceServers: [{ urls: 'stun:stun.example.net:3478' }, { urls: 'turn:turn.example.net?transport=udp', username: 'u', credential: 'p' } as { urls: string }],
-  });
+t.test('WHIP POST → 201 with answer, Location, ETag and Link (TURN credentials made for the session); PATCH trickles (204), refuses restart (422); DELETE → 200', { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t, { stunUrls: ['stun:stun.example.net:3478'], turn: TURN });
   const offer = await realOffer(t);
   const res = await srv.app.inject({ method: 'POST', url: WHIP, headers: sdpHeaders, payload: offer });
   t.equal(res.statusCode, 201);
@@ -101,7 +106,15 @@ t.test('WHIP POST → 201 with answer, Location, ETag and Link; PATCH trickles (
   t.match(etag, /^"[0-9a-f]+"$/, 'strong ETag');
   const link = ([] as string[]).concat(res.headers['link'] ?? []).join(', ');
   t.match(link, /<stun:stun\.example\.net:3478>; rel="ice-server"/);
-  t.match(link, /<turn:turn\.example\.net\?transport=udp>; rel="ice-server"; username="u"; credential="p"; credential-type="password"/);
+  const turn = /<turn:turn\.example\.net\?transport=udp>; rel="ice-server"; username="(\d+):([0-9a-f]{32})"; credential="([^"]+)"; credential-type="password"/.exec(link);
+  t.ok(turn, `a TURN server with a credential (${link})`);
+  const [, expires = '0', sessionId = '', credential = ''] = turn ?? [];
+  const now = Date.now() / 1000;
+  t.ok(Number(expires) > now + 3500 && Number(expires) <= now + 3601, 'the credential expires after TURN_CREDENTIAL_TTL');
+  t.equal(sessionId, String(res.headers['location']).split('/').pop(), 'its username names this session');
+  t.equal(credential, createHmac('sha1', TURN.secret).update(`${expires}:${sessionId}`).digest('base64'), 'credential = base64(HMAC-SHA1(secret, username)), what coturn checks');
+  const second = await srv.app.inject({ method: 'POST', url: WHEP, headers: { 'content-type': 'application/sdp' }, payload: asH264(await realOffer(t, 'recvonly')) });
+  t.notMatch(([] as string[]).concat(second.headers['link'] ?? []).join(), new RegExp(credential.replace(/[+/=]/g, '.')), 'another session gets another credential');
   t.match(res.body, /a=candidate:\S+ 1 udp \d+ 127\.0\.0\.1 \d+ typ host/, 'host candidate on the configured address');
   t.notMatch(res.body, /a=candidate:(?!\S+ 1 udp \d+ 127\.0\.0\.1 )/, 'no candidate on other addresses');
   t.match(res.body, /a=recvonly/);

@@ -36,9 +36,14 @@ export async function startMediaServer(
     params?: StreamParams;
     settings?: Partial<MediaSettings>;
     createProcessor?: FrameProcessorFactory;
-    iceServers?: { urls: string }[];
+    stunUrls?: string[];
+    turn?: { urls: string[]; secret: string; ttlS: number };
     /** The stream's output_rtmp_url: the node pushes there while the publisher is live. */
     outputRtmpUrl?: string;
+    /** Streams the node holds with a publisher at most. */
+    capacity?: number;
+    /** Secret of signed forwarded client addresses (x-reverie-forwarded). */
+    forwardedSecret?: string;
   } = {},
 ): Promise<MediaServer> {
   const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
@@ -49,16 +54,20 @@ export async function startMediaServer(
       return baseUrl;
     },
     iceAddresses: ['127.0.0.1'],
-    iceServers: opts.iceServers,
+    ...(opts.stunUrls ? { stunUrls: opts.stunUrls } : {}),
+    ...(opts.turn ? { turn: opts.turn } : {}),
     logger,
     settings: opts.settings,
+    ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
+    ...(opts.forwardedSecret ? { forwardedSecret: opts.forwardedSecret } : {}),
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
+    // STREAM_ID and any other `str_test…` id take STREAM_KEY; their playback ids are `play_test…`.
     resolveIngest: async (streamId, token) =>
-      streamId !== STREAM_ID ? null
+      !streamId.startsWith(STREAM_ID) ? null
       : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 }, outputRtmpUrl: opts.outputRtmpUrl }
       : token === REFUSED_KEY ? { refused: 'streaming allowance used up' }
       : null,
-    resolvePlayback: async (playbackId) => (playbackId === PLAYBACK_ID ? { streamId: STREAM_ID } : null),
+    resolvePlayback: async (playbackId) => (playbackId.startsWith(PLAYBACK_ID) ? { streamId: STREAM_ID + playbackId.slice(PLAYBACK_ID.length) } : null),
   });
   node.registerRoutes(app);
   app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));

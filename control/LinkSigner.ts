@@ -18,6 +18,11 @@ export class LinkSigner {
     this.#now = now;
   }
 
+  /** A secret for another purpose, derived from this one (same on every process that shares it). */
+  derive(purpose: string): string {
+    return createHmac('sha256', this.#secret).update(`derive:${purpose}`).digest('base64url');
+  }
+
   /** The secret from config, else one generated once and kept in DATA_DIR (embedded default). */
   static fromConfig(configured: string | null, dataDir: string, now?: () => number): LinkSigner {
     if (configured) return new LinkSigner(configured, now);

@@ -20,6 +20,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store, StreamRecord } from '../store/index.ts';
+import { FORWARDED_HEADER, forwardedFor } from '../media/index.ts';
 import type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
 
 export type LiveRouting = 'proxy' | 'redirect';
@@ -34,6 +35,8 @@ export interface LiveRouterOptions {
   routing?: LiveRouting;
   /** ms a forwarded POST may take (the node gathers candidates before answering). Default 20 000. */
   proxyTimeoutMs?: number;
+  /** Signs the client's address on forwarded POSTs, so the node's per-client limits see the client, not us. */
+  forwardedSecret?: string;
 }
 
 const SDP = 'application/sdp';
@@ -48,8 +51,8 @@ const PASS_HEADERS = ['content-type', 'location', 'etag', 'link', 'accept-patch'
 // The control app's auth hook skips routes marked public; WHIP checks its own Bearer token on the node.
 const PUBLIC = { config: { public: true } } as Record<string, unknown>;
 
-/** Marks a request an api replica forwarded to a node. */
-const FORWARDED = 'x-reverie-forwarded';
+/** Marks a request an api replica forwarded to a node (and, signed, the client it came from). */
+const FORWARDED = FORWARDED_HEADER;
 
 type Route = 'whip' | 'whep' | 'hls';
 type Target = { to: 'local' } | { to: 'remote'; node: MediaNodeInfo } | { to: 'none'; status: number; message: string };
@@ -133,7 +136,10 @@ export class LiveRouter {
   async #send(route: Route, node: MediaNodeInfo, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
     const url = `${node.publicUrl.replace(/\/+$/, '')}${req.url}`;
     if (route === 'hls' || this.#routing === 'redirect') return reply.code(307).headers({ ...CORS, location: url, 'cache-control': 'no-store' }).send();
-    const headers: Record<string, string> = { 'content-type': req.headers['content-type'] ?? SDP, [FORWARDED]: '1' };
+    const headers: Record<string, string> = {
+      'content-type': req.headers['content-type'] ?? SDP,
+      [FORWARDED]: this.#o.forwardedSecret ? forwardedFor(req.ip, this.#o.forwardedSecret) : '1',
+    };
     if (req.headers.authorization) headers['authorization'] = req.headers.authorization;
     let res: Response;
     try {

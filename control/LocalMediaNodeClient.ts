@@ -18,8 +18,6 @@ export interface LocalMediaNodeClientOptions {
   models: readonly string[];
   /** The models are demo stand-ins (see docs/api.md). */
   demo: boolean;
-  /** Streams held at most. Default 8 (CPU x264 encodes ≈1.5 ms/frame at 512²; decoding dominates). */
-  capacity?: number;
   logger: Logger;
   now?: () => number;
 }
@@ -97,8 +95,9 @@ export class LocalMediaNodeClient implements MediaNodeClient {
         publicUrl: this.#node.options.publicUrl,
         models: [...this.#opts.models],
         demo: this.#opts.demo,
-        capacity: this.#opts.capacity ?? 8,
-        load: this.#node.streamCount,
+        // What the node enforces on attach: streams with a publisher.
+        capacity: this.#node.capacity,
+        load: this.#node.activeStreamCount,
       },
     ];
   }

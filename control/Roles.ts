@@ -21,6 +21,11 @@ export interface RoleDeps {
   blobs: BlobStore;
   logger: Logger;
   metrics: Metrics;
+  /**
+   * Secret an api replica signs the client address of a forwarded WHIP/WHEP request with, and
+   * media nodes verify (derived from LINK_SIGNING_SECRET, the same on every process).
+   */
+  forwardedSecret?: string;
   now?: () => number;
 }
 

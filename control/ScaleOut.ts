@@ -36,6 +36,8 @@ export interface ScaleOutStreamsOptions {
   routes: boolean;
   /** Sweep dead nodes here: worker role. */
   sweep: boolean;
+  /** Signs the client address of forwarded WHIP/WHEP POSTs (media nodes verify it). */
+  forwardedSecret?: string;
   now?: () => number;
 }
 
@@ -62,6 +64,7 @@ export function scaleOutStreams(opts: ScaleOutStreamsOptions): ScaleOutStreams {
         store: opts.store,
         media,
         logger: opts.logger,
+        ...(opts.forwardedSecret ? { forwardedSecret: opts.forwardedSecret } : {}),
         ...(local ? { local: { nodeId: local.client.nodeId, routes: (app) => local.node.registerRoutes(app) } } : {}),
       })
     : null;

@@ -36,6 +36,19 @@ export const STREAMING_ALLOWANCE_SECONDS: Readonly<Record<Plan, number | null>> 
   internal: null,
 };
 
+/**
+ * Streams an account may have live at once, per plan (null = no limit): one account cannot take a
+ * media node's capacity from the others. Checked when a publisher attaches. See docs/api.md.
+ */
+export const LIVE_STREAMS_PER_PLAN: Readonly<Record<Plan, number | null>> = {
+  anonymous: 1,
+  free: 2,
+  songs: 2,
+  pro: 10,
+  max: 50,
+  internal: null,
+};
+
 export interface LifecycleClock {
   now(): number;
   setInterval(fn: () => void, ms: number): unknown;

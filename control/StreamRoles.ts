@@ -102,10 +102,19 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
 
   if (has('media')) {
     const { models, demo } = prepareModels(config.modelsDir, config.demoModels, deps.logger);
+    const rtc = config.webrtc;
+    const interfaces = overrides.iceAddresses ?? rtc.interfaces;
     node = new MediaNode({
       publicUrl: config.publicUrl,
       logger: deps.logger,
-      ...(overrides.iceAddresses ? { iceAddresses: overrides.iceAddresses } : {}),
+      capacity: overrides.capacity ?? config.mediaCapacity,
+      ...(interfaces ? { iceAddresses: interfaces } : {}),
+      ...(rtc.announcedAddresses.length > 0 ? { announcedAddresses: rtc.announcedAddresses } : {}),
+      ...(rtc.udpPortRange ? { udpPortRange: rtc.udpPortRange } : {}),
+      iceTcp: rtc.iceTcp,
+      stunUrls: rtc.stunUrls,
+      ...(rtc.turn ? { turn: rtc.turn } : {}),
+      ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
@@ -122,7 +131,6 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       models,
       demo,
       logger: deps.logger,
-      ...(overrides.capacity !== undefined ? { capacity: overrides.capacity } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
     registerMediaMetrics(deps.metrics, node);
@@ -142,6 +150,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       local: node && media instanceof LocalMediaNodeClient ? { node, client: media } : null,
       routes: has('api') || has('media'),
       sweep: has('worker'),
+      ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
     media = scaleOut.media;

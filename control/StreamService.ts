@@ -13,7 +13,7 @@ import { newId } from './ApiKeys.ts';
 import { streamError } from './errors.ts';
 import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';
-import { endSession, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
+import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
 import {
   BETA_MODEL_FAMILY,
   checkParams,
@@ -389,9 +389,10 @@ export class StreamService {
 
   /**
    * WHIP: the stream key must match (else null: 401); deleted streams are unknown; an account
-   * whose monthly streaming allowance is used up gets a refusal (402) naming it.
+   * whose monthly streaming allowance is used up gets a refusal (402) naming it, and one that
+   * already has its plan's number of streams live gets 429 (a reconnect of one of them is fine).
    */
-  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | { refused: string } | null> {
+  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -399,8 +400,16 @@ export class StreamService {
     if (a.length !== b.length || !timingSafeEqual(a, b)) return null;
     const account = await this.#store.accounts.get(s.accountId);
     const allowance = account ? this.#allowances[account.plan] : null;
+    const maxLive = account ? LIVE_STREAMS_PER_PLAN[account.plan] : null;
+    const live = allowance !== null || maxLive !== null ? await this.#store.streams.listByState(['started']) : [];
+    if (maxLive !== null && account) {
+      const others = live.filter((x) => x.accountId === s.accountId && x.id !== s.id && !x.deleted).length;
+      if (others >= maxLive) {
+        this.#log.info(`resolveIngest() | refused: live stream limit [streamId:${streamId}] [plan:${account.plan}] [limit:${maxLive}]`);
+        return { refused: `the ${account.plan} plan allows ${maxLive} live stream${maxLive === 1 ? '' : 's'} at once; end another stream first`, status: 429 };
+      }
+    }
     if (allowance !== null) {
-      const live = await this.#store.streams.listByState(['started']);
       if ((await streamingUsed(this.#store, s.accountId, live, this.#now())) >= allowance) {
         this.#log.info(`resolveIngest() | refused: streaming allowance used up [streamId:${streamId}]`);
         return { refused: `this month's streaming allowance of the ${account?.plan ?? ''} plan (${Math.round(allowance / 60)} min) is used up; it renews on the 1st (UTC)` };

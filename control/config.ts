@@ -3,6 +3,8 @@
  * with zod, frozen. Invalid config stops start-up with a message naming the variable.
  * The README's configuration table lists the same variables; a test keeps the two in step.
  */
+import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 
@@ -15,6 +17,22 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 const bool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no', 'on', 'off', ''])
   .transform((v) => ['1', 'true', 'yes', 'on'].includes(v));
+
+/** A comma-separated list (spaces around items allowed, empty items dropped). */
+const list = (item: z.ZodType<string, string>, what: string) =>
+  z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(item).min(1, `needs at least one ${what}`));
+const ipAddress = z.string().refine((a) => isIP(a) !== 0, 'must be IP addresses (e.g. 203.0.113.7 or 2001:db8::7)');
+
+/**
+ * Streams per core of a node's default capacity. Measured (docs/performance.md, capacity
+ * benchmark): a 512² 30 fps stream with nothing to process costs the node ≈ 0.08 core, and one
+ * with a canny processor ≈ 0.2; four per core leaves room for processors and for the OS.
+ * Operators with GPUs set MEDIA_CAPACITY to what their GPU holds.
+ */
+export const STREAMS_PER_CORE = 4;
 
 /** Environment variable → schema. Defaults live here and only here. */
 export const ConfigEnvSchema = z.object({
@@ -63,6 +81,35 @@ export const ConfigEnvSchema = z.object({
   LINK_SIGNING_SECRET: z.string().min(32).optional(),
   /** Song render worker threads in this process (0 = no renderer here → 503 when none anywhere). */
   RENDER_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
+  /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. */
+  MEDIA_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
+  /**
+   * UDP ports WebRTC uses, `low-high` inclusive (one per publisher or viewer session; ICE-TCP uses
+   * the same numbers over TCP). Default: any free ephemeral port. Open this range in firewalls.
+   */
+  WEBRTC_UDP_PORT_RANGE: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'must be low-high, e.g. 40000-40999')
+    .transform((s) => s.split('-').map(Number) as [number, number])
+    .refine(([lo, hi]) => lo >= 1024 && hi <= 65535 && lo <= hi, 'must be within 1024-65535, low ≤ high')
+    .optional(),
+  /**
+   * Addresses clients reach this node at that are not on its interfaces (1:1 NAT, a cloud VM's
+   * public IP, Docker's published ports): ICE candidates are offered on them too, same ports.
+   */
+  WEBRTC_ANNOUNCED_ADDRESSES: list(ipAddress, 'address').optional(),
+  /** Local addresses WebRTC gathers on and advertises; default every interface. */
+  WEBRTC_INTERFACES: list(ipAddress, 'address').optional(),
+  /** Also offer ICE over TCP (passive candidates on the same port numbers), for clients whose UDP is blocked. */
+  WEBRTC_ICE_TCP: bool.default(true),
+  /** STUN servers offered to WHIP/WHEP clients in `Link` headers (e.g. `stun:stun.example.com:3478`). */
+  STUN_URLS: list(z.string().regex(/^stuns?:[^\s<>",]+$/, 'must be stun: or stuns: URLs'), 'URL').optional(),
+  /** TURN servers offered to WHIP/WHEP clients, with per-session credentials made from TURN_SECRET. */
+  TURN_URLS: list(z.string().regex(/^turns?:[^\s<>",]+$/, 'must be turn: or turns: URLs'), 'URL').optional(),
+  /** The TURN server's shared secret (coturn `static-auth-secret` with `use-auth-secret`). */
+  TURN_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Seconds a TURN credential stays valid (coturn checks it on every refresh: longer than a stream). */
+  TURN_CREDENTIAL_TTL: z.coerce.number().int().min(60).max(7 * 86_400).default(86_400),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -84,6 +131,15 @@ export interface Config {
   extraCaFile: string | null;
   linkSigningSecret: string | null;
   renderWorkers: number;
+  mediaCapacity: number;
+  webrtc: {
+    udpPortRange: [number, number] | null;
+    announcedAddresses: string[];
+    interfaces: string[] | null;
+    iceTcp: boolean;
+    stunUrls: string[];
+    turn: { urls: string[]; secret: string; ttlS: number } | null;
+  };
 }
 
 export class ConfigError extends Error {
@@ -114,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${variable}: ${issue?.message ?? 'invalid value'} (got ${JSON.stringify(input[variable])})`, variable);
   }
   const e = parsed.data;
+  if (e.TURN_URLS && !e.TURN_SECRET) throw new ConfigError('invalid TURN_SECRET: TURN_URLS needs TURN_SECRET (credentials are made per session from it)', 'TURN_SECRET');
   const dataDir = isAbsolute(e.DATA_DIR) ? e.DATA_DIR : resolve(e.DATA_DIR);
   const hostForUrl = e.HOST === '0.0.0.0' || e.HOST === '::' ? '127.0.0.1' : e.HOST;
   return Object.freeze({
@@ -133,6 +190,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     extraCaFile: e.EXTRA_CA_FILE ?? null,
     linkSigningSecret: e.LINK_SIGNING_SECRET ?? null,
     renderWorkers: e.RENDER_WORKERS,
+    mediaCapacity: e.MEDIA_CAPACITY ?? Math.max(1, STREAMS_PER_CORE * availableParallelism()),
+    webrtc: Object.freeze({
+      udpPortRange: e.WEBRTC_UDP_PORT_RANGE ?? null,
+      announcedAddresses: e.WEBRTC_ANNOUNCED_ADDRESSES ?? [],
+      interfaces: e.WEBRTC_INTERFACES ?? null,
+      iceTcp: e.WEBRTC_ICE_TCP,
+      stunUrls: e.STUN_URLS ?? [],
+      turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL } : null,
+    }),
   });
 }
 

@@ -1,19 +1,22 @@
 /**
  * The CLI (`reverie`, `npm run cli --`, `npm start` = `serve`):
- *   serve [--roles api,media,worker] [--port N] [--host H] [--data-dir D]
+ *   serve [--roles api,media,worker] [--port N] [--host H] [--data-dir D] [--<any-variable> V]
  *   keys create [--plan free] [--account acc_…] [--json]
  *   doctor [--json]
  */
 import { parseArgs } from 'node:util';
 import { addKey, createAccountWithKey } from './ApiKeys.ts';
-import { ConfigError, loadConfig, type ConfigEnv } from './config.ts';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, type ConfigEnv } from './config.ts';
 import { formatDoctor, runDoctor } from './Doctor.ts';
 import { closeOnSignals, createLogger, startServer } from './Server.ts';
 import { createStore, PLANS, type Plan } from '../store/index.ts';
 
 const USAGE = `usage: reverie <command>
   serve [--roles api,media,worker] [--port N] [--host H] [--data-dir DIR]
-                      run the service (all roles and the embedded store by default)
+        [--<variable> VALUE …]
+                      run the service (all roles and the embedded store by default); every
+                      environment variable of the README has a flag, which wins over it:
+                      WEBRTC_UDP_PORT_RANGE → --webrtc-udp-port-range 40000-40999
   keys create [--plan ${PLANS.join('|')}] [--account ID] [--json]
                       create an account (or a key for an existing one); prints the key once
   doctor [--json]     check the system dependencies and say how to install what is missing`;
@@ -36,13 +39,20 @@ const [command, ...rest] = process.argv.slice(2);
 
 switch (command) {
   case 'serve': {
-    const { values } = parseArgs({ args: rest, options: { roles: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' } }, strict: true });
-    const cfg = config({
-      ...(values.roles ? { ROLES: values.roles } : {}),
-      ...(values.port ? { PORT: values.port as unknown as number } : {}),
-      ...(values.host ? { HOST: values.host } : {}),
-      ...(values['data-dir'] ? { DATA_DIR: values['data-dir'] } : {}),
-    });
+    // Every configuration variable has a flag: PORT → --port, WEBRTC_UDP_PORT_RANGE → --webrtc-udp-port-range.
+    const flag = (variable: string) => variable.toLowerCase().replace(/_/g, '-');
+    let parsed: ReturnType<typeof parseArgs>;
+    try {
+      parsed = parseArgs({ args: rest, options: Object.fromEntries(CONFIG_VARIABLES.map((v) => [flag(v), { type: 'string' as const }])), strict: true });
+    } catch (err) {
+      fail(`reverie: ${(err as Error).message}\n${USAGE}`);
+    }
+    const overrides: Record<string, string> = {};
+    for (const v of CONFIG_VARIABLES) {
+      const value = parsed.values[flag(v)];
+      if (typeof value === 'string') overrides[v] = value;
+    }
+    const cfg = config(overrides as Partial<ConfigEnv>);
     const logger = createLogger(cfg);
     const server = await startServer(cfg, { logger });
     closeOnSignals(server, logger);

@@ -11,7 +11,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { LocalMediaNodeClient } from '../../control/LocalMediaNodeClient.ts';
-import { StreamLifecycle, usageCounter, type LifecycleClock } from '../../control/StreamLifecycle.ts';
+import { LIVE_STREAMS_PER_PLAN, StreamLifecycle, usageCounter, type LifecycleClock } from '../../control/StreamLifecycle.ts';
 import { StreamService } from '../../control/StreamService.ts';
 import { MediaNode } from '../../media/index.ts';
 import { createStore, type Plan, type Store } from '../../store/index.ts';
@@ -174,4 +174,18 @@ t.test('internal plan has no allowance; wrong stream key is refused at ingest', 
   t.equal(await service.resolveIngest(stream.id, `${stream.stream_key.slice(0, -1)}x`), null);
   t.equal(await service.resolveIngest('str_nope', stream.stream_key), null);
   t.same(await service.resolvePlayback(stream.output_playback_id), { streamId: stream.id });
+});
+
+t.test("an account's plan caps its live streams at once: a publisher past it is refused with 429, a reconnect of a live one is not", { timeout: 20_000 }, async (t) => {
+  const { service, stream, account, lifecycle } = await setup(t, { plan: 'free' });
+  const limit = LIVE_STREAMS_PER_PLAN.free ?? 0;
+  t.equal(limit, 2, 'free: two live streams at once');
+  const others = [];
+  for (let i = 0; i < limit; i++) others.push((await service.create(account, { params: { model_id: 'stabilityai/sd-turbo' } })).stream);
+  for (const s of others) await lifecycle.handle({ type: 'started', nodeId: 'local', streamId: s.id, startedAt: T0 });
+  const refused = await service.resolveIngest(stream.id, stream.stream_key);
+  t.match(refused, { refused: /free plan allows 2 live streams at once/, status: 429 }, 'a third stream is refused (WHIP 429)');
+  t.match(await service.resolveIngest(others[0]?.id ?? '', others[0]?.stream_key ?? ''), { streamId: others[0]?.id }, 'a live stream reconnecting is let in');
+  await service.delete(account, others[1]?.id ?? '');
+  t.match(await service.resolveIngest(stream.id, stream.stream_key), { streamId: stream.id }, 'once one ends, the third may go live');
 });

@@ -36,6 +36,7 @@ export async function makeStreamApp(
         publicUrl: PUBLIC_URL,
         iceAddresses: ['127.0.0.1'],
         logger,
+        ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
         resolveIngest: (id, bearer) => service!.resolveIngest(id, bearer),
         resolvePlayback: (pid) => service!.resolvePlayback(pid),
       });
@@ -44,7 +45,6 @@ export async function makeStreamApp(
         models: opts.models ?? ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'],
         demo: true,
         logger,
-        ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
       });
       service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, ...(opts.now ? { now: opts.now } : {}) });
       const n = node;

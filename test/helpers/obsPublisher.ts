@@ -26,6 +26,8 @@ export interface PublishOptions {
   /** Default 30. */
   fps?: number;
   iceServers?: ObsIceServer[];
+  /** Use the STUN/TURN servers of the server's Link headers, as OBS does (see the fixture). */
+  iceServersFromLink?: boolean;
   /** Local address libdatachannel binds to. */
   bindAddress?: string;
   policy?: 'all' | 'relay';

@@ -1,0 +1,132 @@
+/**
+ * Small network labs for the field tests: Linux network namespaces joined by veth pairs, with
+ * nftables rules for NAT and firewalls, all created by the test and removed on teardown. Traffic
+ * stays inside the lab: every address is in 198.18.0.0/15 (reserved for network benchmarking,
+ * RFC 2544) or in a private range that exists only inside a namespace.
+ *
+ *   const lab = await createLab(t, 7, ['srv', 'rt', 'pub']);    // lab 7 owns 198.18.28.0–198.18.31.255
+ *   await lab.link({ ns: 'srv', addr: lab.ip(0, 2) }, { ns: 'rt', addr: lab.ip(0, 1) });
+ *   await lab.run('srv', ['ip', 'route', 'add', 'default', 'via', lab.ip(0, 1, false)]);
+ *   const child = lab.spawn('pub', process.execPath, [...]);
+ *
+ * `ns: null` is the test's own namespace: labs reach it through one veth with a route for their
+ * own /22 only. Needs root (CI runs as root) and the iproute2 and nftables packages.
+ */
+import { spawn, execFile, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+
+const exec = promisify(execFile);
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface End {
+  /** A lab namespace by its short name, or null for the test's own. */
+  ns: string | null;
+  /** Address with prefix, e.g. `198.18.28.2/24`. */
+  addr: string;
+}
+
+export interface Lab {
+  /** The kernel name of a lab namespace. */
+  ns(name: string): string;
+  /** `198.18.<4·lab + subnet>.<host>` with `/24` (or bare with cidr=false). */
+  ip(subnet: 0 | 1 | 2 | 3, host: number, cidr?: boolean): string;
+  /** Runs a command in a namespace (null: here); resolves with stdout, rejects on a non-zero exit. */
+  run(ns: string | null, argv: string[], input?: string): Promise<string>;
+  /** A veth pair between two namespaces with these addresses, both ends up. */
+  link(a: End, b: End): Promise<void>;
+  /** Loads an nftables ruleset into a namespace. */
+  nft(ns: string, ruleset: string): Promise<void>;
+  /** Starts a process in a namespace; it is killed (SIGKILL) on teardown if still running. */
+  spawn(ns: string, command: string, args: string[], opts?: SpawnOptions): ChildProcess;
+  /** Routes this lab's /22 from the test's own namespace via `gateway` (reached over a link to ns null). */
+  routeFromHere(gateway: string): Promise<void>;
+}
+
+/** True when this process may create namespaces (root on Linux with iproute2). */
+export async function canUseNetns(): Promise<boolean> {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return false;
+  try {
+    await exec('ip', ['netns', 'list']);
+    await exec('nft', ['--version']);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Creates the namespaces `names` for lab number `id` (0–127; each test file uses its own, so
+ * files running in parallel never share addresses) and removes everything on teardown.
+ */
+export async function createLab(t: Teardown, id: number, names: string[]): Promise<Lab> {
+  if (id < 0 || id > 127) throw new RangeError('lab id must be 0–127');
+  const tag = `rv${randomBytes(2).toString('hex')}`;
+  const full = (name: string) => `${tag}-${name}`;
+  const children: ChildProcess[] = [];
+  const rootLinks: string[] = [];
+  const rootRoutes: string[] = [];
+  let veths = 0;
+
+  const run = async (ns: string | null, argv: string[], input?: string): Promise<string> => {
+    const [cmd, ...args] = ns === null ? argv : ['ip', 'netns', 'exec', full(ns), ...argv];
+    if (input === undefined) return (await exec(cmd as string, args)).stdout;
+    return new Promise((resolve, reject) => {
+      const child = spawn(cmd as string, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${argv.join(' ')}: exit ${code}: ${err.trim()}`))));
+      child.stdin.end(input);
+    });
+  };
+
+  t.teardown(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
+    for (const r of rootRoutes) await exec('ip', ['route', 'del', r]).catch(() => undefined);
+    for (const l of rootLinks) await exec('ip', ['link', 'del', l]).catch(() => undefined);
+    for (const n of names) await exec('ip', ['netns', 'del', full(n)]).catch(() => undefined);
+  });
+
+  for (const n of names) {
+    await exec('ip', ['netns', 'add', full(n)]);
+    await run(n, ['ip', 'link', 'set', 'lo', 'up']);
+  }
+
+  const lab: Lab = {
+    ns: full,
+    ip: (subnet, host, cidr = true) => `198.18.${id * 4 + subnet}.${host}${cidr ? '/24' : ''}`,
+    run,
+    async link(a, b) {
+      const ea = `${tag}v${veths}a`;
+      const eb = `${tag}v${veths++}b`;
+      await exec('ip', ['link', 'add', ea, 'type', 'veth', 'peer', 'name', eb]);
+      for (const [end, dev] of [[a, ea], [b, eb]] as const) {
+        if (end.ns === null) rootLinks.push(dev);
+        else await exec('ip', ['link', 'set', dev, 'netns', full(end.ns)]);
+        await run(end.ns, ['ip', 'addr', 'add', end.addr, 'dev', dev]);
+        await run(end.ns, ['ip', 'link', 'set', dev, 'up']);
+      }
+    },
+    async nft(ns, ruleset) {
+      await run(ns, ['nft', '-f', '-'], ruleset);
+    },
+    spawn(ns, command, args, opts = {}) {
+      const child = spawn('ip', ['netns', 'exec', full(ns), command, ...args], opts);
+      children.push(child);
+      return child;
+    },
+    async routeFromHere(gateway) {
+      const dest = `198.18.${id * 4}.0/22`;
+      await exec('ip', ['route', 'add', dest, 'via', gateway]);
+      rootRoutes.push(dest);
+    },
+  };
+  return lab;
+}

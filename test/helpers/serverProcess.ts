@@ -1,0 +1,82 @@
+/**
+ * One `reverie serve` child process (the CLI entry, as operators run it) on the embedded store,
+ * optionally inside a lab network namespace, configured only through its environment. Resolves
+ * once it listens, with its first-start API key; killed on teardown.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Lab } from './netns.ts';
+
+const ROOT = new URL('../..', import.meta.url).pathname;
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+export interface ServerProcess {
+  /** PUBLIC_URL. */
+  url: string;
+  /** The API key printed on first start. */
+  key: string;
+  child: ChildProcess;
+  /** Recent output, for failure messages. */
+  output(): string;
+  /** JSON request against the API with the key. */
+  api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+}
+
+export async function startServerProcess(t: Teardown, opts: { env: Record<string, string>; lab?: Lab; ns?: string; timeoutMs?: number }): Promise<ServerProcess> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-server-'));
+  const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn', ...opts.env };
+  const args = ['--import', 'tsx', join(ROOT, 'control/main.ts'), 'serve'];
+  const child = opts.lab && opts.ns ? opts.lab.spawn(opts.ns, process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (d: Buffer) => {
+    out = (out + d.toString()).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const key = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), opts.timeoutMs ?? 60_000);
+    const check = () => {
+      const m = /API key \(shown once, keep it\): (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1] as string);
+      }
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => reject(new Error(`server exited ${code} before listening:\n${out}`)));
+  });
+  const url = (opts.env['PUBLIC_URL'] ?? `http://127.0.0.1:${opts.env['PORT']}`).replace(/\/$/, '');
+  return {
+    url,
+    key,
+    child,
+    output: () => out,
+    async api(method, path, body) {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(15_000),
+      });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // not JSON
+      }
+      return { status: res.status, body: parsed };
+    },
+  };
+}

@@ -5,14 +5,16 @@
  * `ended_at` = the last moment the stream was confirmed live — its last `live` signal, or the
  * node's last beat if that beat still listed it as live. Then the node leaves the registry.
  *
- * Several workers sweep at once safely: the CAS lets one end each session. A worker that could
- * not read the registry (Redis down) waits one TTL of healthy reads before declaring anyone dead,
- * so nodes get the chance to beat again after an outage instead of all being ended at once.
+ * Several workers sweep at once safely: the CAS lets one end each session. After a store outage
+ * — a read that failed, or one that ioredis held in its offline queue until Redis came back —
+ * the sweeper waits one TTL of prompt reads before declaring anyone dead, so nodes beat again
+ * first instead of all being ended at once (OutageClock).
  */
 import type { Logger } from 'pino';
 import type { NodeEntry, Store, StreamRecord } from '../store/index.ts';
 import { MEDIA_NODE_KIND, type MediaNodeBeat } from './BusMediaNodeClient.ts';
 import { AGENT_DEFAULTS } from './MediaNodeAgent.ts';
+import { OutageClock } from './OutageClock.ts';
 import { endSession } from './StreamLifecycle.ts';
 
 export interface DeadNodeSweeperOptions {
@@ -22,6 +24,8 @@ export interface DeadNodeSweeperOptions {
   intervalMs?: number;
   /** The nodes' heartbeat TTL, ms: how long reads must have been healthy before deaths count. Default the agent's. */
   ttlMs?: number;
+  /** A registry read slower than this, ms, counts as an outage (Redis held it while reconnecting). Default 1000. */
+  slowReadMs?: number;
   now?: () => number;
 }
 
@@ -31,8 +35,7 @@ export class DeadNodeSweeper {
   readonly #intervalMs: number;
   readonly #ttlMs: number;
   readonly #now: () => number;
-  /** Since when registry reads have succeeded without a gap (null: the last one failed). */
-  #healthySince: number | null = null;
+  readonly #outage: OutageClock;
   #timer: NodeJS.Timeout | null = null;
   #sweeping: Promise<string[]> | null = null;
   #closing: Promise<void> | null = null;
@@ -43,11 +46,12 @@ export class DeadNodeSweeper {
     this.#intervalMs = opts.intervalMs ?? 1_000;
     this.#ttlMs = opts.ttlMs ?? AGENT_DEFAULTS.ttlMs;
     this.#now = opts.now ?? Date.now;
+    this.#outage = new OutageClock({ slowMs: opts.slowReadMs ?? 1_000, now: this.#now });
   }
 
   start(): void {
     if (this.#timer || this.#closing) return;
-    this.#healthySince = this.#now();
+    this.#outage.restart();
     this.#timer = setInterval(() => {
       this.sweep().catch((err: unknown) => this.#log.warn({ err }, 'sweep() | failed'));
     }, this.#intervalMs);
@@ -63,17 +67,10 @@ export class DeadNodeSweeper {
   }
 
   async #sweep(): Promise<string[]> {
-    let entries: NodeEntry[];
-    try {
-      entries = await this.#store.nodes.list(MEDIA_NODE_KIND);
-    } catch (err) {
-      this.#healthySince = null;
-      throw err;
-    }
+    const entries: NodeEntry[] = await this.#outage.read(() => this.#store.nodes.list(MEDIA_NODE_KIND));
     const now = this.#now();
-    this.#healthySince ??= now;
     // Right after an outage every beat looks old: give the nodes one TTL to beat again.
-    if (now - this.#healthySince < this.#ttlMs) return [];
+    if (this.#outage.healthyFor() < this.#ttlMs) return [];
     const dead = entries.filter((e) => e.expiresAtMs <= now);
     if (dead.length === 0) return [];
     const started = await this.#store.streams.listByState(['started']);

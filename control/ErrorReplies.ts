@@ -5,6 +5,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { isStoreUnavailable } from '../store/index.ts';
 import { ApiError, musicError, streamError, type Area } from './errors.ts';
 
 declare module 'fastify' {
@@ -77,6 +78,11 @@ export function toApiError(area: Area, err: unknown): ApiError {
   // JSON.parse errors surface as SyntaxError with statusCode 400.
   if (e instanceof SyntaxError || (e?.statusCode === 400 && /JSON/i.test(e.message))) {
     return area === 'music' ? musicError('malformed_json') : streamError('REQUEST/MALFORMED_JSON');
+  }
+  if (isStoreUnavailable(err)) {
+    // The store is restarting (Redis down): the request was held while it reconnected, then given up.
+    const headers = { 'retry-after': '5' };
+    return area === 'music' ? musicError('service_unavailable', undefined, { headers }) : streamError('SERVICE/UNAVAILABLE', 'The service is briefly unavailable (its store is reconnecting); try again shortly.', { headers });
   }
   const status = e?.statusCode ?? 500;
   if (status === 413) return area === 'music' ? musicError('payload_too_large') : streamError('REQUEST/TOO_LARGE');

@@ -15,6 +15,8 @@
  * gone) all move `lastLiveAt`, the last moment the stream was confirmed live. A periodic sweep ends
  * sessions whose last signal is older than the window; `ended_at` is that last signal (backdated
  * past the detection delay). A publisher that reconnects within the window continues its session.
+ * Silence during a store outage does not count (signals could not be recorded): the window runs
+ * from the end of the outage at the earliest (OutageClock).
  *
  * The clock and the timer are injectable so tests move time instead of waiting.
  */
@@ -22,6 +24,7 @@ import type { Logger } from 'pino';
 import type { Plan, Store, StreamEndReason, StreamRecord } from '../store/index.ts';
 import { streamEndedEvent, streamStartedEvent, webhookEventJob } from '../webhooks/index.ts';
 import type { MediaNodeClient, NodeEvent } from './MediaNodeClient.ts';
+import { OutageClock } from './OutageClock.ts';
 
 /**
  * Monthly streaming allowance per plan, in seconds of live output (null = unlimited). Counted per
@@ -151,6 +154,7 @@ export class StreamLifecycle {
   /** Event handling in arrival order per stream (a `live` must not overtake its `started`). */
   readonly #chains = new Map<string, Promise<void>>();
   #closing: Promise<void> | null = null;
+  readonly #outage: OutageClock;
 
   constructor(opts: StreamLifecycleOptions) {
     this.#store = opts.store;
@@ -160,6 +164,8 @@ export class StreamLifecycle {
     this.#timeoutMs = opts.timeoutMs ?? LIFECYCLE_DEFAULTS.timeoutMs;
     this.#sweepIntervalMs = opts.sweepIntervalMs ?? LIFECYCLE_DEFAULTS.sweepIntervalMs;
     this.#allowances = opts.allowances ?? STREAMING_ALLOWANCE_SECONDS;
+    // A read slower than this was held through an outage (ioredis's offline queue).
+    this.#outage = new OutageClock({ slowMs: 2_000, now: () => this.#clock.now() });
   }
 
   get timeoutMs(): number {
@@ -240,12 +246,13 @@ export class StreamLifecycle {
   }
 
   async #sweep(): Promise<void> {
-    const live = await this.#store.streams.listByState(['started']);
+    const live = await this.#outage.read(() => this.#store.streams.listByState(['started']));
     const now = this.#clock.now();
     const stillLive: StreamRecord[] = [];
     for (const stream of live) {
       const last = ms(stream.lastLiveAt) ?? ms(stream.startedAt) ?? now;
-      if (now - last < this.#timeoutMs) {
+      // No signal could arrive during an outage: count the silence from its end at the earliest.
+      if (now - Math.max(last, this.#outage.since) < this.#timeoutMs) {
         stillLive.push(stream);
         continue;
       }

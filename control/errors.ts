@@ -22,6 +22,7 @@ export const MUSIC_ERRORS = {
   prompt_refused: { status: 422, message: 'The prompt names an artist.' },
   too_many_active: { status: 429, message: 'At most 3 of your songs can be in line or rendering at once.' },
   generator_unavailable: { status: 503, message: 'The generator is unavailable; try again shortly.' },
+  service_unavailable: { status: 503, message: 'The service is briefly unavailable; try again shortly.' },
   render_failed: { status: 500, message: 'The song could not be rendered.' },
   internal_error: { status: 500, message: 'Something went wrong on our side.' },
 } as const satisfies Record<string, { status: number; message: string }>;

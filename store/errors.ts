@@ -18,3 +18,17 @@ export class StoreError extends Error {
     super(message, options);
   }
 }
+
+/**
+ * True when `err` says the store cannot be reached right now (Redis down or restarting), as
+ * opposed to refusing a call: ioredis gives up on a command it held for `maxRetriesPerRequest`
+ * reconnect attempts (≈ 10 s), or fails it at once on a closed or refused connection. Callers
+ * answer 503 + Retry-After for these.
+ */
+export function isStoreUnavailable(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
+  if (!e || typeof e !== 'object') return false;
+  if (e.name === 'MaxRetriesPerRequestError') return true;
+  if (typeof e.code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(e.code)) return true;
+  return typeof e.message === 'string' && /^(Connection is closed|Stream isn't writeable)/.test(e.message);
+}

@@ -5,7 +5,7 @@
 export type * from './Store.ts';
 export type * from './records.ts';
 export { PLANS } from './records.ts';
-export { StoreError, type StoreErrorCode } from './errors.ts';
+export { StoreError, isStoreUnavailable, type StoreErrorCode } from './errors.ts';
 export { createStore, type CreateStoreOptions } from './createStore.ts';
 export { EmbeddedStore, type EmbeddedStoreOptions } from './EmbeddedStore.ts';
 export { RedisStore, type RedisStoreOptions } from './RedisStore.ts';

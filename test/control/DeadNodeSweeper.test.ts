@@ -112,3 +112,26 @@ t.test('a sweeper that just started waits one TTL before declaring deaths', { ti
   clock.ms += 4000;
   t.same(await sweeper.sweep(), ['node-a'], 'after a TTL of healthy reads');
 });
+
+t.test('a registry read Redis held through an outage is an outage: nodes get one TTL to beat again', { timeout: 20_000 }, async (t) => {
+  const { store, sweeper, clock } = setup(t);
+  await store.nodes.beat('media', 'node-a', {}, 4000);
+  await store.nodes.beat('media', 'node-b', {}, 4000);
+  sweeper.start();
+  clock.ms = T0 + 2000;
+  t.same(await sweeper.sweep(), [], 'both alive');
+  // Redis goes away for 15 s; the read is held (ioredis's offline queue) and lands afterwards.
+  const list = store.nodes.list.bind(store.nodes);
+  store.nodes.list = async (kind) => {
+    clock.ms += 15_000;
+    return list(kind);
+  };
+  t.same(await sweeper.sweep(), [], 'the held read does not declare the nodes dead, though every beat is 17 s old');
+  store.nodes.list = list;
+  await store.nodes.beat('media', 'node-b', {}, 4000); // node-b beats again after the outage; node-a never does
+  clock.ms += 3000;
+  t.same(await sweeper.sweep(), [], 'still inside the TTL after the outage');
+  await store.nodes.beat('media', 'node-b', {}, 4000);
+  clock.ms += 1500;
+  t.same(await sweeper.sweep(), ['node-a'], 'one TTL after the outage, the node that never beat again is dead');
+});

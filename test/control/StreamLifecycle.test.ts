@@ -189,3 +189,25 @@ t.test("an account's plan caps its live streams at once: a publisher past it is 
   await service.delete(account, others[1]?.id ?? '');
   t.match(await service.resolveIngest(stream.id, stream.stream_key), { streamId: stream.id }, 'once one ends, the third may go live');
 });
+
+t.test('silence during a store outage does not count: a sweep whose read was held does not end live streams', { timeout: 20_000 }, async (t) => {
+  const { store, clock, lifecycle, stream, events } = await setup(t);
+  await lifecycle.handle({ type: 'started', nodeId: 'local', streamId: stream.id, startedAt: T0 });
+  await lifecycle.handle({ type: 'live', nodeId: 'local', streamId: stream.id, lastSignalAt: T0 + 10_000, outputFps: 30 });
+  await events();
+  // A 45 s outage: the read is held and lands after it, when the last signal is 45 s old.
+  const listByState = store.streams.listByState.bind(store.streams);
+  store.streams.listByState = async (states) => {
+    clock.ms = T0 + 55_000;
+    return listByState(states);
+  };
+  clock.ms = T0 + 10_000;
+  await lifecycle.sweep();
+  store.streams.listByState = listByState;
+  t.equal((await store.streams.get(stream.id))?.state, 'started', 'not ended right after the outage');
+  t.same(await events(), []);
+  clock.ms = T0 + 55_000 + 41_000;
+  await lifecycle.sweep();
+  const evs = await events();
+  t.match(evs, [{ type: 'stream.ended', data: { reason: 'timeout', ended_at: new Date(T0 + 10_000).toISOString() } }], 'still silent a window after the outage: ended, at its real last signal');
+});

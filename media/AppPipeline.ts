@@ -27,6 +27,12 @@ export interface AppPipelineOptions {
    * is emptied afterwards): no copy per sample. For large samples consumed at once. Default false.
    */
   borrowSamples?: boolean;
+  /**
+   * Nice value of the pipeline's streaming threads (Linux; 0 = the process's). Codecs run below
+   * the JS thread, which receives every stream's packets: under overload a codec drops frames,
+   * never the network. Default 0.
+   */
+  nice?: number;
   /** Called once, on the main thread, when the pipeline posts an error (it no longer runs). */
   onError?: (message: string) => void;
   /** Forced key units closer than this are merged into one deferred request, ms. Default 0. */
@@ -63,6 +69,7 @@ export class AppPipeline {
         },
         (message) => this.#onError(message),
         opts.borrowSamples === true,
+        opts.nice ?? 0,
       );
     } catch (err) {
       throw new PipelineError(`${opts.what} pipeline failed to build`, { cause: err });

@@ -37,6 +37,8 @@ export interface DecoderBinOptions {
   onFrame: (frame: Buffer) => void;
   /** The frame given to onFrame is valid only during the call (no copy per frame); see AppPipeline. */
   borrowFrames?: boolean;
+  /** Nice value of its streaming threads (see AppPipeline). */
+  nice?: number;
   /** The pipeline stopped on an error (input it could not decode); the owner builds a new one. */
   onError?: (message: string) => void;
 }
@@ -62,7 +64,7 @@ export class DecoderBin {
       `${decode} ! videoconvert ! videoscale add-borders=false ` +
       `! capsfilter name=out caps="${this.#caps(this.#format)}" ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
-    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, ...(opts.onError ? { onError: opts.onError } : {}) });
+    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, nice: opts.nice ?? 0, ...(opts.onError ? { onError: opts.onError } : {}) });
     opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
   }
 

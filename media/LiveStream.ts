@@ -444,6 +444,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       width: this.#width,
       height: this.#height,
       threads: this.#settings.decoderThreads,
+      nice: this.#settings.decoderNice,
       format: this.#decodeFormat(),
       // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
       borrowFrames: true,
@@ -535,6 +536,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         bitrateKbps: this.#settings.videoBitrateKbps,
         keyIntFrames: this.#settings.keyIntFrames,
         keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
+        nice: this.#settings.encoderNice,
         logger: this.#logger,
         onAccessUnit: (au) => this.#onAccessUnit(au),
       });
@@ -569,6 +571,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           keyIntFrames: this.#settings.vp8KeyIntFrames,
           cpuUsed: this.#settings.vp8CpuUsed,
           keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
+          nice: this.#settings.encoderNice,
           logger: this.#logger,
           onFrame: (f) => this.#onVp8Frame(f),
         });

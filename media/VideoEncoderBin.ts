@@ -17,6 +17,8 @@ export interface VideoEncoderBinOptions {
   fps: number;
   /** Forced key units closer than this are merged into the pending one, ms. */
   keyUnitMinIntervalMs: number;
+  /** Nice value of its streaming threads (see AppPipeline). Default 0. */
+  nice?: number;
   logger: Logger;
 }
 
@@ -51,6 +53,7 @@ export abstract class VideoEncoderBin {
       what,
       logger: opts.logger,
       keyUnitMinIntervalMs: opts.keyUnitMinIntervalMs,
+      nice: opts.nice ?? 0,
       onSample: (buf) => {
         const atMs = performance.now();
         onSample(buf, atMs, atMs - this.#lastPushMs);

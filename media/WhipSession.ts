@@ -2,8 +2,8 @@
  * One publisher's WHIP session: a werift peer connection that receives one video track (VP8 or
  * H.264) and optionally one Opus track.
  *
- * Video RTP goes through a reorder window (werift's jitter buffer: in-order packets pass at once,
- * a gap waits up to `jitterLatencyMs` of RTP time for the NACKed retransmission), then through our
+ * Video RTP goes through a reorder window (ReorderBuffer: in-order packets pass at once, a gap
+ * waits up to `jitterLatencyMs` for the retransmission werift's NACK asks for), then through our
  * depacketizer (H264Depacketizer / Vp8Depacketizer), and whole frames are handed on, starting at
  * the first key frame; damaged frames are dropped there. We send PLI ourselves (werift never
  * does): on the first packet, every `pliMinIntervalMs` until a key frame arrives, and after each
@@ -16,10 +16,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { PictureLossIndication, RtcpPayloadSpecificFeedback, type RTCPeerConnection, type RtpPacket } from 'werift';
-import { JitterBufferBase } from 'werift/nonstandard';
 import { InvalidStateError } from './errors.ts';
 import { answerWithAllCandidates, createPeerConnection, type TransportOptions } from './PeerTransport.ts';
 import { H264Depacketizer, type DepacketizedFrame } from './H264Depacketizer.ts';
+import { ReorderBuffer } from './ReorderBuffer.ts';
 import type { PreparedOffer } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -97,7 +97,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   readonly #opts: WhipSessionOptions;
   readonly #pc: RTCPeerConnection;
   readonly #logger: Logger;
-  readonly #jitter: JitterBufferBase;
+  readonly #reorder: ReorderBuffer<RtpPacket>;
   readonly #depacketizer: H264Depacketizer | Vp8Depacketizer;
   #closed = false;
   #connected = false;
@@ -135,7 +135,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       keyframes: 0,
       lastPacketAtMs: undefined,
     };
-    this.#jitter = new JitterBufferBase(90000, { latency: opts.settings.jitterLatencyMs, bufferSize: 512 });
+    this.#reorder = new ReorderBuffer<RtpPacket>({ latencyMs: opts.settings.jitterLatencyMs });
     this.#depacketizer = video.codec === 'VP8' ? new Vp8Depacketizer() : new H264Depacketizer();
     this.#pc = createPeerConnection('whip', opts.transport);
     this.#pc.onTrack.subscribe((track) => {
@@ -204,14 +204,12 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       this.#videoSsrc = rtp.header.ssrc;
       this.requestKeyframe('start');
     }
-    for (const out of this.#jitter.processInput({ rtp })) {
-      if (out.isPacketLost) {
-        const lost = ((out.isPacketLost.to - out.isPacketLost.from + 0x10000) % 0x10000) + 1;
-        this.#stats.packetsLost += lost;
-        this.requestKeyframe('loss');
-      }
-      if (out.rtp) this.#forward(out.rtp);
+    const { packets, lost } = this.#reorder.push(rtp.header.sequenceNumber, rtp, performance.now());
+    if (lost > 0) {
+      this.#stats.packetsLost += lost;
+      this.requestKeyframe('loss');
     }
+    for (const p of packets) this.#forward(p);
   }
 
   #forward(rtp: RtpPacket): void {

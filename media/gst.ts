@@ -16,9 +16,10 @@ interface GstAddon {
   /**
    * Builds the pipeline and sets it PLAYING; throws when it does not build or start. With
    * `borrow`, each Buffer handed to onSamples views the sample's memory and is detached (length 0)
-   * when onSamples returns: no copy, no allocation; callers that keep data must copy it.
+   * when onSamples returns: no copy, no allocation; callers that keep data must copy it. `nice`
+   * (Linux) lowers the priority of the pipeline's streaming threads.
    */
-  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void, borrow?: boolean): GstHandle;
+  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void, borrow?: boolean, nice?: number): GstHandle;
   /** Copies `data` into a new buffer on the appsrc; false once closed or when the appsrc refuses. */
   push(handle: GstHandle, data: Uint8Array): boolean;
   /** Sends an upstream force-key-unit event from the appsink's sink pad. */

@@ -24,7 +24,7 @@ export interface MediaSettings {
   keyUnitMinIntervalMs: number;
   /** ms; PLI to the publisher at most this often (at start, after loss, until the first keyframe). */
   pliMinIntervalMs: number;
-  /** ms of RTP-timestamp reorder window before a gap counts as loss (NACK retransmits land inside it). */
+  /** ms a packet after a gap waits for it to fill before the gap counts as lost (NACK retransmits land inside it). */
   jitterLatencyMs: number;
   /** ms without any RTP from the publisher → the WHIP session closes (publisher vanished without DELETE); checked every quarter of it. */
   ingestTimeoutMs: number;
@@ -62,6 +62,14 @@ export interface MediaSettings {
   aacBitrateBps: number;
   /** ffmpeg binary for the RTMP push. */
   ffmpegPath: string;
+  /**
+   * Nice values of the decoders' and encoders' streaming threads (Linux). Below the JS thread
+   * (0), which receives every stream's packets and answers ICE consent checks; decoders above
+   * encoders, since a decoder that skips input loses its references until the next key frame,
+   * while an encoder that skips a raw frame loses nothing but that frame.
+   */
+  decoderNice: number;
+  encoderNice: number;
 }
 
 export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
@@ -93,4 +101,6 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   hlsWindowSegments: 6,
   aacBitrateBps: 128_000,
   ffmpegPath: 'ffmpeg',
+  decoderNice: 5,
+  encoderNice: 10,
 };

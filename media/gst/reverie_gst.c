@@ -29,6 +29,7 @@
 #include <gst/app/gstappsrc.h>
 #include <gst/video/video.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* Samples delivered per wake-up before yielding the JS thread (the rest come with the next). */
 #define DRAIN_BATCH 32
@@ -58,6 +59,13 @@ typedef struct {
    * full collections.
    */
   gboolean borrow;
+  /*
+   * Nice value of the pipeline's streaming threads (0: unchanged). Under overload the node's
+   * JS thread, which receives every publisher's packets, must win over codecs: a decoder or
+   * encoder that falls behind drops frames (latest wins), a JS thread that falls behind loses
+   * packets of every stream, and with them their ICE consent.
+   */
+  int nice;
 } AppBin;
 
 typedef struct {
@@ -120,6 +128,14 @@ static GstFlowReturn on_new_sample(GstAppSink *sink, gpointer user) {
 static GstBusSyncReply on_bus_message(GstBus *bus, GstMessage *msg, gpointer user) {
   (void)bus;
   AppBin *bin = (AppBin *)user;
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_STREAM_STATUS && bin->nice != 0) {
+    /* Posted synchronously by a streaming thread as it starts: set that thread's priority
+     * (on Linux setpriority(PRIO_PROCESS, 0) applies to the calling thread only). */
+    GstStreamStatusType type;
+    GstElement *owner = NULL;
+    gst_message_parse_stream_status(msg, &type, &owner);
+    if (type == GST_STREAM_STATUS_TYPE_ENTER) setpriority(PRIO_PROCESS, 0, bin->nice);
+  }
   if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
     GError *err = NULL;
     gchar *debug = NULL;
@@ -275,10 +291,10 @@ static AppBin *unwrap(napi_env env, napi_value value) {
   return bin;
 }
 
-/* create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (msg: string) => void, borrow?: boolean) */
+/* create(launch, onSamples: (bufs: Buffer[]) => void, onError: (msg: string) => void, borrow?: boolean, nice?: number) */
 static napi_value create(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
+  size_t argc = 5;
+  napi_value argv[5];
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   size_t len = 0;
   if (argc < 3 || napi_get_value_string_utf8(env, argv[0], NULL, 0, &len) != napi_ok) {
@@ -314,6 +330,9 @@ static napi_value create(napi_env env, napi_callback_info info) {
   bool borrow = false;
   if (argc >= 4) napi_get_value_bool(env, argv[3], &borrow);
   bin->borrow = borrow;
+  int32_t nice = 0;
+  if (argc >= 5) napi_get_value_int32(env, argv[4], &nice);
+  bin->nice = nice < -20 ? -20 : nice > 19 ? 19 : nice;
   napi_value resource_name, handle;
   CHECK(env, napi_create_string_utf8(env, "reverie_gst", NAPI_AUTO_LENGTH, &resource_name));
   CHECK(env, napi_create_reference(env, argv[1], 1, &bin->on_samples));

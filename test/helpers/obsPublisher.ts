@@ -30,6 +30,8 @@ export interface PublishOptions {
   iceServersFromLink?: boolean;
   /** Local address libdatachannel binds to. */
   bindAddress?: string;
+  /** Local address of the WHIP HTTP requests (127.0.0.N: each publisher its own client address on loopback). */
+  httpFrom?: string;
   policy?: 'all' | 'relay';
 }
 

@@ -11,56 +11,32 @@
  * Fan-out: node CPU (process.cpuUsage) while N viewers play, for each N in --viewers.
  *
  *   npm run bench -- live [--seconds 10] [--size 512] [--viewers 1,25] [--codec VP8|H264]
+ *
+ * Against a deployment (any Reverie reachable over HTTP; liveRemote.ts): creates a stream with the
+ * API key, publishes the stamped source over WHIP, plays WHEP, prints glass-to-glass beside the
+ * direct baseline and the node's per-stage latency from the status API, then deletes the stream.
+ *
+ *   npm run bench -- live --url https://live.example.com --key <api key> [--seconds 10] [--size 512]
+ *     [--codec H264|VP8] [--model stabilityai/sd-turbo] [--params '{"skip_diffusion":false}']
  */
 import Fastify from 'fastify';
 import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { ImageChainProcessor, MediaNode } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
-import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
+import { PAGE } from './live/page.ts';
+import { liveRemote } from './live/remote.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
-const PAGE = `<!doctype html><html><body><canvas id="src"></canvas><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas><script>
-${STAMPED_FRAMES_JS}
-window.publish = async (url, token, codec) => {
-  const pc = new RTCPeerConnection();
-  const tr = pc.addTransceiver(window.srcStream.getVideoTracks()[0], { direction: 'sendonly' });
-  tr.setCodecPreferences(RTCRtpSender.getCapabilities('video').codecs.filter((c) => c.mimeType === 'video/' + codec && (codec !== 'H264' || /packetization-mode=1/.test(c.sdpFmtpLine || ''))));
-  await pc.setLocalDescription(await pc.createOffer()); await gathered(pc);
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
-  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
-  return res.status;
-};
-window.viewers = [];
-window.play = async (url, attach) => {
-  const pc = new RTCPeerConnection(); window.viewers.push(pc);
-  pc.addTransceiver('video', { direction: 'recvonly' });
-  if (attach) { const v = document.getElementById('v'); pc.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); readStamps(v); }; }
-  await pc.setLocalDescription(await pc.createOffer()); await gathered(pc);
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
-  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
-  return res.status;
-};
-window.closeViewers = () => { for (const pc of window.viewers.splice(0)) pc.close(); };
-window.direct = async (codec) => {
-  const a = new RTCPeerConnection(), b = new RTCPeerConnection();
-  a.onicecandidate = (e) => e.candidate && b.addIceCandidate(e.candidate);
-  b.onicecandidate = (e) => e.candidate && a.addIceCandidate(e.candidate);
-  const tr = a.addTransceiver(window.srcStream.getVideoTracks()[0], { direction: 'sendonly' });
-  tr.setCodecPreferences(RTCRtpSender.getCapabilities('video').codecs.filter((c) => c.mimeType === 'video/' + codec && (codec !== 'H264' || /packetization-mode=1/.test(c.sdpFmtpLine || ''))));
-  const v = document.getElementById('v');
-  b.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); readStamps(v); };
-  await a.setLocalDescription(await a.createOffer()); await b.setRemoteDescription(a.localDescription);
-  await b.setLocalDescription(await b.createAnswer()); await a.setRemoteDescription(b.localDescription);
-  window.directPcs = [a, b];
-};
-window.takeRecv = () => window.recv.splice(0);
-window.takeSent = () => [...window.sent.entries()];
-</script></body></html>`;
+
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export default async function live(args: Map<string, string>): Promise<void> {
+  if (args.has('url')) {
+    await liveRemote(args);
+    return;
+  }
   const seconds = Number(args.get('seconds') ?? 10);
   const size = Number(args.get('size') ?? 512);
   const codec = (args.get('codec') ?? 'VP8') as 'VP8' | 'H264';

@@ -3,9 +3,13 @@
  * missing and how to install it. Read-only; exits non-zero when something required is missing.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { networkInterfaces } from 'node:os';
 import { promisify } from 'node:util';
+import type { Config } from './config.ts';
 
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
@@ -31,8 +35,6 @@ const GST_ELEMENTS: [string, string][] = [
   ['videoconvert', 'gstreamer1.0-plugins-base'],
   ['videoscale', 'gstreamer1.0-plugins-base'],
   ['vp8dec', 'gstreamer1.0-plugins-good'],
-  ['rtpvp8depay', 'gstreamer1.0-plugins-good'],
-  ['rtph264depay', 'gstreamer1.0-plugins-good'],
   ['opusdec', 'gstreamer1.0-plugins-base'],
   ['avdec_h264', 'gstreamer1.0-libav'],
   ['x264enc', 'gstreamer1.0-plugins-ugly'],
@@ -68,7 +70,76 @@ function loads(mod: string): string | null {
   }
 }
 
-export async function runDoctor(opts: { dataDir: string }): Promise<CheckResult[]> {
+/** Sends a STUN Binding request (RFC 8489) and resolves true when an answer comes back in time. */
+function stunAnswers(host: string, port: number, timeoutMs = 2000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.close();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    const req = Buffer.alloc(20);
+    req.writeUInt16BE(0x0001, 0); // Binding request, no attributes
+    req.writeUInt32BE(0x2112a442, 4);
+    randomBytes(12).copy(req, 8);
+    socket.once('message', (m) => done(m.length >= 20 && m.readUInt32BE(4) === 0x2112a442 && m.subarray(8, 20).equals(req.subarray(8, 20))));
+    socket.once('error', () => done(false));
+    socket.send(req, port, host);
+  });
+}
+
+/** Binds a UDP socket to `port` on `address`; resolves with the error text, or null when it binds. */
+function bindsUdp(port: number, address: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = createSocket(address.includes(':') ? 'udp6' : 'udp4');
+    socket.once('error', (err) => {
+      socket.close();
+      resolve(err.message);
+    });
+    socket.bind(port, address, () => {
+      socket.close();
+      resolve(null);
+    });
+  });
+}
+
+/** The live path's network settings as clients will meet them (docs/operations.md, "Ports and NAT"). */
+async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity'>, add: (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => void): Promise<void> {
+  const rtc = cfg.webrtc;
+  const local = new Set(Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)));
+  if (rtc.interfaces) {
+    const missing = rtc.interfaces.filter((a) => !local.has(a));
+    add('WEBRTC_INTERFACES', 'media', missing.length === 0, missing.length ? `not on this machine: ${missing.join(', ')}` : rtc.interfaces.join(', '), 'list addresses of this machine (`ip -brief address`), or unset it to use every interface');
+  }
+  const publicLocal = [...local].filter((a) => !/^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|169\.254\.|::1$|fe80:|f[cd])/i.test(a));
+  add(
+    'announced addresses',
+    'media',
+    true,
+    rtc.announcedAddresses.length > 0 ? `${rtc.announcedAddresses.join(', ')} (offered with every candidate's port)` : publicLocal.length > 0 ? `none; public interface addresses: ${publicLocal.join(', ')}` : 'none, and no public address on any interface: clients outside this network need WEBRTC_ANNOUNCED_ADDRESSES (or TURN)',
+    null,
+  );
+  if (rtc.udpPortRange) {
+    const [lo, hi] = rtc.udpPortRange;
+    const size = hi - lo + 1;
+    add('WEBRTC_UDP_PORT_RANGE', 'media', size >= cfg.mediaCapacity, `${lo}-${hi}: ${size} WebRTC sessions (publishers + viewers) at once; capacity ${cfg.mediaCapacity} streams`, `widen it to at least MEDIA_CAPACITY (${cfg.mediaCapacity}) ports, plus the viewers you expect`);
+    let bound: string | null = 'no port tried';
+    const address = rtc.interfaces?.[0] ?? '0.0.0.0';
+    for (let p = lo; p <= Math.min(hi, lo + 4) && bound !== null; p++) bound = await bindsUdp(p, address);
+    add('UDP ports bind', 'media', bound === null, bound === null ? `a socket binds in ${lo}-${hi} on ${address}` : bound, 'free the range (another server running?) or choose another WEBRTC_UDP_PORT_RANGE');
+  } else {
+    add('WEBRTC_UDP_PORT_RANGE', 'media', true, 'any ephemeral port: fine on an open host; behind a firewall or in Docker set a range and open it', null);
+  }
+  for (const url of rtc.turn?.urls ?? []) {
+    const m = /^turns?:([^:?]+)(?::(\d+))?/.exec(url);
+    const ok = m ? await stunAnswers(m[1] as string, Number(m[2] ?? 3478)) : false;
+    add(`TURN ${url}`, 'media', ok, ok ? 'answers STUN' : 'no answer to a STUN binding request in 2 s', 'check the TURN server runs and its port is reachable from this machine');
+  }
+}
+
+export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, 'webrtc' | 'mediaCapacity'> }): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   const add = (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => out.push({ name, need, ok, detail, fix: ok ? null : fix });
 
@@ -117,6 +188,7 @@ export async function runDoctor(opts: { dataDir: string }): Promise<CheckResult[
 
   const ort = loads('onnxruntime-node');
   add('onnxruntime-node', 'media', ort === null, ort ?? 'loads (cpu provider)', 'npm ci with `onnxruntime-node-install=skip` in .npmrc (already in the repo)');
+  if (opts.config) await networkChecks(opts.config, add);
   return out;
 }
 

@@ -167,6 +167,12 @@ export class LocalMediaNodeClient implements MediaNodeClient {
           ? { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: s.ingest.bytesSent, tracks }
           : null,
       viewers: s.viewers,
+      stageLatency: Object.fromEntries(
+        (['decode', 'process', 'encode', 'node'] as const).flatMap((k) => {
+          const v = s.latency[k];
+          return v ? [[k, { p50: v.p50, p95: v.p95 }]] : [];
+        }),
+      ),
     };
   }
 

@@ -86,6 +86,11 @@ export interface NodeStreamStatus {
   lastErrorTime: number | null;
   ingest: IngestMetrics | null;
   viewers: number;
+  /**
+   * ms per stage of the node (rolling windows): decode = a whole frame in → decoded; process = the
+   * frame processor; encode = push → encoded; node = decoded frame in → encoded frame out.
+   */
+  stageLatency?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
 }
 
 /** ms since the epoch on the node's clock. */

@@ -361,6 +361,7 @@ export class StreamService {
       ...base,
       state,
       last_state_update_time: now,
+      ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
       inference_status: {
         pipeline: 'streamdiffusion',
         start_time: node.startTime ?? 0,
@@ -453,6 +454,8 @@ export interface StatusData {
   demo: boolean;
   state: RunnerState;
   last_state_update_time?: number;
+  /** ms per stage on the media node, p50/p95 over its recent frames (an addition to the spec). */
+  stage_latency_ms?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
   inference_status: {
     pipeline: string;
     start_time?: number;

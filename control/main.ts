@@ -94,7 +94,7 @@ switch (command) {
   case 'doctor': {
     const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, strict: true });
     const cfg = config();
-    const results = await runDoctor({ dataDir: cfg.dataDir });
+    const results = await runDoctor({ dataDir: cfg.dataDir, config: cfg });
     process.stdout.write(values.json ? `${JSON.stringify(results, null, 2)}\n` : `${formatDoctor(results)}\n`);
     process.exitCode = results.some((r) => !r.ok && r.need === 'required') ? 1 : 0;
     break;

@@ -109,7 +109,10 @@ export interface LiveStreamStatus {
   startedAt: number | undefined;
   lastInputAt: number | undefined;
   lastOutputAt: number | undefined;
+  /** Whole frames a second received from the publisher (what the streamer sends). */
   inputFps: number;
+  /** Frames a second decoded (below inputFps when the node is overloaded). */
+  decodedFps: number;
   outputFps: number;
   framesIn: number;
   framesOut: number;
@@ -189,7 +192,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #idleTimer: NodeJS.Timeout | undefined;
   #statsTimer: NodeJS.Timeout;
   #lastError: string | undefined;
+  /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
   readonly #inRate = new RateMeter();
+  /** Frames decoded and handed on (below inRate when the node is overloaded). */
+  readonly #decodedRate = new RateMeter();
   readonly #outRate = new RateMeter();
   readonly #decodeT = new StageTimer();
   readonly #processT = new StageTimer();
@@ -435,6 +441,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#decoderNeedsKey = false;
     }
     this.#lastMarkerInMs = performance.now();
+    this.#inRate.mark(this.#lastMarkerInMs);
     this.#decoder.push(frame.data);
   }
 
@@ -465,7 +472,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onDecoded(buf: Buffer): void {
     if (this.#state === 'closed') return;
     const now = performance.now();
-    this.#inRate.mark(now);
+    this.#decodedRate.mark(now);
     const decodeMs = now - this.#lastMarkerInMs;
     this.#decodeT.add(decodeMs);
     const w = this.#width;
@@ -741,6 +748,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       lastInputAt: this.#inRate.lastAtMs,
       lastOutputAt: this.#outRate.lastAtMs,
       inputFps: this.#inRate.fps(),
+      decodedFps: this.#decodedRate.fps(),
       outputFps: this.#outRate.fps(),
       framesIn: this.#inRate.count,
       framesOut: this.#outRate.count,

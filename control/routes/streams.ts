@@ -63,6 +63,10 @@ const StatusDataSchema = z.object({
   state: z.enum(['OFFLINE', 'LOADING', 'ONLINE', 'DEGRADED_INPUT', 'DEGRADED_INFERENCE', 'ERROR']),
   last_state_update_time: z.number().optional().describe('ms; absent when OFFLINE'),
   demo: z.boolean().describe('True when the node runs demo stand-ins for the models'),
+  stage_latency_ms: z
+    .partialRecord(z.enum(['decode', 'process', 'encode', 'node']), z.object({ p50: z.number(), p95: z.number() }))
+    .optional()
+    .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
   orchestrator_info: z.object({ address: z.string(), url: z.string() }),
   inference_status: z.object({
     pipeline: z.string(),

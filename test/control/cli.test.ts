@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
+import { freePort } from '../helpers/net.ts';
 
 const run = promisify(execFile);
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -81,4 +82,23 @@ t.test('doctor checks each dependency and says how to fix what is missing', { ti
     t.ok(results.find((r) => r.name === name), `checks ${name}`);
   }
   for (const r of results) if (!r.ok) t.match(r.fix, /apt-get install|npm/, `${r.name}: says how to fix`);
+});
+
+t.test("doctor checks the live path's network settings: interfaces, port range, TURN reachability", { timeout: 60_000 }, async (t) => {
+  const dataDir = tempDir(t);
+  const turnPort = await freePort();
+  const coturn = spawn('turnserver', ['-c', '/dev/null', '--listening-ip=127.0.0.1', `--listening-port=${turnPort}`, '--no-tls', '--no-dtls', '--no-cli', '--use-auth-secret', '--static-auth-secret=doctor-test-secret-123', '--realm=doctor.test', '--log-file=stdout'], { stdio: 'ignore' });
+  t.teardown(() => coturn.kill('SIGKILL'));
+  const doctor = async (env: Record<string, string>) => {
+    const { stdout } = await run(process.execPath, [...CLI, 'doctor', '--json'], { env: { ...process.env, DATA_DIR: dataDir, ...env } }).catch((e: { stdout: string }) => e);
+    return JSON.parse(stdout) as { name: string; ok: boolean; detail: string; fix: string | null }[];
+  };
+  const bad = await doctor({ WEBRTC_INTERFACES: '198.51.100.77', WEBRTC_UDP_PORT_RANGE: '40100-40101', MEDIA_CAPACITY: '8', TURN_URLS: 'turn:127.0.0.1:9?transport=udp', TURN_SECRET: 'doctor-test-secret-123' });
+  const get = (rs: typeof bad, name: string) => rs.find((r) => r.name === name || r.name.startsWith(name));
+  t.match(get(bad, 'WEBRTC_INTERFACES'), { ok: false, detail: /198\.51\.100\.77/ }, 'an address not on this machine is named');
+  t.match(get(bad, 'WEBRTC_UDP_PORT_RANGE'), { ok: false, fix: /MEDIA_CAPACITY/ }, 'a range smaller than the capacity is flagged');
+  t.match(get(bad, 'TURN'), { ok: false, fix: /TURN server/ }, 'an unreachable TURN server is flagged');
+  let good = await doctor({ WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123' });
+  for (let i = 0; i < 20 && !get(good, 'TURN')?.ok; i++) good = await doctor({ WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123' });
+  for (const name of ['WEBRTC_INTERFACES', 'WEBRTC_UDP_PORT_RANGE', 'UDP ports bind', 'TURN']) t.equal(get(good, name)?.ok, true, `${name}: ok (${get(good, name)?.detail})`);
 });

@@ -1,0 +1,111 @@
+/**
+ * Many streams on one node, and more than it can carry (a load suite: `npm run test:load` runs
+ * these files one at a time, after the other tests, so nothing else competes for the cores).
+ *
+ * The node is a real `reverie serve` with the defaults (only its port, data directory and the
+ * loopback interface are set: no UV_THREADPOOL_SIZE, no tuning); publishers are OBS-like
+ * (libdatachannel, 512² H.264 at 30 fps and ≈1.5 Mb/s, each from its own loopback address),
+ * streams are processors only (skip_diffusion).
+ */
+import t, { type Test } from 'tap';
+import { stampedH264 } from '../helpers/h264Source.ts';
+import { startObsPublishers, type ObsPublishers } from '../helpers/obsPublisher.ts';
+import { freePort } from '../helpers/net.ts';
+import { startServerProcess, type ServerProcess } from '../helpers/serverProcess.ts';
+
+interface Sample {
+  state: string;
+  input: number;
+  output: number;
+  session: string;
+}
+
+async function node(t: Test, env: Record<string, string> = {}): Promise<ServerProcess> {
+  const port = await freePort();
+  return startServerProcess(t, { env: { PORT: String(port), HOST: '127.0.0.1', WEBRTC_INTERFACES: '127.0.0.1', ...env } });
+}
+
+async function streams(t: Test, server: ServerProcess, pubs: ObsPublishers, n: number) {
+  const source = await stampedH264({ size: 512, frames: 300 });
+  const made: { id: string; publisher: string }[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = await server.api('POST', '/v1/streams', { pipeline: 'streamdiffusion', params: { model_id: 'stabilityai/sd-turbo', prompt: `load ${i}`, skip_diffusion: true } });
+    if (r.status !== 201) throw new Error(`create ${i}: ${r.status} ${JSON.stringify(r.body)}`);
+    const s = r.body as { id: string; whip_url: string; stream_key: string };
+    const p = await pubs.publish({ url: s.whip_url, token: s.stream_key, source, httpFrom: `127.0.0.${10 + i}` });
+    if (p.status !== 201) throw new Error(`publish ${i}: ${p.status} ${p.body}`);
+    made.push({ id: s.id, publisher: p.id });
+  }
+  t.pass(`${n} OBS-like publishers attached`);
+  return made;
+}
+
+async function sample(server: ServerProcess, id: string): Promise<Sample> {
+  const d = ((await server.api('GET', `/v1/streams/${id}/status`)).body as { data: { state: string; request_id: string; inference_status: { input_fps: number; output_fps: number } } }).data;
+  return { state: d.state, input: d.inference_status.input_fps, output: d.inference_status.output_fps, session: d.request_id };
+}
+
+/** Status of every stream every 2 s for `seconds`. */
+async function watch(server: ServerProcess, ids: string[], seconds: number): Promise<Sample[][]> {
+  const rows: Sample[][] = ids.map(() => []);
+  const end = Date.now() + seconds * 1000;
+  while (Date.now() < end) {
+    const tick = Date.now();
+    const all = await Promise.all(ids.map((id) => sample(server, id)));
+    all.forEach((s, i) => rows[i]?.push(s));
+    await new Promise((r) => setTimeout(r, Math.max(0, 2000 - (Date.now() - tick))));
+  }
+  return rows;
+}
+
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+const quantile = (xs: number[], q: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? 0;
+const median = (xs: number[]) => quantile(xs, 0.5);
+
+t.test('8 OBS-like publishers on one node under the defaults: all ONLINE, input and output at 30 fps for 30 s', { timeout: 240_000 }, async (t) => {
+  const server = await node(t);
+  const pubs = startObsPublishers(t);
+  const made = await streams(t, server, pubs, 8);
+  await new Promise((r) => setTimeout(r, 6000)); // the publishers' first key frames (OBS sends one every 2 s)
+  const rows = await watch(server, made.map((m) => m.id), 30);
+  rows.forEach((samples, i) => {
+    const inputs = samples.map((s) => s.input);
+    const outputs = samples.map((s) => s.output);
+    t.ok(samples.every((s) => s.state === 'ONLINE'), `stream ${i}: ONLINE in all ${samples.length} samples (${[...new Set(samples.map((s) => s.state))].join(',')})`);
+    // Status fps is a 1 s window: one sample can catch a stall of the 2-core host. 90 % of samples
+    // at 28 or more is what "30 fps for 30 s" means here; none may fall below 24.
+    t.ok(quantile(inputs, 0.1) >= 28 && Math.min(...inputs) >= 24, `stream ${i}: input fps p10 ${quantile(inputs, 0.1)}, min ${Math.min(...inputs)}`);
+    t.ok(quantile(outputs, 0.1) >= 28 && Math.min(...outputs) >= 24, `stream ${i}: output fps p10 ${quantile(outputs, 0.1)}, min ${Math.min(...outputs)}`);
+    t.equal(new Set(samples.map((s) => s.session)).size, 1, `stream ${i}: one publisher session throughout`);
+  });
+});
+
+t.test('overload: more publishers than the node can encode stay attached, report true rates, share output evenly, and recover', { timeout: 300_000 }, async (t) => {
+  const server = await node(t, { MEDIA_CAPACITY: '64' });
+  const pubs = startObsPublishers(t);
+  const n = 36;
+  const made = await streams(t, server, pubs, n);
+  await new Promise((r) => setTimeout(r, 8000));
+  const rows = await watch(server, made.map((m) => m.id), 30);
+  const outputs = rows.map((samples) => median(samples.map((s) => s.output)));
+  const inputs = rows.map((samples) => median(samples.map((s) => s.input)));
+  t.comment(`under load: output fps medians ${outputs.join(' ')}; input ${inputs.join(' ')}`);
+  t.ok(rows.every((samples) => samples.every((s) => s.state !== 'OFFLINE' && s.state !== 'ERROR')), 'every stream stays attached (never OFFLINE)');
+  t.ok(rows.every((samples) => new Set(samples.map((s) => s.session)).size === 1), 'every publisher keeps its session');
+  t.ok(Math.min(...outputs) >= 8, `no stream is starved (lowest output median ${Math.min(...outputs)} fps)`);
+  t.ok(Math.max(...outputs) <= 1.6 * Math.max(1, Math.min(...outputs)), `output is shared evenly (max/min ${(Math.max(...outputs) / Math.max(1, Math.min(...outputs))).toFixed(2)})`);
+  const states = new Set(rows.flat().map((s) => s.state));
+  t.comment(`states seen: ${[...states].join(', ')}`);
+  // The load goes: two thirds of the publishers stop (DELETE, as OBS does); the rest recover.
+  for (const m of made.slice(n / 3)) await pubs.stop(m.publisher);
+  const rest = made.slice(0, n / 3);
+  const recovered = await watch(server, rest.map((m) => m.id), 20);
+  recovered.forEach((samples, i) => {
+    // The last 10 s: back to the publisher's rate (median), never starved again.
+    const tail = samples.slice(-5);
+    const ok = tail.every((s) => s.state === 'ONLINE' && s.output >= 18) && median(tail.map((s) => s.output)) >= 26;
+    t.ok(ok, `stream ${i} recovers once the load goes (${samples.map((s) => `${s.state}:${s.output}`).join(' ')})`);
+  });
+  const ended = await Promise.all(rest.map(async (m) => (await sample(server, m.id)).state));
+  t.notOk(ended.includes('OFFLINE'), 'no stream that kept its publisher was ended');
+});

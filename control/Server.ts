@@ -52,8 +52,9 @@ export async function startServer(config: Readonly<Config>, opts: { logger?: Log
 
   let firstKey: string | null = null;
   if (store.kind === 'embedded' && (await store.accounts.count()) === 0) {
-    // The embedded default is for one operator: hand them a working key right away.
-    const created = await createAccountWithKey(store, 'pro', 'owner');
+    // The embedded default is for one operator: hand them a working key right away. It is the
+    // machine's owner, so no plan caps it (live streams at once, monthly allowances): `internal`.
+    const created = await createAccountWithKey(store, 'internal', 'owner');
     firstKey = created.key;
   }
 

@@ -25,7 +25,6 @@
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AacEncoderBin } from './AacEncoderBin.ts';
 import { DecoderBin } from './DecoderBin.ts';
@@ -43,7 +42,7 @@ import { RateMeter, StageTimer } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
 import { Vp8Packetizer } from './Vp8Packetizer.ts';
-import { WhepSession } from './WhepSession.ts';
+import { randomSsrc, WhepSession } from './WhepSession.ts';
 import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
 
 /**
@@ -157,6 +156,16 @@ export interface LiveStreamOptions {
 }
 
 const DEFAULT_SIZE = 512;
+/** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
+const OUTPUT_PT = 96;
+
+/** A copy of an RTP packet with another payload type (marker bit kept) and optionally SSRC. */
+function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number): Buffer {
+  const out = Buffer.from(rtp);
+  out[1] = ((out[1] as number) & 0x80) | (payloadType & 0x7f);
+  if (ssrc !== undefined) out.writeUInt32BE(ssrc >>> 0, 8);
+  return out;
+}
 
 export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly streamId: string;
@@ -171,6 +180,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The VP8 branch's encoder: exists only while VP8 viewers do (and frames flow). */
   #vp8: Vp8EncoderBin | null = null;
   readonly #vp8Packetizer: Vp8Packetizer;
+  /** What every viewer is sent under: one SSRC per output (viewers differ only in payload types). */
+  readonly #ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
   #vp8Starts = 0;
   /** The VP8 encoder failed to build: no retry (per frame) until the VP8 viewers are gone. */
   #vp8Failed = false;
@@ -220,8 +231,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
-    this.#packetizer = new H264Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
-    this.#vp8Packetizer = new Vp8Packetizer({ ssrc: randomBytes(4).readUInt32BE(), payloadType: 96, maxPayload: opts.settings.rtpMaxPayload });
+    this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
+    this.#vp8Packetizer = new Vp8Packetizer({ ssrc: this.#ssrcs.vp8, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
     this.#hls = opts.settings.hlsEnabled
       ? new HlsPackager({
           partTargetMs: opts.settings.hlsPartTargetMs,
@@ -405,7 +416,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       logger: this.#logger,
       onVideoFrame: (frame) => this.#onVideoFrame(session, frame),
       onAudioRtp: (rtp) => {
-        for (const v of this.#viewers.values()) v.sendAudio(rtp);
+        // The publisher's Opus, under our audio SSRC and each viewer's payload type.
+        const byPt = new Map<number, Buffer>();
+        for (const v of this.#viewers.values()) {
+          const pt = v.audioPayloadType;
+          if (pt === undefined) continue;
+          let out = byPt.get(pt);
+          if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
+          v.sendAudio(out);
+        }
         if (session === this.#publisher) this.#aac?.push(rtp);
       },
     });
@@ -553,6 +572,26 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#encodeVp8(frame);
   }
 
+  /**
+   * One frame's packets to every viewer of `codec`: the same bytes for all, rewritten once per
+   * payload type in use (viewers negotiate their own numbers; most browsers share one).
+   */
+  #fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean): void {
+    let byPt: Map<number, Buffer[]> | null = null;
+    for (const v of this.#viewers.values()) {
+      if (v.codec !== codec) continue;
+      const pt = v.videoPayloadType;
+      if (pt === OUTPUT_PT) {
+        v.sendAccessUnit(packets, keyframe);
+        continue;
+      }
+      byPt ??= new Map();
+      let copy = byPt.get(pt);
+      if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, pt))));
+      v.sendAccessUnit(copy, keyframe);
+    }
+  }
+
   #viewerCount(codec: VideoCodec): number {
     let n = 0;
     for (const v of this.#viewers.values()) if (v.codec === codec) n++;
@@ -609,7 +648,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
     const ts = Math.round((f.atMs - this.#rtpClockStart) * 90) >>> 0;
     const packets = this.#vp8Packetizer.packetize(f.data, ts);
-    for (const v of this.#viewers.values()) if (v.codec === 'VP8') v.sendAccessUnit(packets, f.keyframe);
+    this.#fanOut('VP8', packets, f.keyframe);
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
@@ -621,7 +660,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
-    for (const v of this.#viewers.values()) if (v.codec === 'H264') v.sendAccessUnit(packets, au.keyframe);
+    this.#fanOut('H264', packets, au.keyframe);
     this.#hls?.pushVideo(au);
     this.#rtmp?.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher) {
@@ -682,7 +721,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#viewers.size - connected >= this.#settings.maxPendingViewersPerStream) {
       throw new MediaError('OVERLOADED', 'too many viewers of this stream are still connecting; try again shortly', { retryAfterS: 5 });
     }
-    const session = new WhepSession({ id: sessionId, streamId: this.streamId, offer, transport: this.#opts.transport, settings: this.#settings, logger: this.#logger });
+    const codec = offer.video?.codec ?? 'H264';
+    const session = new WhepSession({
+      id: sessionId,
+      streamId: this.streamId,
+      offer,
+      transport: this.#opts.transport,
+      settings: this.#settings,
+      ssrcs: { video: codec === 'VP8' ? this.#ssrcs.vp8 : this.#ssrcs.h264, audio: this.#ssrcs.audio },
+      logger: this.#logger,
+    });
     this.#viewers.set(sessionId, session);
     clearTimeout(this.#idleTimer);
     session.on('connected', () => {

@@ -14,7 +14,7 @@ import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type 
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
-import type { WhepSession } from './WhepSession.ts';
+import { holdWebRtcEgress, type WhepSession } from './WhepSession.ts';
 import { hlsRoutes } from './HlsRoutes.ts';
 import type { TurnConfig } from './IceServers.ts';
 import { RateLimiter } from './RateLimiter.ts';
@@ -109,6 +109,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Request limits of the WHIP/WHEP endpoints (settings: *PerMinute). */
   readonly limits: { whipPerAddress: RateLimiter; whepPerAddress: RateLimiter; whepPerPlayback: RateLimiter };
   readonly capacity: number;
+  readonly #releaseEgress: () => void;
   #closed = false;
 
   constructor(opts: MediaNodeOptions) {
@@ -118,6 +119,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.#logger = logger;
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
+    this.#releaseEgress = holdWebRtcEgress();
     const minute = (max: number) => ({ max, windowMs: 60_000 });
     this.limits = {
       whipPerAddress: new RateLimiter(minute(this.settings.whipPerAddressPerMinute)),
@@ -304,5 +306,6 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.#streams.clear();
     this.#sessions.clear();
     this.#pendingViewers.clear();
+    this.#releaseEgress();
   }
 }

@@ -32,6 +32,8 @@ export interface PreparedOffer {
   /** a=candidate lines the offer carried (0 for OBS, which never trickles). */
   candidateCount: number;
   iceUfrag: string;
+  /** The m-lines' mids (a=mid), which an answer's tracks must carry. */
+  mids: { video?: string; audio?: string };
 }
 
 /** Limits on an offer (defaults in MediaSettings). */
@@ -163,6 +165,7 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
   let audio: PreparedOffer['audio'] = null;
   let candidateCount = 0;
   let iceUfrag = '';
+  const mids: PreparedOffer['mids'] = {};
   for (const section of sections) {
     if (section.kind !== 'audio' && section.kind !== 'video') {
       throw new SdpError('UNSUPPORTED_OFFER', `unsupported m-line kind ${section.kind}`);
@@ -172,6 +175,8 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
     if (!ufrag || !attr(section, session, 'ice-pwd')) throw new SdpError('BAD_SDP', `m=${section.kind} has no ice-ufrag/ice-pwd`);
     if (!attr(section, session, 'fingerprint')) throw new SdpError('BAD_SDP', `m=${section.kind} has no DTLS fingerprint`);
     iceUfrag ||= ufrag;
+    const mid = section.lines.find((l) => l.startsWith('a=mid:'))?.slice(6);
+    if (mid !== undefined) mids[section.kind as 'audio' | 'video'] = mid;
     const dir = direction(section, session);
     const wanted = role === 'whip' ? ['sendonly', 'sendrecv'] : ['recvonly', 'sendrecv'];
     if (!wanted.includes(dir)) {
@@ -223,7 +228,7 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
       out.push(l);
     }
   }
-  return { sdp: `${out.join('\r\n')}\r\n`, video, audio, candidateCount, iceUfrag };
+  return { sdp: `${out.join('\r\n')}\r\n`, video, audio, candidateCount, iceUfrag, mids };
 }
 
 /**

@@ -50,6 +50,9 @@ export interface PublisherStats {
   iceState: string;
   framesSent: number;
   bytesSent: number;
+  /** Viewers only: RTP packets and payload bytes received. */
+  packetsReceived?: number;
+  bytesReceived?: number;
   selected: { local: { address: string; port: number; type: string }; remote: { address: string; port: number; type: string } } | null;
 }
 
@@ -105,6 +108,15 @@ export class ObsPublishers {
     const id = `obs${++this.#seq}`;
     const answer = this.#next((e) => e.event === 'published' && e.id === id, 30_000, `answer for ${id}`);
     this.#send({ cmd: 'publish', id, fps: 30, ...opts });
+    const e = await answer;
+    return { id, status: Number(e['status']), location: (e['location'] as string | null) ?? null, link: (e['link'] as string | null) ?? null, body: String(e['body'] ?? '') };
+  }
+
+  /** A receive-only WHEP viewer (libdatachannel, H.264 + Opus, no decoding): for fan-out costs. */
+  async play(opts: { url: string; httpFrom?: string }): Promise<Published> {
+    const id = `view${++this.#seq}`;
+    const answer = this.#next((e) => e.event === 'published' && e.id === id, 30_000, `answer for ${id}`);
+    this.#send({ cmd: 'play', id, ...opts });
     const e = await answer;
     return { id, status: Number(e['status']), location: (e['location'] as string | null) ?? null, link: (e['link'] as string | null) ?? null, body: String(e['body'] ?? '') };
   }

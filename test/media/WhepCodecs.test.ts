@@ -73,8 +73,8 @@ t.test('a @roamhq/wrtc WHEP viewer (no H.264) gets VP8 and decodes the processed
   const more = await viewer.waitReport((r) => r.frames >= edges.frames + 10, 10_000);
   t.ok(more.frames > edges.frames, 'frames keep arriving');
 
-  viewer.closePeer();
   t.equal(await del(viewer.location), 200, 'WHEP DELETE → 200');
+  viewer.closePeer();
   const after = srv.node.status(STREAM_ID);
   t.same(after?.viewersByCodec, { H264: 0, VP8: 0 }, 'no viewers left');
   t.equal(after?.vp8.running, false, 'the VP8 branch stopped with its last viewer');
@@ -126,14 +126,18 @@ t.test('Chromium H.264 and VP8 viewers of one stream play at once; VP8 viewers s
   t.equal(status?.vp8.starts, 1, 'both VP8 viewers are fed by the one VP8 encoder');
   t.ok((status?.vp8.keyUnitsForced ?? 0) >= 1, `the second viewer's join forced a VP8 key frame (${status?.vp8.keyUnitsForced})`);
 
+  // A viewer that closes its peer connection without DELETE is gone as soon as DTLS says so.
   await vp8a.evaluate(() => (window as unknown as { view: RTCPeerConnection }).view.close());
-  t.equal(await del(playA.location), 200, 'first VP8 viewer leaves (DELETE → 200)');
+  const idA = new URL(String(playA.location)).pathname.split('/').pop() ?? '';
+  for (let i = 0; i < 50 && srv.node.getSession(idA); i++) await new Promise((r) => setTimeout(r, 100));
+  t.equal(srv.node.getSession(idA), undefined, 'first VP8 viewer leaves by closing its peer: its session ends without a DELETE');
+  t.equal(await del(playA.location), 404, 'a DELETE afterwards finds nothing');
   t.equal(srv.node.status(STREAM_ID)?.vp8.running, true, 'the branch keeps running for the remaining VP8 viewer');
   const stillB = await vp8b.evaluate(() => (window as unknown as W).waitFrames(10, 15_000));
   t.ok(stillB >= 10, `the remaining VP8 viewer keeps playing (${stillB} frames)`);
 
+  t.equal(await del(playB.location), 200, 'last VP8 viewer leaves (DELETE → 200)');
   await vp8b.evaluate(() => (window as unknown as { view: RTCPeerConnection }).view.close());
-  t.equal(await del(playB.location), 200, 'last VP8 viewer leaves');
   status = srv.node.status(STREAM_ID);
   t.equal(status?.vp8.running, false, 'the VP8 encoder stopped');
   t.same(status?.viewersByCodec, { H264: 1, VP8: 0 });

@@ -196,39 +196,43 @@ t.test('UDP between publisher and node blocked: media flows through coturn with 
   t.equal(forged.code, 401, 'and so is a credential not made from the secret');
 });
 
-t.test('a viewer whose UDP is blocked plays over ICE-TCP', { timeout: 180_000 }, async (t) => {
-  const lab = await createLab(t, 4, ['srv', 'rt', 'pub']);
+t.test('a browser publisher whose UDP is blocked publishes over ICE-TCP', { timeout: 180_000 }, async (t) => {
+  const lab = await createLab(t, 4, ['srv', 'rt']);
   await lab.link({ ns: null, addr: lab.ip(0, 1) }, { ns: 'rt', addr: lab.ip(0, 2) });
   await lab.link({ ns: 'rt', addr: lab.ip(1, 1) }, { ns: 'srv', addr: lab.ip(1, 2) });
-  await lab.link({ ns: 'rt', addr: lab.ip(2, 1) }, { ns: 'pub', addr: lab.ip(2, 2) });
-  for (const [ns, gw] of [['srv', 1], ['pub', 2]] as const) await lab.run(ns, ['ip', 'route', 'add', 'default', 'via', lab.ip(gw, 1, false)]);
+  await lab.run('srv', ['ip', 'route', 'add', 'default', 'via', lab.ip(1, 1, false)]);
   await lab.routeFromHere(lab.ip(0, 2, false));
   await lab.run('rt', ['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-  const [viewerNet, srvNet] = [`198.18.${4 * 4}.0/24`, `198.18.${4 * 4 + 1}.0/24`];
+  const [browserNet, srvNet] = [`198.18.${4 * 4}.0/24`, `198.18.${4 * 4 + 1}.0/24`];
   await lab.nft(
     'rt',
     `table ip filter {
        chain forwarding {
          type filter hook forward priority filter; policy accept;
-         ip saddr ${viewerNet} ip daddr ${srvNet} meta l4proto udp drop
-         ip saddr ${srvNet} ip daddr ${viewerNet} meta l4proto udp drop
+         ip saddr ${browserNet} ip daddr ${srvNet} meta l4proto udp drop
+         ip saddr ${srvNet} ip daddr ${browserNet} meta l4proto udp drop
        }
      }`,
   );
   const node = lab.ip(1, 2, false);
   const server = await startServerProcess(t, { lab, ns: 'srv', env: { HOST: '0.0.0.0', PORT: '8080', PUBLIC_URL: `http://${node}:8080`, WEBRTC_INTERFACES: node, WEBRTC_UDP_PORT_RANGE: '42000-42099' } });
-  await publishAndPlay(t, lab, server, 'pub');
-  // publishAndPlay's viewer decoded frames; ask it which transport carried them.
-  const ctx = await launchChromium(t, { fakeMedia: false });
+  const created = await server.api('POST', '/v1/streams', { pipeline: 'streamdiffusion', params: { model_id: 'stabilityai/sd-turbo', prompt: 'tcp', skip_diffusion: true } });
+  const stream = created.body as { id: string; whip_url: string; stream_key: string };
+  const ctx = await launchChromium(t);
   const page = await ctx.newPage();
-  await page.route('http://viewer.test/peer.html', (route) => route.fulfill({ contentType: 'text/html', body: PEER_PAGE }));
-  await page.goto('http://viewer.test/peer.html');
-  const created = await server.api('GET', '/v1/streams?limit=1');
-  const stream = (created.body as { data: { output_stream_url: string }[] }).data[0];
-  t.equal((await page.evaluate((url) => (window as unknown as W).play({ url }), stream?.output_stream_url ?? '')).status, 201);
-  t.ok((await page.evaluate(() => (window as unknown as W).waitFrames(15, 20_000))) >= 15, 'a second viewer decodes frames too');
+  await page.route('http://localhost:9/peer.html', (route) => route.fulfill({ contentType: 'text/html', body: PEER_PAGE }));
+  await page.goto('http://localhost:9/peer.html'); // localhost: a secure context, so getUserMedia works
+  const published = await page.evaluate((o) => (window as unknown as W).publish(o), { url: stream.whip_url, token: stream.stream_key, codec: 'H264' as const, width: 320, height: 240 });
+  t.equal(published.status, 201, `WHIP → 201 (${published.status === 201 ? '' : published.body})`);
+  const live = await until(
+    'live input over TCP',
+    async () => (await server.api('GET', `/v1/streams/${stream.id}/status`)).body as { data: { inference_status: { input_fps: number } } },
+    (s) => s.data.inference_status.input_fps >= 5,
+    30_000,
+  );
+  t.ok(live.data.inference_status.input_fps >= 5, `the node receives the publisher's frames (${live.data.inference_status.input_fps} fps)`);
   const transport = await page.evaluate(async () => {
-    const stats = await (window as unknown as { view: RTCPeerConnection }).view.getStats();
+    const stats = await (window as unknown as { pub: RTCPeerConnection }).pub.getStats();
     let pairId = '';
     stats.forEach((s) => {
       if (s.type === 'transport' && s.selectedCandidatePairId) pairId = s.selectedCandidatePairId;
@@ -237,6 +241,6 @@ t.test('a viewer whose UDP is blocked plays over ICE-TCP', { timeout: 180_000 },
     const remote = pair ? stats.get(pair.remoteCandidateId) : undefined;
     return { protocol: remote?.protocol, port: remote?.port, type: remote?.candidateType };
   });
-  t.equal(transport.protocol, 'tcp', `the viewer's media comes over TCP (${JSON.stringify(transport)})`);
-  t.ok((transport.port ?? 0) >= 42000 && (transport.port ?? 0) <= 42099, 'on a port of WEBRTC_UDP_PORT_RANGE (ICE-TCP uses the same numbers)');
+  t.equal(transport.protocol, 'tcp', `the publisher's media goes over TCP (${JSON.stringify(transport)})`);
+  t.ok((transport.port ?? 0) >= 42000 && (transport.port ?? 0) <= 42099, 'to a port of WEBRTC_UDP_PORT_RANGE (ICE-TCP uses the same numbers)');
 });

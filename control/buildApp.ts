@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { Account, Store } from '../store/index.ts';
 import { authenticate, bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
-import { areaErrorHandler, areaNotFoundHandler, sendApiError } from './ErrorReplies.ts';
+import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
 import { musicError, streamError, type Area } from './errors.ts';
 import type { Metrics } from './Metrics.ts';
 import { musicRoutes } from './routes/music.ts';
@@ -63,6 +63,19 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
     // We log one line per request ourselves (onResponse), with the route pattern and timing.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // Errors the router raises before any route runs (bad percent-encoding, an over-long path
+    // segment, a content type it cannot parse) answer in the shape of the area the URL is in.
+    frameworkErrors: (error, request, reply) => {
+      const area = request.url === config.musicBasePath || request.url.startsWith(`${config.musicBasePath}/`) ? 'music' : 'streams';
+      request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
+      const message =
+        error.code === 'FST_ERR_BAD_URL'
+          ? 'The URL is malformed (a percent-encoding is not valid UTF-8).'
+          : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? 'A path segment is longer than 200 characters.'
+            : 'The request is invalid.';
+      void sendApiError(reply, request, toApiError(area, Object.assign(new Error(message), { statusCode: error.statusCode ?? 400 })));
+    },
   }).withTypeProvider<ZodTypeProvider>();
 }
 

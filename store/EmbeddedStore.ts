@@ -19,6 +19,7 @@ import type {
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
 } from './records.ts';
+import { isRecordId } from './records.ts';
 import type {
   AccountRepo,
   CounterRepo,
@@ -451,6 +452,7 @@ class Songs implements SongRepo {
   }
 
   async get(id: string): Promise<SongRecord | null> {
+    if (!isRecordId('sng', id)) return null;
     return this.getSync(id);
   }
 
@@ -554,6 +556,7 @@ class Streams implements StreamRepo {
   }
 
   async get(id: string): Promise<StreamRecord | null> {
+    if (!isRecordId('str', id)) return null;
     return this.getSync(id);
   }
 
@@ -641,6 +644,7 @@ class Webhooks implements WebhookRepo {
   }
 
   async getEndpoint(id: string): Promise<WebhookEndpointRecord | null> {
+    if (!isRecordId('whk', id)) return null;
     return this.endpointSync(id);
   }
 

@@ -17,6 +17,7 @@ import type {
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
 } from './records.ts';
+import { isRecordId } from './records.ts';
 import type {
   AccountRepo,
   CounterRepo,
@@ -326,6 +327,7 @@ class Songs implements SongRepo {
   }
 
   async get(id: string): Promise<SongRecord | null> {
+    if (!isRecordId('sng', id)) return null;
     return load<SongRecord>(this.ctx, this.key(id));
   }
 
@@ -382,6 +384,7 @@ class Streams implements StreamRepo {
   }
 
   async get(id: string): Promise<StreamRecord | null> {
+    if (!isRecordId('str', id)) return null;
     return load<StreamRecord>(this.ctx, this.key(id));
   }
 
@@ -459,6 +462,7 @@ class Webhooks implements WebhookRepo {
   }
 
   async getEndpoint(id: string): Promise<WebhookEndpointRecord | null> {
+    if (!isRecordId('whk', id)) return null;
     return load<WebhookEndpointRecord>(this.ctx, this.key(id));
   }
 

@@ -5,6 +5,16 @@
  */
 
 /** Account plans (spec, Area A Usage). `internal` is for our own tools and smoke tests. */
+/**
+ * Whether `id` has the shape of a record id with this prefix (`str_…`, `sng_…`, `whk_…`: the
+ * prefix, `_`, then 1–64 base64url characters). Ids come from URLs; one of any other shape names
+ * no record, and repositories answer null for it without building a store key from it (in Redis
+ * `str:bykey:…` is another record's key, and reading it as a hash would fail).
+ */
+export function isRecordId(prefix: 'str' | 'sng' | 'whk', id: string): boolean {
+  return id.length <= prefix.length + 65 && id.startsWith(`${prefix}_`) && /^[A-Za-z0-9_-]+$/.test(id.slice(prefix.length + 1));
+}
+
 export type Plan = 'anonymous' | 'free' | 'songs' | 'pro' | 'max' | 'internal';
 export const PLANS = ['anonymous', 'free', 'songs', 'pro', 'max', 'internal'] as const satisfies readonly Plan[];
 

@@ -6,6 +6,7 @@
  */
 import t, { type Test } from 'tap';
 import { makeApp } from '../helpers/app.ts';
+import { makeStreamApp } from './streamApp.ts';
 import { songServices } from '../helpers/songs.ts';
 import { webhookServices } from '../helpers/webhooks.ts';
 
@@ -115,4 +116,32 @@ t.test('paths outside both areas answer in Area B shape', async (t) => {
   const res = await app.inject({ method: 'GET', url: '/definitely/not/here' });
   t.equal(res.statusCode, 404);
   isEnvelope(t, res.json(), 404, 'ROUTE/NOT_FOUND');
+});
+
+t.test('malformed URLs and ids of any shape answer 4xx in the area shape, never 5xx', async (t) => {
+  const songsApp = await makeApp(t, { services: songServices });
+  const musicAuth = { authorization: `Bearer ${await songsApp.key('free')}` };
+  for (const url of ['/music/v1/songs/%zz', '/music/v1/songs/%E0%A4%A', `/music/v1/songs/sng_${'a'.repeat(300)}`, '/music/v1/songs/bykey:x', '/music/v1/songs/acct:x/mp3', '/music/v1/songs/sng_x/1.mp3%00']) {
+    const res = await songsApp.app.inject({ method: 'GET', url, headers: musicAuth });
+    t.ok(res.statusCode >= 400 && res.statusCode < 500, `${url}: ${res.statusCode}`);
+    t.same(Object.keys(res.json()).sort(), ['error', 'message'], `${url}: the Error record`);
+  }
+
+  const streams = await makeStreamApp(t);
+  const auth = await streams.auth('pro');
+  for (const [method, url] of [
+    ['GET', '/v1/streams/%zz'],
+    ['GET', `/v1/streams/str_${'a'.repeat(300)}`],
+    ['GET', '/v1/streams/bykey:key_x'],
+    ['GET', '/v1/streams/bykey:key_x/status'],
+    ['PATCH', '/v1/streams/bykey:key_x'],
+    ['DELETE', '/v1/streams/str_%2F..%2F'],
+    ['POST', '/live/bykey:key_x/whip'],
+    ['POST', '/live/%zz/whep'],
+    ['GET', '/v1/webhooks/dlv:x'],
+  ] as const) {
+    const res = await streams.app.inject({ method, url, headers: { ...auth, ...(method === 'PATCH' ? { 'content-type': 'application/json' } : {}) }, ...(method === 'PATCH' ? { payload: '{"params":{}}' } : {}) });
+    t.ok(res.statusCode >= 400 && res.statusCode < 500, `${method} ${url}: ${res.statusCode}`);
+    if (!url.startsWith('/live/')) t.equal(res.json().success, false, `${method} ${url}: the envelope`);
+  }
 });

@@ -167,9 +167,14 @@ export class Cluster {
     for (;;) {
       const v = await check();
       if (v) return v;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${this.#tails()}`);
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+
+  /** The last lines each process printed (warnings and errors at the default level): what a timeout message needs. */
+  #tails(): string {
+    return [...this.procs].map((p) => `--- ${p.name} (${p.roles}):\n${p.output().slice(-3_000)}`).join('\n');
   }
 
   /** Webhook events received so far (parsed bodies with the delivery id header). */

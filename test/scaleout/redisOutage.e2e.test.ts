@@ -26,11 +26,17 @@ t.test('Redis outages of 2, 6 and 15 s end no stream; the publisher goes on; a d
     const r = await c.api(api, 'GET', `/v1/streams/${s['id']}/status`);
     return r.status === 200 ? (r.body['data'] as Json) : null;
   };
+  let last: unknown = null; // the last status seen, for the failure message
   const online = () =>
-    c.until('status ONLINE with input', async () => {
-      const d = await status().catch(() => null);
-      return d && d['state'] === 'ONLINE' && d['inference_status']['input_fps'] > 0 ? d : null;
-    }, 60_000);
+    c
+      .until('status ONLINE with input', async () => {
+        const d = await status().catch((err: unknown) => ({ error: String(err) }) as Json);
+        last = d;
+        return d && d['state'] === 'ONLINE' && (d['inference_status'] as Json | undefined)?.['input_fps'] > 0 ? d : null;
+      }, 60_000)
+      .catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}\nlast status seen: ${JSON.stringify(last)}`);
+      });
   const before = await online();
   const session = before['request_id'] as string;
   t.match(session, /^[0-9a-f]{32}$/, 'the publisher session');

@@ -317,6 +317,19 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
 
   // ───────────────────────────── streams
 
+  test('ids of any other shape name no record, even where they spell another record key', async (t, { store }) => {
+    const s1 = stream('str_1', 'acc_a', T0);
+    await store.streams.create(s1);
+    // `str:bykey:key_str_1` is the stream-key index entry in Redis: an id must never reach it.
+    for (const id of ['bykey:key_str_1', 'str_1:x', 'str_1/../str_1', 'str_', 'sng_1', `str_${'a'.repeat(65)}`, 'str_1\n', '']) {
+      t.equal(await store.streams.get(id), null, `stream ${JSON.stringify(id)}`);
+    }
+    t.equal(await store.songs.get('str_1'), null, 'a stream id is no song id');
+    t.equal(await store.songs.get('acct:acc_a'), null);
+    t.equal(await store.webhooks.getEndpoint('dlv:x'), null);
+    t.same(await store.streams.get('str_1'), s1, 'the real id still is');
+  });
+
   test('streams are found by id, stream key and playback id; unique values conflict', async (t, { store }) => {
     const s1 = stream('str_1', 'acc_a', T0);
     await store.streams.create(s1);

@@ -133,11 +133,44 @@ const TIndexList = z
     }
   });
 
+/**
+ * Free-form parameter objects (a processor's `params`, a ControlNet's `preprocessor_params`):
+ * what they hold is the processor's business, how big they are is ours. Real ones are flat maps of
+ * numbers and short strings; these bounds leave room for nesting a few levels and refuse what
+ * would cost the server (a payload nested thousands of levels overflows any recursive walk).
+ */
+export const FREE_PARAMS_LIMITS = { depth: 4, values: 256, textBytes: 8192 } as const;
+
+/** Why `value` is over FREE_PARAMS_LIMITS, or null. Iterative: a hostile depth costs no stack. */
+function freeParamsProblem(value: unknown): string | null {
+  const stack: [unknown, number][] = [[value, 1]];
+  let values = 0;
+  let text = 0;
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (++values > FREE_PARAMS_LIMITS.values) return `at most ${FREE_PARAMS_LIMITS.values} values in all`;
+    if (typeof v === 'string') text += v.length;
+    if (text > FREE_PARAMS_LIMITS.textBytes) return `at most ${FREE_PARAMS_LIMITS.textBytes} characters of text in all`;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > FREE_PARAMS_LIMITS.depth) return `nested at most ${FREE_PARAMS_LIMITS.depth} levels deep`;
+    for (const [k, child] of Object.entries(v)) {
+      text += k.length;
+      stack.push([child, depth + 1]);
+    }
+  }
+  return null;
+}
+
+const FreeParams = z.record(z.string(), z.unknown()).superRefine((v, ctx) => {
+  const problem = freeParamsProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
 const ProcessorSchema = z
   .object({
     type: z.string().min(1).max(64),
     enabled: z.boolean().optional(),
-    params: z.record(z.string(), z.unknown()).optional(),
+    params: FreeParams.optional(),
   })
   .strict();
 const ProcessingBlockSchema = z.object({ enabled: z.boolean().optional(), processors: z.array(ProcessorSchema).max(16) }).strict();
@@ -148,7 +181,7 @@ const ControlNetSchema = z
     conditioning_scale: Finite.min(0).max(2).optional().describe('Typical 0.0–1.0; 0 disables. Default 1.0'),
     preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
-    preprocessor_params: z.record(z.string(), z.unknown()).optional(),
+    preprocessor_params: FreeParams.optional(),
     control_guidance_start: Finite.min(0).max(1).optional(),
     control_guidance_end: Finite.min(0).max(1).optional(),
   })

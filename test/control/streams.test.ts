@@ -448,3 +448,37 @@ t.test('the OpenAPI document describes every stream route', { timeout: 30_000 },
   }
   t.ok(doc.components?.schemas?.StreamParams, 'StreamParams schema');
 });
+
+t.test('free-form params nested thousands deep or oversized are refused naming the field, on create, PATCH and the beta route', { timeout: 30_000 }, async (t) => {
+  const a = await makeStreamApp(t);
+  const h = await a.auth();
+  // Built as text: an object this deep would overflow JSON.stringify here before it reached the server.
+  const deep = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
+  const body = (where: 'controlnet' | 'processor', inner: string) =>
+    where === 'controlnet'
+      ? `{"params":{"controlnets":[{"model_id":"thibaud/controlnet-sd21-canny-diffusers","preprocessor":"canny","preprocessor_params":${inner}}]}}`
+      : `{"params":{"image_postprocessing":{"processors":[{"type":"sharpen","params":${inner}}]}}}`;
+  const json = { 'content-type': 'application/json', ...h };
+  const created = await a.app.inject({ method: 'POST', url: '/v1/streams', headers: h, payload: { params: { prompt: 'x' } } });
+  const id = created.json().id as string;
+  for (const where of ['controlnet', 'processor'] as const) {
+    for (const [what, inner] of [
+      ['5 000 levels deep', deep(5_000)],
+      ['5 levels deep', deep(5)],
+      ['300 values', JSON.stringify(Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`k${i}`, i])))],
+      ['9 000 characters', JSON.stringify({ note: 'x'.repeat(9_000) })],
+    ] as const) {
+      for (const [method, url, payload] of [
+        ['POST', '/v1/streams', body(where, inner)],
+        ['PATCH', `/v1/streams/${id}`, body(where, inner)],
+        ['POST', `/beta/streams/${id}/prompts`, body(where, inner).replace(/^\{/, '{"pipeline":"live-video-to-video","model_id":"streamdiffusion",')],
+      ] as const) {
+        const res = await a.app.inject({ method, url, headers: json, payload });
+        t.equal(res.statusCode, 400, `${where} params ${what}: ${method} ${url.split('/').slice(0, 3).join('/')} → 400`);
+        t.match(JSON.stringify(res.json().details), where === 'controlnet' ? /preprocessor_params/ : /processors\.0\.params|processors\[0\]\.params/, 'names the field');
+      }
+    }
+  }
+  const fine = await a.app.inject({ method: 'PATCH', url: `/v1/streams/${id}`, headers: json, payload: body('controlnet', '{"low_threshold":100,"high_threshold":200}') });
+  t.equal(fine.statusCode, 200, 'ordinary preprocessor_params still pass');
+});

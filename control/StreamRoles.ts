@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
 import { buildTinyModel, type FetchImage } from '../native/index.ts';
+import { AddressPolicy } from '../webhooks/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
 import { registerMediaMetrics } from './MediaMetrics.ts';
@@ -100,6 +101,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   let media: MediaNodeClient = new NoMediaNodes();
   let service: StreamService | null = null;
 
+  const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
   if (has('media')) {
     const { models, demo } = prepareModels(config.modelsDir, config.demoModels, deps.logger);
     const rtc = config.webrtc;
@@ -116,6 +118,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(rtc.turn ? { turn: rtc.turn } : {}),
       ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
+      // RTMP pushes reach only what a webhook may (public unicast; loopback when allowed for tests).
+      outboundPolicy,
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
@@ -160,7 +164,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
 
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
-    service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+    service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, ...(deps.now ? { now: deps.now } : {}) });
     if (has('api')) services.streams = service;
   }
 

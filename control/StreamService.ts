@@ -6,9 +6,11 @@
  * The media node learns who may publish and play through `resolveIngest`/`resolvePlayback`.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
 import type { Logger } from 'pino';
 import type { Account, Store, StreamRecord } from '../store/index.ts';
 import { StoreError } from '../store/index.ts';
+import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
 import { newId } from './ApiKeys.ts';
 import { streamError } from './errors.ts';
 import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
@@ -89,6 +91,11 @@ export interface StreamServiceOptions {
   allowances?: typeof STREAMING_ALLOWANCE_SECONDS;
   /** Update rate limit per account; default UPDATE_RATE (benchmarks raise it). */
   updateRate?: { max: number; windowMs: number };
+  /**
+   * Where an output_rtmp_url may point (the webhooks' SSRF rules). Default: public unicast only.
+   * Checked here when the stream is created, and again by the media node at every connection.
+   */
+  outboundPolicy?: AddressPolicy;
 }
 
 const issuesError = (issues: ParamIssue[]) =>
@@ -103,6 +110,7 @@ export class StreamService {
   readonly #filter: PromptFilter;
   readonly #now: () => number;
   readonly #allowances: typeof STREAMING_ALLOWANCE_SECONDS;
+  readonly #outbound: AddressPolicy;
   readonly #rate: { max: number; windowMs: number };
 
   constructor(opts: StreamServiceOptions) {
@@ -115,6 +123,21 @@ export class StreamService {
     this.#now = opts.now ?? Date.now;
     this.#allowances = opts.allowances ?? STREAMING_ALLOWANCE_SECONDS;
     this.#rate = opts.updateRate ?? UPDATE_RATE;
+    this.#outbound = opts.outboundPolicy ?? new AddressPolicy();
+  }
+
+  /** Refuses an output_rtmp_url whose host is, or resolves to, an address we must not dial. */
+  async #checkRtmpTarget(url: string): Promise<void> {
+    const refuse = (message: string) =>
+      streamError('REQUEST/INVALID', `output_rtmp_url: ${message}`, { details: { where: 'body', issues: [{ field: 'output_rtmp_url', message }] } });
+    const host = normalizeHost(new URL(url).hostname);
+    if (net.isIP(host) === 0 && this.#outbound.isLocalName(host)) throw refuse(`${host} is a local-only name, not a public one`);
+    try {
+      await this.#outbound.checkHost(host);
+    } catch (err) {
+      if (err instanceof BlockedAddressError) throw refuse(err.message);
+      throw refuse(`${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
   }
 
   view(s: StreamRecord): StreamView {
@@ -167,6 +190,7 @@ export class StreamService {
     const issues = checkParams(params);
     if (issues.length) throw issuesError(issues);
 
+    if (body.output_rtmp_url) await this.#checkRtmpTarget(body.output_rtmp_url);
     const node = await this.#place(params.model_id);
     const now = new Date(this.#now()).toISOString();
     const record: StreamRecord = {

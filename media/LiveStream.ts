@@ -25,6 +25,7 @@
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
+import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
 import { AacEncoderBin } from './AacEncoderBin.ts';
 import { DecoderBin } from './DecoderBin.ts';
@@ -152,6 +153,8 @@ export interface LiveStreamOptions {
   settings: MediaSettings;
   transport: TransportOptions;
   createProcessor: FrameProcessorFactory;
+  /** Address rules for the RTMP push's connections. */
+  outboundPolicy?: OutboundPolicy;
   logger: Logger;
 }
 
@@ -291,6 +294,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#rtmpUrl && !this.#rtmp) {
       this.#rtmp = new RtmpPush({
         url: this.#rtmpUrl,
+        ...(this.#opts.outboundPolicy ? { policy: this.#opts.outboundPolicy } : {}),
         ffmpegPath: this.#settings.ffmpegPath,
         logger: this.#logger,
         requestKeyUnit: () => this.#encoder?.requestKeyUnit(),

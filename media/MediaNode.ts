@@ -5,6 +5,7 @@
  *
  * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
  */
+import type { OutboundPolicy } from './RtmpRelay.ts';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -87,6 +88,11 @@ export interface MediaNodeOptions {
   createProcessor?: FrameProcessorFactory;
   /** Tuning knobs (defaults in settings.ts). */
   settings?: Partial<MediaSettings>;
+  /**
+   * Address rules for every outbound connection the node makes for a stream (RTMP pushes): the
+   * control plane passes the webhooks' SSRF policy. Without one a push dials what DNS says.
+   */
+  outboundPolicy?: OutboundPolicy;
 }
 
 export type MediaNodeEvents = {
@@ -149,6 +155,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       settings: this.settings,
       transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
+      ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);

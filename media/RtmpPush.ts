@@ -11,6 +11,10 @@
  * process. A child is isolated by construction (it cannot stall or crash WHEP/HLS), its exit is the
  * failure signal and its stderr the error text. No transcoding happens in it (`-c copy`).
  *
+ * ffmpeg never dials the target itself: it pushes to an RtmpRelay on loopback, which checks the
+ * target's addresses against the outbound policy on every connection and dials the checked one.
+ * Nothing this class logs or reports carries the stream key (ffmpeg's stderr is redacted too).
+ *
  * Each (re)connection starts a fresh FLV at timestamp 0 on the next keyframe (we ask the encoder
  * for one). Frames are dropped, never queued, while disconnected or when the pipe backs up beyond
  * `maxQueuedBytes` (slow far end): the push then resumes on the next keyframe.
@@ -20,6 +24,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { AAC_ASC, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
 import { aacFrame, aacSequenceHeader, avcFrame, avcSequenceHeader, flvHeader } from './FlvMuxer.ts';
+import { parseRtmpTarget, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 
 /**
@@ -48,6 +53,8 @@ export interface RtmpPushStatus {
 
 export interface RtmpPushOptions {
   url: string;
+  /** Address rules every connection must pass (see RtmpRelay). */
+  policy?: OutboundPolicy;
   logger: Logger;
   /** Asks the encoder for an IDR (a connection starts on one). */
   requestKeyUnit: () => void;
@@ -63,9 +70,7 @@ export type RtmpPushEvents = { state: [RtmpPushState]; close: [] };
 
 const AAC_FRAME_MS = (1024 / 48_000) * 1000;
 
-export function redactRtmpUrl(url: string): string {
-  return url.replace(/\/[^/]*$/, '/…');
-}
+export { redactRtmpUrl };
 
 export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
   readonly #opts: RtmpPushOptions;
@@ -88,6 +93,10 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
   #lastAudioAtMs = -Infinity;
   #sps: Uint8Array | undefined;
   #pps: Uint8Array | undefined;
+  readonly #target: RtmpTarget;
+  readonly #relay: RtmpRelay;
+  /** The loopback URL ffmpeg pushes to (the relay's), once it listens. */
+  #relayUrl: Promise<string>;
 
   constructor(opts: RtmpPushOptions) {
     const logger = opts.logger.child({ module: 'RtmpPush' });
@@ -95,7 +104,19 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#opts = opts;
     this.#logger = logger;
     this.#backoffMs = opts.backoffMinMs ?? 1000;
+    this.#target = parseRtmpTarget(opts.url);
+    this.#relay = new RtmpRelay({ target: this.#target, ...(opts.policy ? { policy: opts.policy } : {}) });
+    this.#relayUrl = this.#relay.listen();
+    this.#relayUrl.catch(() => undefined); // #spawn reports it
     this.#spawn();
+  }
+
+  /** Removes the stream key and the relay's URL from text ffmpeg printed. */
+  #redact(text: string): string {
+    let out = text;
+    const secret = this.#target.secret;
+    if (secret.length >= 3) out = out.split(secret).join('…');
+    return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+/g, this.#target.origin);
   }
 
   get state(): RtmpPushState {
@@ -113,6 +134,19 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#attempts++;
     this.#started = false;
     this.#stderrTail = [];
+    this.#relayUrl.then(
+      (relayUrl) => {
+        if (this.#state !== 'closed') this.#spawnFfmpeg(relayUrl);
+      },
+      (err: unknown) => {
+        this.#lastError = `relay could not listen: ${String(err)}`;
+        this.#lastErrorAt = Date.now();
+        this.#logger.error(`spawn() | ${this.#lastError}`);
+      },
+    );
+  }
+
+  #spawnFfmpeg(relayUrl: string): void {
     const args = [
       '-hide_banner',
       '-loglevel',
@@ -136,7 +170,10 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
       'flv',
       '-flvflags',
       'no_duration_filesize',
-      this.#opts.url,
+      // The RTMP connect names the real server, not the relay.
+      '-rtmp_tcurl',
+      this.#target.tcUrl,
+      relayUrl,
     ];
     const child = spawn(this.#opts.ffmpegPath ?? 'ffmpeg', args, { stdio: ['pipe', 'pipe', 'pipe'] });
     this.#child = child;
@@ -153,7 +190,7 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
       for (const line of chunk.split('\n')) {
-        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), line.trim()];
+        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), this.#redact(line.trim())];
       }
     });
     child.once('error', (err) => this.#onExit(child, null, err.message));
@@ -166,7 +203,10 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#child = null;
     if (this.#state === 'closed') return;
     const tail = this.#stderrTail.join(' | ');
-    this.#lastError = tail || why || `ffmpeg exited with code ${code}`;
+    // The relay knows why the far end was not reached (refused by policy, unreachable, TLS);
+    // ffmpeg only saw its loopback connection close.
+    this.#lastError = this.#relay.lastError ?? (tail || why || `ffmpeg exited with code ${code}`);
+    this.#relay.lastError = undefined;
     this.#lastErrorAt = Date.now();
     const wasLiveLong = this.#liveSince !== undefined && Date.now() - this.#liveSince > 10_000;
     if (wasLiveLong) this.#backoffMs = this.#opts.backoffMinMs ?? 1000;
@@ -264,7 +304,12 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     if (child) {
       child.stdin.end();
       const kill = setTimeout(() => child.kill('SIGKILL'), 2000);
-      child.once('close', () => clearTimeout(kill));
+      child.once('close', () => {
+        clearTimeout(kill);
+        this.#relay.close(); // after ffmpeg: the FLV's end still reaches the server
+      });
+    } else {
+      this.#relay.close();
     }
     this.safeEmit('close');
   }

@@ -12,6 +12,7 @@ export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
+export type { OutboundPolicy } from './RtmpRelay.ts';
 export {
   ImageChainProcessor,
   chainActive,

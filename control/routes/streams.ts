@@ -117,7 +117,13 @@ const CreateBody = z
     pipeline: z.literal('streamdiffusion').optional().describe('Default streamdiffusion'),
     params: ParamsInputSchema.optional().describe('Defaults fill every field not given'),
     name: z.string().max(200).optional(),
-    output_rtmp_url: z.url({ protocol: /^rtmps?$/, error: 'must be an rtmp:// or rtmps:// URL' }).max(2048).optional(),
+    output_rtmp_url: z
+      .url({ protocol: /^rtmps?$/, error: 'must be an rtmp:// or rtmps:// URL' })
+      .max(2048)
+      // URL parsing would quietly percent-encode or strip these; a target with them is a mistake or a trick.
+      .regex(/^[^\s\x00-\x1f\x7f]*$/, 'must not contain whitespace or control characters')
+      .optional()
+      .describe('Must be publicly routable (the same address rules as webhook URLs), checked on create and at every connection'),
     pipeline_id: z.string().min(1).max(100).optional().describe('Deprecated: pip_SD-turbo, pip_SDXL-turbo, pip_SD15…; use params.model_id'),
     pipeline_params: ParamsInputSchema.optional().describe('Deprecated alias of params'),
   })

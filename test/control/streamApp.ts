@@ -2,6 +2,7 @@
  * An app with the Area B streams service on a real embedded store and a real (idle) MediaNode in
  * this process, reached through LocalMediaNodeClient as in the embedded default.
  */
+import { AddressPolicy, type ResolvedAddress } from '../../webhooks/index.ts';
 import pino from 'pino';
 import type { Test } from 'tap';
 import { LocalMediaNodeClient } from '../../control/LocalMediaNodeClient.ts';
@@ -11,6 +12,16 @@ import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';
 
 export const PUBLIC_URL = 'https://media.example.test';
+
+/**
+ * DNS for output_rtmp_url checks (the machine has no resolver for the internet): public names
+ * resolve to a public address, `*.rebind.example.com` to a private one, anything else fails.
+ */
+const fakeDns = async (host: string): Promise<ResolvedAddress[]> => {
+  if (host.endsWith('.rebind.example.com')) return [{ address: '1.1.1.1', family: 4 }, { address: '10.0.0.5', family: 4 }];
+  if (host.endsWith('example.com')) return [{ address: '1.1.1.1', family: 4 }];
+  throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+};
 
 export interface StreamTestApp extends TestApp {
   node: MediaNode;
@@ -46,7 +57,7 @@ export async function makeStreamApp(
         demo: true,
         logger,
       });
-      service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, ...(opts.now ? { now: opts.now } : {}) });
+      service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, outboundPolicy: new AddressPolicy({ resolve: fakeDns }), ...(opts.now ? { now: opts.now } : {}) });
       const n = node;
       return { streams: service, mediaRoutes: async (app) => n.registerRoutes(app) };
     },

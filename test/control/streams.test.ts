@@ -482,3 +482,28 @@ t.test('free-form params nested thousands deep or oversized are refused naming t
   const fine = await a.app.inject({ method: 'PATCH', url: `/v1/streams/${id}`, headers: json, payload: body('controlnet', '{"low_threshold":100,"high_threshold":200}') });
   t.equal(fine.statusCode, 200, 'ordinary preprocessor_params still pass');
 });
+
+t.test('output_rtmp_url must point at a public address: literals, names and hidden characters are checked', { timeout: 30_000 }, async (t) => {
+  const a = await makeStreamApp(t);
+  const h = await a.auth();
+  for (const url of [
+    'rtmp://127.0.0.1:1935/live/x',
+    'rtmp://169.254.169.254/latest/meta',
+    'rtmp://[::1]:6379/app/x',
+    'rtmps://10.0.0.1/app/x',
+    'rtmp://[::ffff:127.0.0.1]/app/x',
+    'rtmp://localhost/app/x',
+    'rtmp://metadata.internal/app/x',
+    'rtmp://cdn.rebind.example.com/app/x',
+    'rtmp://nowhere.invalid/app/x',
+    'rtmp://live.example.com/app/ke y',
+    'rtmp://live.example.com/app/key\r\nX: 1',
+    'rtmp://live.example.com/app/key\u0000',
+  ]) {
+    const res = await create(a, h, { output_rtmp_url: url });
+    t.equal(res.status, 400, `${JSON.stringify(url)} refused`);
+    t.same(fieldsOf(res.body), ['output_rtmp_url'], 'naming the field');
+  }
+  const ok = await create(a, h, { output_rtmp_url: 'rtmp://live.example.com/app/sk_1' });
+  t.equal(ok.status, 201, 'a public target is accepted');
+});

@@ -14,6 +14,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
+import { parseRtmpTarget, redactRtmpUrl } from '../../media/RtmpRelay.ts';
+import { AddressPolicy } from '../../webhooks/index.ts';
 import { type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 const run = promisify(execFile);
@@ -160,7 +162,8 @@ async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): 
 /** nginx-rtmp, a media node pushing to it, and a Chromium publisher: returns once the push is live. */
 async function livePush(t: Parameters<typeof startNginx>[0]) {
   const rtmp = await startNginx(t);
-  const { node, baseUrl } = await startMediaServer(t, { outputRtmpUrl: `rtmp://127.0.0.1:${rtmp.port}/live/out` });
+  // The webhooks' address rules with loopback allowed (as ALLOW_LOOPBACK_TARGETS does): the relay checks and dials.
+  const { node, baseUrl } = await startMediaServer(t, { outputRtmpUrl: `rtmp://127.0.0.1:${rtmp.port}/live/out`, outboundPolicy: new AddressPolicy({ allowLoopback: true }) });
   const ctx = await launchChromium(t);
   const page = await ctx.newPage();
   await page.goto(`${baseUrl}/peer.html`);
@@ -217,4 +220,39 @@ t.test('killing and restarting the RTMP server mid-stream: the push reconnects a
   t.match(p.video, { codec_name: 'h264', width: 256, height: 256 }, 'the post-reconnect recording is H.264 at the stream size');
   t.match(p.audio, { codec_name: 'aac' }, 'and has AAC');
   t.ok(p.duration > 2, `and is ${p.duration.toFixed(2)} s long`);
+});
+
+t.test('a push target the address rules refuse is never dialled; status and logs say why and never show the stream key', { timeout: 90_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
+  const rtmp = await startNginx(t);
+  const key = 'sk_secret_Zq8v3Kx1';
+  const logs: string[] = [];
+  const { node, baseUrl } = await startMediaServer(t, {
+    outputRtmpUrl: `rtmp://127.0.0.1:${rtmp.port}/live/${key}`,
+    outboundPolicy: new AddressPolicy(), // production rules: loopback refused
+    onLog: (line) => logs.push(line),
+  });
+  const ctx = await launchChromium(t);
+  const page = await ctx.newPage();
+  await page.goto(`${baseUrl}/peer.html`);
+  const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
+  t.equal(pub.status, 201);
+  await waitUntil('a refused attempt and its retry', () => (node.status(STREAM_ID)?.rtmp?.reconnects ?? 0) >= 1, 20_000);
+  const status = node.status(STREAM_ID)?.rtmp;
+  t.match(status?.lastError, /refused: .*127\.0\.0\.1.*loopback/, `status says why: ${status?.lastError}`);
+  t.equal(status?.url, `rtmp://127.0.0.1:${rtmp.port}/live/…`);
+  t.equal(rtmp.notes.events.filter((e) => e.kind === 'publish').length, 0, 'the RTMP server never saw a publish');
+  node.endStream(STREAM_ID);
+  t.ok(logs.length > 0, `${logs.length} log lines`);
+  t.notOk(logs.some((l) => l.includes(key)), 'no log line carries the stream key');
+  t.notOk(JSON.stringify(node.status(STREAM_ID) ?? {}).includes(key), 'status does not carry it');
+});
+
+t.test('the RTMP target is split as ffmpeg reads it; redaction hides playpath and query', async (t) => {
+  t.match(parseRtmpTarget('rtmp://live.example.com/app/key'), { tls: false, host: 'live.example.com', port: 1935, tcUrl: 'rtmp://live.example.com/app', secret: 'key' });
+  t.match(parseRtmpTarget('rtmps://a.example.com:4443/live2/inst/sk_1?x=2'), { tls: true, port: 4443, tcUrl: 'rtmps://a.example.com:4443/live2/inst', secret: 'sk_1?x=2' });
+  t.match(parseRtmpTarget('rtmp://[2001:db8::1]/app/k'), { host: '2001:db8::1', tcUrl: 'rtmp://[2001:db8::1]/app' });
+  t.equal(parseRtmpTarget('rtmps://x.example.com/app/k').port, 443);
+  t.equal(redactRtmpUrl('rtmp://live.example.com/app/sk_abc?token=1'), 'rtmp://live.example.com/app/…');
+  t.notMatch(redactRtmpUrl('rtmp://h.example.com/a/b/secret'), /secret/);
 });

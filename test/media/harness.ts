@@ -6,7 +6,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
-import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaSettings, type StreamParams } from '../../media/index.ts';
+import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -44,9 +44,14 @@ export async function startMediaServer(
     capacity?: number;
     /** Secret of signed forwarded client addresses (x-reverie-forwarded). */
     forwardedSecret?: string;
+    /** Address rules for the RTMP push. */
+    outboundPolicy?: OutboundPolicy;
+    /** Receives every log line (JSON) at debug level, instead of LOG_LEVEL's silence. */
+    onLog?: (line: string) => void;
   } = {},
 ): Promise<MediaServer> {
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const onLog = opts.onLog;
+  const logger = onLog ? pino({ level: 'debug' }, { write: (line: string) => onLog(line) }) : pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
   const app = Fastify({ logger: false });
   let baseUrl = '';
   const node = new MediaNode({
@@ -60,6 +65,7 @@ export async function startMediaServer(
     settings: opts.settings,
     ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
     ...(opts.forwardedSecret ? { forwardedSecret: opts.forwardedSecret } : {}),
+    ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
     // STREAM_ID and any other `str_test…` id take STREAM_KEY; their playback ids are `play_test…`.
     resolveIngest: async (streamId, token) =>

@@ -74,7 +74,9 @@ export default async function capacity(args: Map<string, string>): Promise<void>
     const pid = server.child.pid as number;
     const pubs = new ObsPublishers();
     t.teardown(() => pubs.close());
-    const source = await stampedH264({ size: 512, frames: 600 });
+    const SOURCE_FRAMES = 600; // a 20 s loop at 30 fps: counters repeat every LOOP_MS
+    const LOOP_MS = (SOURCE_FRAMES / 30) * 1000;
+    const source = await stampedH264({ size: 512, frames: SOURCE_FRAMES });
     const page = createServer((_q, r) => r.writeHead(200, { 'content-type': 'text/html' }).end(VIEWER_PAGE));
     await new Promise<void>((r) => page.listen(0, '127.0.0.1', r));
     t.teardown(() => new Promise((r) => page.close(r)));
@@ -119,7 +121,8 @@ export default async function capacity(args: Map<string, string>): Promise<void>
       const cores = (cpuSeconds(pid) - c0) / ((performance.now() - t0) / 1000);
       const recv = await viewer.evaluate(() => (window as unknown as { takeRecv(): [number, number][] }).takeRecv());
       const sent = await pubs.sentTimes(streams[0]?.publisher ?? '');
-      const g2g = summarize(recv.flatMap(([n, at]) => (sent.has(n) ? [at - (sent.get(n) as number)] : [])));
+      // `sent` holds each counter's latest send; a frame shown before it was sent one loop earlier.
+      const g2g = summarize(recv.flatMap(([n, at]) => (sent.has(n) ? [((at - (sent.get(n) as number)) % LOOP_MS + LOOP_MS) % LOOP_MS] : [])));
       const medians = fpsSamples.map((xs) => percentile(xs, 50));
       const minFps = Math.min(...medians);
       baseP95 ??= g2g.p95;

@@ -12,7 +12,7 @@ import type { Account, Store, StreamRecord } from '../store/index.ts';
 import { StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
 import { newId } from './ApiKeys.ts';
-import { streamError } from './errors.ts';
+import { streamError, withoutPaths } from './errors.ts';
 import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';
 import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
@@ -297,7 +297,7 @@ export class StreamService {
         hot: classification.hot,
         reload: classification.reload,
       });
-      nodeError = r.error ?? null;
+      nodeError = r.error !== undefined ? withoutPaths(r.error) : null;
     }
     this.#log.info(`update() | ${classification.mode} [streamId:${id}] [hot:${classification.hot.join(',')}] [reload:${classification.reload.join(',')}]`);
     return { stream: this.view(updated), classification, censored: censor.censored, nodeError };
@@ -371,8 +371,8 @@ export class StreamService {
           input_fps: 0,
           output_fps: 0,
           restart_count: node?.restartCount ?? 0,
-          last_restart_logs: node?.lastRestartLogs ?? [],
-          last_error: node?.lastError ?? '',
+          last_restart_logs: (node?.lastRestartLogs ?? []).map(withoutPaths),
+          last_error: withoutPaths(node?.lastError ?? ''),
           stream_id: stream.id,
         },
         gateway_status: { whep_url: view.output_stream_url, ingest_metrics: { stats: emptyStats() } },
@@ -398,13 +398,13 @@ export class StreamService {
         last_output_time: node.lastOutputTime ?? 0,
         restart_count: node.restartCount,
         last_restart_time: node.lastRestartTime ?? 0,
-        last_restart_logs: node.lastRestartLogs,
-        last_error: node.lastError ?? '',
+        last_restart_logs: node.lastRestartLogs.map(withoutPaths),
+        last_error: withoutPaths(node.lastError ?? ''),
         stream_id: stream.id,
       },
       gateway_status: {
         whep_url: view.output_stream_url,
-        ...(node.lastError !== null ? { error: { error_message: node.lastError, error_time: node.lastErrorTime ?? now } } : {}),
+        ...(node.lastError !== null ? { error: { error_message: withoutPaths(node.lastError), error_time: node.lastErrorTime ?? now } } : {}),
         ingest_metrics: { stats: ingestStats(node) },
       },
     };

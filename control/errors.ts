@@ -89,3 +89,12 @@ export function streamError(
   const entry = STREAM_ERRORS[code];
   return new ApiError('streams', code, entry.status, message ?? entry.message, opts.details ?? null, {}, opts.headers);
 }
+
+/**
+ * Text from inside the server (engine errors, restart logs) made fit for a client: absolute file
+ * paths become `…/<file name>`, so a status or error never reveals where models and data live.
+ * URLs are left alone (a path after a host or scheme is not a file path).
+ */
+export function withoutPaths(text: string): string {
+  return text.replace(/(?<![\w.:/~-])\/(?:[\w.@+~-]+\/)+([\w.@+~-]*)/g, (_m, base: string) => `…/${base}`);
+}

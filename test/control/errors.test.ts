@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { MUSIC_ERRORS, STREAM_ERRORS } from '../../control/errors.ts';
+import { MUSIC_ERRORS, STREAM_ERRORS, withoutPaths } from '../../control/errors.ts';
 
 const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
 
@@ -17,3 +17,15 @@ for (const [area, catalogue] of [['Area A', MUSIC_ERRORS], ['Area B', STREAM_ERR
     }
   });
 }
+
+t.test('client-visible text carries no file paths; URLs and plain words are kept', async (t) => {
+  t.equal(
+    withoutPaths('ControlNet thibaud/controlnet-sd21-canny-diffusers needs /var/lib/reverie/models/stabilityai/sd-turbo/unet/model.onnx with residual inputs'),
+    'ControlNet thibaud/controlnet-sd21-canny-diffusers needs …/model.onnx with residual inputs',
+  );
+  t.equal(withoutPaths("ENOENT: no such file or directory, open '/home/op/.cache/x/lora.safetensors'"), "ENOENT: no such file or directory, open '…/lora.safetensors'");
+  t.equal(withoutPaths('at /work/main/native/Engine.ts:120:7'), 'at …/Engine.ts:120:7');
+  t.equal(withoutPaths('fetch https://cdn.example.com/a/b/style.png failed'), 'fetch https://cdn.example.com/a/b/style.png failed');
+  t.equal(withoutPaths('prompt was a/b/c and 1/2'), 'prompt was a/b/c and 1/2');
+  t.notMatch(withoutPaths('(/tmp/rv-x/models/a) and /opt/x/y'), /\/tmp|\/opt/);
+});

@@ -46,6 +46,7 @@ export const STREAM_ERRORS = {
   'WEBHOOKS/LIMIT_REACHED': { status: 409, message: 'An account can have at most 10 webhook endpoints.' },
   'WEBHOOKS/URL_REJECTED': { status: 422, message: 'The webhook URL is not allowed.' },
   'WEBHOOKS/TEST_FAILED': { status: 502, message: 'The endpoint could not be reached.' },
+  'WEBHOOKS/RATE_LIMITED': { status: 429, message: 'Too many webhook test sends; slow down.' },
   'INTERNAL/ERROR': { status: 500, message: 'Something went wrong on our side.' },
   'SERVICE/UNAVAILABLE': { status: 503, message: 'The service is not ready; try again shortly.' },
 } as const satisfies Record<string, { status: number; message: string }>;

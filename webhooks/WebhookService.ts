@@ -23,6 +23,12 @@ export const WEBHOOK_SERVICE_DEFAULTS = {
   /** Deliveries page size: 1–100, default 20. */
   defaultPageSize: 20,
   maxPageSize: 100,
+  /**
+   * Test sends per account in any 60 s: each one is a request to a third party's server, made on
+   * the caller's word, so a key must not turn us into a request cannon. Ten is plenty for someone
+   * debugging an endpoint by hand.
+   */
+  testsPerMinute: 10,
   /** The `test` send's deadline, ms (same as a delivery). */
   timeoutMs: 10_000,
 } as const;
@@ -278,6 +284,12 @@ export class WebhookService {
    */
   async test(accountId: string, id: string): Promise<WebhookTestResult> {
     const endpoint = await this.#own(accountId, id);
+    const max = WEBHOOK_SERVICE_DEFAULTS.testsPerMinute;
+    const rate = await this.#store.rateLimits.hit(`webhooks.test:${accountId}`, max, 60_000);
+    if (!rate.allowed) {
+      const retryAfter = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
+      throw new WebhookError('WEBHOOKS/RATE_LIMITED', `At most ${max} test sends per minute per account; retry in ${retryAfter} s.`, { limit: max, retry_after_seconds: retryAfter });
+    }
     const nowMs = this.#now();
     const event = streamEndedEvent(
       {

@@ -13,6 +13,8 @@ export const WEBHOOK_ERRORS = {
   'WEBHOOKS/URL_REJECTED': { httpStatus: 422, message: 'Webhook URL rejected' },
   /** A field other than the URL is invalid (events, name, limit…); `details.field` names it. */
   'WEBHOOKS/INVALID_INPUT': { httpStatus: 400, message: 'Invalid webhook request' },
+  /** Too many test sends from this account in the last minute; `details.retry_after_seconds` says when to retry. */
+  'WEBHOOKS/RATE_LIMITED': { httpStatus: 429, message: 'Too many webhook test sends' },
 } as const;
 
 export type WebhookErrorCode = keyof typeof WEBHOOK_ERRORS;
@@ -43,8 +45,10 @@ export interface WebhookErrorDetails {
   /** For `private_address`: the offending address and its range name (`loopback`, `private`…). */
   address?: string;
   range?: string;
-  /** For `LIMIT_REACHED`: the limit. */
+  /** For `LIMIT_REACHED` and `RATE_LIMITED`: the limit. */
   limit?: number;
+  /** For `RATE_LIMITED`: seconds until one more is allowed. */
+  retry_after_seconds?: number;
   id?: string;
 }
 

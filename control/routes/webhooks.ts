@@ -66,7 +66,8 @@ function mapped<T>(fn: () => Promise<T>): Promise<T> {
   return fn().catch((err: unknown) => {
     if (!isWebhookError(err)) throw err;
     const code = err.code === 'WEBHOOKS/INVALID_INPUT' ? 'REQUEST/INVALID' : err.code;
-    throw streamError(code, err.message, { details: err.details });
+    const retryAfter = err.details.retry_after_seconds;
+    throw streamError(code, err.message, { details: err.details, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) });
   });
 }
 
@@ -132,7 +133,7 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
 
     r.post(
       '/v1/webhooks/:id/test',
-      { schema: { tags, summary: 'Send a synthetic, signed stream.ended now and return what the endpoint answered', params: IdParams, response: { 200: TestResultSchema, ...errors } } },
+      { schema: { tags, summary: 'Send a synthetic, signed stream.ended now and return what the endpoint answered (at most 10 per minute per account)', params: IdParams, response: { 200: TestResultSchema, ...errors, 429: EnvelopeErrorSchema } } },
       async (req) => mapped(() => service.test(acc(req), req.params.id)),
     );
 

@@ -218,3 +218,13 @@ void t.test('deliveries are newest first, filtered by status, event type and str
   t.equal(await store.webhooks.getDelivery('dlv_000'), null, 'delete removes the delivery log');
   t.equal(await code(service.get('acc_1', e.id)), 'WEBHOOKS/NOT_FOUND');
 });
+
+void t.test('test sends are limited to 10 per minute per account; the 11th is refused before any request', { timeout: 30_000 }, async (t) => {
+  const { service, receiver } = await setup(t);
+  const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
+  const other = await service.create('acc_2', { url: receiver.url(), events: ['stream.ended'] });
+  for (let i = 0; i < 10; i++) t.equal((await service.test('acc_1', e.id)).status, 200, `send ${i + 1}`);
+  await t.rejects(service.test('acc_1', e.id), { code: 'WEBHOOKS/RATE_LIMITED', httpStatus: 429, details: { limit: 10 } });
+  t.equal(receiver.requests.length, 10, 'the refused send reached nobody');
+  t.equal((await service.test('acc_2', other.id)).status, 200, 'another account has its own budget');
+});

@@ -17,6 +17,7 @@
  * In a process that also runs a media node the local routes stay in place and a hook in front of
  * them forwards only what another live node owns; an api-only process gets its own thin routes.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store, StreamRecord } from '../store/index.ts';
@@ -57,6 +58,20 @@ const FORWARDED = FORWARDED_HEADER;
 type Route = 'whip' | 'whep' | 'hls';
 type Target = { to: 'local' } | { to: 'remote'; node: MediaNodeInfo } | { to: 'none'; status: number; message: string };
 
+/** The Bearer token of a request, if any. */
+function bearerOf(req: FastifyRequest): string | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  return m?.[1];
+}
+
+/** Constant-time comparison of a token with the stream key. */
+function sameSecret(given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false;
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
 function text(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
 }
@@ -82,7 +97,7 @@ export class LiveRouter {
           // Forwarded once already: serve here whatever the registry says now (no ping-pong).
           if (!route || req.headers[FORWARDED] !== undefined) return;
           const param = (req.params as Record<string, string>)[route === 'whip' ? 'streamId' : 'playbackId'] ?? '';
-          const target = await this.target(route, param);
+          const target = await this.target(route, param, bearerOf(req));
           if (target.to === 'remote') return this.#send(route, target.node, req, reply);
           // Local or nobody: the node's own route answers (it refuses what it cannot serve).
         });
@@ -94,7 +109,7 @@ export class LiveRouter {
       app.options('/live/:streamId/whip', PUBLIC, options);
       app.options('/live/:playbackId/whep', PUBLIC, options);
       const handler = (route: Route, param: string) => async (req: FastifyRequest, reply: FastifyReply) => {
-        const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '');
+        const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '', bearerOf(req));
         if (target.to === 'none') return text(reply, target.status, target.message);
         if (target.to === 'local') return text(reply, 503, 'no media node in this process');
         return this.#send(route, target.node, req, reply);
@@ -107,8 +122,12 @@ export class LiveRouter {
     };
   }
 
-  /** Where a request for the stream (WHIP: stream id; WHEP/HLS: playback id) should go. */
-  async target(route: Route, param: string): Promise<Target> {
+  /**
+   * Where a request for the stream (WHIP: stream id; WHEP/HLS: playback id) should go. `bearer`
+   * is the WHIP request's token: a stream is placed again only for its own stream key, so nobody
+   * else can move a stream (and take a slot on another node) by knowing its id.
+   */
+  async target(route: Route, param: string, bearer?: string): Promise<Target> {
     const stream = route === 'whip' ? await this.#o.store.streams.get(param) : await this.#o.store.streams.getByPlaybackId(param);
     // Unknown streams: the node's own answer (401 / 404) from the local node, or ours.
     if (!stream || stream.deleted) return this.#o.local ? { to: 'local' } : route === 'whip' ? { to: 'none', status: 401, message: 'invalid stream key' } : { to: 'none', status: 404, message: 'unknown playback id' };
@@ -116,6 +135,7 @@ export class LiveRouter {
     const owner = nodes.find((n) => n.id === stream.nodeId);
     if (owner) return owner.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: owner };
     if (route !== 'whip') return { to: 'none', status: 503, message: 'the stream is not on any live media node right now; retry when it is published' };
+    if (!sameSecret(bearer, stream.streamKey)) return this.#o.local ? { to: 'local' } : { to: 'none', status: 401, message: 'invalid stream key' };
     const moved = await this.#replace(stream, nodes);
     if (!moved) return { to: 'none', status: 503, message: 'no live media node can take this stream right now; retry shortly' };
     return moved.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: moved };

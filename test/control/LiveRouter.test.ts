@@ -140,6 +140,10 @@ t.test('a stream whose node is dead is placed on a live node for WHIP; WHEP answ
   skew.ms = 5000; // 5 s later: node-a missed its beats, node-b's are good for a minute
   const whep = await fetch(`${apiUrl}/live/pb_1/whep`, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: 'v=0' });
   t.equal(whep.status, 503, 'no live node holds it: WHEP cannot be served');
+  const stranger = await whip(`${apiUrl}/live/str_1/whip`, 'sk_wrong');
+  t.equal(stranger.status, 401, 'a WHIP POST without the stream key moves nothing');
+  t.equal((await store.streams.get('str_1'))?.nodeId, 'node-a', 'the record still names the dead node');
+  t.equal((await whip(`${apiUrl}/live/str_1/whip`, '')).status, 401, 'nor does one without a token');
   const res = await whip(`${apiUrl}/live/str_1/whip`, 'sk_secret');
   t.equal(res.status, 400, 'the WHIP POST reached a node');
   t.equal((await store.streams.get('str_1'))?.nodeId, 'node-b', 'the record follows the new placement');

@@ -80,7 +80,14 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   const page = await ctx.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(`${server.url}/web/playground.html#key=${server.firstKey}`);
+  // The pages run under a strict Content-Security-Policy: anything it blocks shows on the console.
+  const blocked: string[] = [];
+  ctx.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) blocked.push(m.text());
+  });
+  const served = await page.goto(`${server.url}/web/playground.html#key=${server.firstKey}`);
+  t.match(served?.headers()['content-security-policy'], /script-src 'self'/, 'the page is sent with a CSP');
+  t.equal(served?.headers()['x-frame-options'], 'DENY', 'and may not be framed');
 
   // 1. Create a stream from the page.
   await page.fill('#prompt', 'a neon city at night');
@@ -153,4 +160,5 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   t.pass('watch.html falls back to / plays LL-HLS');
 
   t.same(pageErrors, [], 'no uncaught page errors');
+  t.same(blocked, [], 'the CSP blocked nothing the pages do (playground, WHEP and HLS viewers)');
 });

@@ -31,6 +31,10 @@ t.test('a person makes a song on the songs page and gets two playable takes', { 
   const page = await context.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (err) => pageErrors.push(err.message));
+  const blocked: string[] = [];
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) blocked.push(m.text());
+  });
   await page.goto(`${server.url}/web/songs.html`);
   await page.fill('#key', key);
   await page.fill('#prompt', 'dreamy synthwave with arpeggios, in A minor');
@@ -80,6 +84,7 @@ t.test('a person makes a song on the songs page and gets two playable takes', { 
 
   t.match(await page.textContent('#usage'), /1 of 10 songs used/, 'usage updates');
   t.same(pageErrors, [], 'no script errors');
+  t.same(blocked, [], 'the CSP blocked nothing the page does');
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, 'songs-page.png'), fullPage: true });
 });

@@ -15,6 +15,7 @@ import {
   createProcessorChain,
   IMAGE_PROCESSOR_TYPES,
   LATENT_PROCESSOR_TYPES,
+  MAX_FRAME_SIDE,
   type ModelFamily,
 } from '../native/index.ts';
 
@@ -497,6 +498,12 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
   }
   if (p.ip_adapter_style_image_url !== null && !model.ipAdapter) {
     at('ip_adapter_style_image_url', `IP-Adapter is not available for ${p.model_id}; a style image has no effect`);
+  }
+
+  // Upscalers multiply: bound what a chain may make of a frame (the engine clamps at the same size).
+  for (const key of ['image_preprocessing', 'image_postprocessing'] as const) {
+    const side = Math.max(p.width, p.height) * outputScale(p[key]);
+    if (side > MAX_FRAME_SIDE) at(key, `its upscalers make ${side} px frames; at most ${MAX_FRAME_SIDE} px per side (${Math.max(p.width, p.height)} px × ${outputScale(p[key])})`);
   }
 
   for (const [key, kind] of [

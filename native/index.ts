@@ -31,6 +31,7 @@ export {
   type ProcessorConfig,
 } from './processors/ProcessorChain.ts';
 export type { ProcessorKind, ImageProcessor, LatentProcessor } from './processors/Processor.ts';
+export { MAX_FRAME_SIDE } from './processors/Upscale.ts';
 export { type Acceleration, type ProviderName, type SessionSettings, type ModelInfo, providersFor } from './ModelSessions.ts';
 export {
   type ModelFamily,

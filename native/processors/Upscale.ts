@@ -11,6 +11,13 @@ export const upscaleParams = z.object({
   scale: z.number().int().min(1).max(4).optional(),
 });
 
+/**
+ * Largest side, px, any processor chain may produce (twice the largest stream size): the API
+ * refuses chains whose upscalers multiply past it, and the upscaler itself never goes beyond it,
+ * so a chain costs at most 2048² pixels per frame whatever reaches the engine.
+ */
+export const MAX_FRAME_SIDE = 2048;
+
 /** Bilinear upscale by an integer factor: the engine's resize (pixel centres aligned, edge clamped). */
 export const upscale = defineProcessor({
   type: 'upscale',
@@ -18,6 +25,10 @@ export const upscale = defineProcessor({
   params: upscaleParams,
   create: (p) => {
     const s = p.scale_factor ?? p.scale ?? 2;
-    return { type: 'upscale', process: (f) => (s === 1 ? f : resizeFrame(f, f.width * s, f.height * s)), reset: () => {} };
+    const process = (f: Parameters<typeof resizeFrame>[0]) => {
+      const fit = Math.min(s, Math.floor(MAX_FRAME_SIDE / Math.max(f.width, f.height)));
+      return fit <= 1 ? f : resizeFrame(f, f.width * fit, f.height * fit);
+    };
+    return { type: 'upscale', process, reset: () => {} };
   },
 });

@@ -507,3 +507,16 @@ t.test('output_rtmp_url must point at a public address: literals, names and hidd
   const ok = await create(a, h, { output_rtmp_url: 'rtmp://live.example.com/app/sk_1' });
   t.equal(ok.status, 201, 'a public target is accepted');
 });
+
+t.test('processor chains whose upscalers exceed 2048 px per side are refused naming the block', { timeout: 30_000 }, async (t) => {
+  const a = await makeStreamApp(t);
+  const h = await a.auth();
+  const up = (n: number, f = 4) => ({ processors: Array.from({ length: n }, () => ({ type: 'upscale', params: { scale_factor: f } })) });
+  const sixteen = await create(a, h, { params: { width: 512, height: 512, image_postprocessing: up(16) } });
+  t.equal(sixteen.status, 400, 'sixteen ×4 upscalers');
+  t.same(fieldsOf(sixteen.body), ['params.image_postprocessing']);
+  const pre = await create(a, h, { params: { width: 1024, height: 512, image_preprocessing: up(1, 4) } });
+  t.equal(pre.status, 400, '1024 × 4 in preprocessing');
+  t.same(fieldsOf(pre.body), ['params.image_preprocessing']);
+  t.equal((await create(a, h, { params: { width: 512, height: 512, image_postprocessing: up(1, 4) } })).status, 201, '512 × 4 = 2048 is allowed');
+});

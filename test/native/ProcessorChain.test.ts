@@ -1,4 +1,5 @@
 import t from 'tap';
+import { MAX_FRAME_SIDE } from '../../native/index.ts';
 import type { Frame } from '../../native/Frame.ts';
 import { UnsupportedProcessorError, InvalidProcessorParamsError } from '../../native/errors.ts';
 import {
@@ -131,6 +132,16 @@ void t.test('upscale changes the output size and interpolates', async (t) => {
   t.equal(px(out, 15, 7), 255);
   const mid = px(out, 7, 3);
   t.ok(mid > 0 && mid < 255, 'interpolated at the edge');
+});
+
+void t.test('stacked upscalers never make a frame larger than MAX_FRAME_SIDE', async (t) => {
+  const chain = createProcessorChain({ processors: Array.from({ length: 16 }, () => ({ type: 'upscale', params: { scale_factor: 4 } })) }, 'image');
+  const out = chain.apply(step(512, 384));
+  t.equal(MAX_FRAME_SIDE, 2048);
+  t.equal(out.width, 2048, '512 × 4 = 2048: the first upscaler fits, the other 15 pass the frame on');
+  t.equal(out.height, 1536);
+  const odd = createProcessorChain({ processors: [{ type: 'upscale', params: { scale_factor: 4 } }] }, 'image').apply(step(1000, 10));
+  t.equal(odd.width, 2000, 'a factor that would overshoot is lowered to the largest that fits (2)');
 });
 
 void t.test('processors apply in order', async (t) => {

@@ -81,10 +81,21 @@ export async function loadStyleImage(url: string, fetchImage: FetchImage | undef
   return buf;
 }
 
-/** Decodes any image ffmpeg reads to 224×224 RGB24 (5 s cap). */
+/** Image formats a style image may be in: ffmpeg's piped-image demuxers and decoders for them. */
+const STYLE_IMAGE_DEMUXERS = 'png_pipe,jpeg_pipe,webp_pipe,bmp_pipe,gif,gif_pipe';
+const STYLE_IMAGE_DECODERS = 'png,mjpeg,webp,bmp,gif';
+/** Largest style image, pixels (4096²): decoding is refused above it, before any frame buffer. */
+export const STYLE_IMAGE_MAX_PIXELS = 4096 * 4096;
+
+/**
+ * Decodes a PNG, JPEG, WebP, BMP or GIF to 224×224 RGB24 (5 s cap). The bytes come from a
+ * client: ffmpeg may only read the pipe, only with image demuxers and decoders (no playlist, no
+ * container that could open files or URLs), and refuses images over STYLE_IMAGE_MAX_PIXELS.
+ */
 export function decodeTo224(image: Buffer): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
-    const p = spawn('ffmpeg', ['-v', 'error', '-i', 'pipe:0', '-frames:v', '1', '-vf', `scale=${CLIP_SIZE}:${CLIP_SIZE}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const guard = ['-protocol_whitelist', 'pipe', '-format_whitelist', STYLE_IMAGE_DEMUXERS, '-codec_whitelist', STYLE_IMAGE_DECODERS, '-max_pixels', String(STYLE_IMAGE_MAX_PIXELS)];
+    const p = spawn('ffmpeg', ['-v', 'error', ...guard, '-i', 'pipe:0', '-frames:v', '1', '-vf', `scale=${CLIP_SIZE}:${CLIP_SIZE}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { stdio: ['pipe', 'pipe', 'pipe'] });
     const chunks: Buffer[] = [];
     let err = '';
     const timer = setTimeout(() => p.kill('SIGKILL'), STYLE_IMAGE_TIMEOUT_MS);
@@ -97,7 +108,10 @@ export function decodeTo224(image: Buffer): Promise<Uint8Array> {
     p.on('close', (code) => {
       clearTimeout(timer);
       const out = Buffer.concat(chunks);
-      if (code !== 0 || out.length !== CLIP_SIZE * CLIP_SIZE * 3) reject(new InferenceError('ip_adapter', `cannot decode style image (ffmpeg exit ${code}): ${err.trim().slice(0, 200)}`));
+      if (code !== 0 || out.length !== CLIP_SIZE * CLIP_SIZE * 3) {
+        const why = /exceeds specified max pixel count/.test(err) ? `larger than ${STYLE_IMAGE_MAX_PIXELS} pixels` : 'not a PNG, JPEG, WebP, BMP or GIF image ffmpeg can decode';
+        reject(new InferenceError('ip_adapter', `cannot decode style image: ${why}`));
+      }
       else resolve(new Uint8Array(out.buffer, out.byteOffset, out.length));
     });
     p.stdin.on('error', () => {});

@@ -15,7 +15,7 @@
  * loads the original file, byte for byte.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, normalize, sep } from 'node:path';
 import type { onnx as OnnxNs } from 'onnx-proto';
@@ -78,12 +78,45 @@ export function loraFile(modelsDir: string, key: string): string {
 }
 
 /**
- * Returns the UNet file to load: the original when no LoRA has a non-zero weight, else a merged
- * copy under `<modelDir>/.lora-cache/<key>/unet/model.onnx` (built once per combination).
+ * Bytes the merged UNets of one model may take on disk (default 8 GiB: four SD1.5 fp16 UNets, or
+ * one SDXL one and change). Least recently used merges are deleted past it.
  */
-export function mergedUnetFile(modelsDir: string, modelDir: string, loraDict: Record<string, number> | null, logger: Logger): string {
+export const LORA_CACHE_MAX_BYTES = 8 * 1024 ** 3;
+/**
+ * LoRA weights are merged rounded to this step: 0.5 and 0.501 share one merged UNet (a visible
+ * difference needs more than 0.01), so a client cannot write a new file per request by nudging.
+ */
+export const LORA_WEIGHT_STEP = 0.01;
+
+/** Deletes the least recently used merges until the cache fits `maxBytes` (never `keep`). */
+function evictLoraCache(cacheDir: string, keep: string, maxBytes: number, logger: Logger): void {
+  const entries = readdirSync(cacheDir, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => {
+      const file = join(cacheDir, d.name, 'unet', 'model.onnx');
+      const st = existsSync(file) ? statSync(file) : null;
+      return { dir: join(cacheDir, d.name), file, bytes: st?.size ?? 0, usedMs: st?.mtimeMs ?? 0 };
+    })
+    .sort((a, b) => a.usedMs - b.usedMs);
+  let total = entries.reduce((n, e) => n + e.bytes, 0);
+  for (const e of entries) {
+    if (total <= maxBytes) break;
+    if (e.file === keep) continue;
+    rmSync(e.dir, { recursive: true, force: true });
+    total -= e.bytes;
+    logger.info(`LoraMerge | evicted a merged UNet [bytes:${e.bytes}] [cacheBytes:${total}] [maxBytes:${maxBytes}]`);
+  }
+}
+
+/**
+ * Returns the UNet file to load: the original when no LoRA has a non-zero weight, else a merged
+ * copy under `<modelDir>/.lora-cache/<key>/unet/model.onnx` (built once per combination of files
+ * and weights rounded to LORA_WEIGHT_STEP; the cache is kept under `maxCacheBytes`, LRU).
+ */
+export function mergedUnetFile(modelsDir: string, modelDir: string, loraDict: Record<string, number> | null, logger: Logger, maxCacheBytes = LORA_CACHE_MAX_BYTES): string {
   const unet = join(modelDir, 'unet', 'model.onnx');
   const active = Object.entries(loraDict ?? {})
+    .map(([k, w]): [string, number] => [k, Math.round(w / LORA_WEIGHT_STEP) * LORA_WEIGHT_STEP])
     .filter(([, w]) => w !== 0)
     .sort(([a], [b]) => a.localeCompare(b));
   if (active.length === 0) return unet;
@@ -96,8 +129,13 @@ export function mergedUnetFile(modelsDir: string, modelDir: string, loraDict: Re
   const st = statSync(unet);
   h.update(`${unet}:${st.size}:${st.mtimeMs}`);
   for (const f of files) h.update(`|${f.key}:${f.weight}:`).update(readFileSync(f.file));
-  const out = join(modelDir, '.lora-cache', h.digest('hex').slice(0, 16), 'unet', 'model.onnx');
-  if (existsSync(out)) return out;
+  const cacheDir = join(modelDir, '.lora-cache');
+  const out = join(cacheDir, h.digest('hex').slice(0, 16), 'unet', 'model.onnx');
+  if (existsSync(out)) {
+    const now = new Date();
+    utimesSync(out, now, now); // mtime is the LRU clock (atime is often not kept)
+    return out;
+  }
   const t0 = performance.now();
   const model = onnx.ModelProto.decode(readFileSync(unet));
   const inits = new Map((model.graph?.initializer ?? []).map((i) => [i.name ?? '', i]));
@@ -107,6 +145,7 @@ export function mergedUnetFile(modelsDir: string, modelDir: string, loraDict: Re
   const tmp = `${out}.tmp-${process.pid}`;
   writeFileSync(tmp, onnx.ModelProto.encode(model).finish());
   renameSync(tmp, out);
+  evictLoraCache(cacheDir, out, maxCacheBytes, logger);
   logger.info(`LoraMerge | merged [loras:${files.map((f) => `${f.key}@${f.weight}`).join(',')}] [tensors:${patched}] in ${Math.round(performance.now() - t0)} ms → ${out}`);
   return out;
 }

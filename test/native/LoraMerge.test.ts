@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
 import { buildTinyLora, buildTinyModel, createFramePipeline, readSafetensors, writeSafetensors, type Frame, type StreamParams } from '../../native/index.ts';
+import { LORA_CACHE_MAX_BYTES, LORA_WEIGHT_STEP, mergedUnetFile } from '../../native/LoraMerge.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-lora-'));
 const modelDir = buildTinyModel(dir, 'demo/tiny');
@@ -54,4 +55,23 @@ void t.test('a non-zero weight merges into the UNet (cached once) and changes th
 void t.test('missing LoRA files and paths escaping the lora folder fail the load clearly', { timeout: 60_000 }, async (t) => {
   await t.rejects(createFramePipeline({ modelsDir: dir, params: { ...base, lora_dict: { 'nope/missing': 1 } }, logger }), { code: 'MODEL_LOAD_FAILED', message: /not found/ });
   await t.rejects(createFramePipeline({ modelsDir: dir, params: { ...base, lora_dict: { '../../etc/passwd': 1 } }, logger }), { code: 'MODEL_LOAD_FAILED', message: /escapes/ });
+});
+
+void t.test('merges are keyed by weights rounded to 0.01 and the cache keeps the most recently used within its byte budget', { timeout: 60_000 }, async (t) => {
+  const own = buildTinyModel(dir, 'demo/tiny-lru');
+  const cache = join(own, '.lora-cache');
+  const a = mergedUnetFile(dir, own, { 'style/tiny': 0.5 }, logger);
+  t.equal(mergedUnetFile(dir, own, { 'style/tiny': 0.501 }, logger), a, '0.501 rounds to 0.5: the same merged file');
+  t.equal(LORA_WEIGHT_STEP, 0.01);
+  const size = statSync(a).size;
+  const budget = Math.floor(size * 2.5); // room for two merges
+  const b = mergedUnetFile(dir, own, { 'style/tiny': 0.6 }, logger, budget);
+  t.equal(readdirSync(cache).length, 2);
+  mergedUnetFile(dir, own, { 'style/tiny': 0.5 }, logger, budget); // a hit: 0.5 becomes the most recent
+  const c = mergedUnetFile(dir, own, { 'style/tiny': 0.7 }, logger, budget);
+  t.equal(readdirSync(cache).length, 2, 'a third merge evicted one');
+  t.ok(existsSync(a), 'the recently used 0.5 merge stayed');
+  t.ok(existsSync(c), 'the new one is there');
+  t.notOk(existsSync(b), 'the least recently used (0.6) went');
+  t.ok(LORA_CACHE_MAX_BYTES >= 4 * 1024 ** 3, `default budget ${LORA_CACHE_MAX_BYTES} bytes`);
 });

@@ -33,6 +33,10 @@ export interface PublishOptions {
   /** Local address of the WHIP HTTP requests (127.0.0.N: each publisher its own client address on loopback). */
   httpFrom?: string;
   policy?: 'all' | 'relay';
+  /** An abusive peer: no media of its own, only what `sendRaw` gives it (see the fixture). */
+  raw?: boolean;
+  /** Video codec offered. Default H264. */
+  codec?: 'H264' | 'VP8';
 }
 
 export interface Published {
@@ -143,6 +147,14 @@ export class ObsPublishers {
     const reply = this.#next((e) => e.event === 'sent' && e.id === id, 5_000, `sent times for ${id}`);
     this.#send({ cmd: 'sent', id });
     return new Map((await reply)['times'] as [number, number][]);
+  }
+
+  /** A `raw` publisher sends these packets as they are; resolves with how many were sent and its video SSRC. */
+  async sendRaw(id: string, packets: Buffer[]): Promise<{ accepted: number; ssrc: number }> {
+    const reply = this.#next((e) => e.event === 'rawSent' && e.id === id, 10_000, `raw packets from ${id}`);
+    this.#send({ cmd: 'raw', id, packets: packets.map((p) => p.toString('base64')) });
+    const e = await reply;
+    return { accepted: Number(e['accepted']), ssrc: Number(e['ssrc']) };
   }
 
   pause(id: string): void {

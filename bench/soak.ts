@@ -1,0 +1,198 @@
+/**
+ * Soak: everything at once for a long time against one `reverie serve` process, watching for
+ * leaks (`npm run bench -- soak -- --minutes 30`).
+ *
+ * Load, all the time: publishers joining and leaving (OBS-like, 512² H.264, processors only),
+ * WHEP viewers joining and leaving, PATCH bursts, song renders, and webhook deliveries to a
+ * local HTTPS receiver (every stream start and end is an event). Every 10 s it samples the
+ * server's RSS, open file descriptors and threads (/proc) and its V8 heap and event-loop delay
+ * (/metrics). Verdict: RSS growth between minute 5 (warm) and the end < 10 %, fds and threads
+ * flat (the same load at the end as at minute 5 holds no more of them).
+ *
+ *   --minutes 30     run length (≥ 6 for a verdict; shorter runs print the samples only)
+ *   --streams 4      publishers live at once (each one replaced every ≈ 40 s)
+ *   --viewers 6      WHEP viewers at once (each one replaced every ≈ 20 s)
+ */
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stampedH264 } from '../test/helpers/h264Source.ts';
+import { freePort } from '../test/helpers/net.ts';
+import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
+import { startServerProcess } from '../test/helpers/serverProcess.ts';
+import { makeTls, TestReceiver } from '../test/webhooks/helpers.ts';
+import { printTable, progress, writeResult, type Row } from './lib.ts';
+
+interface Sample {
+  minute: number;
+  rssMiB: number;
+  heapUsedMiB: number;
+  fds: number;
+  threads: number;
+  loopP99Ms: number;
+  streams: number;
+  viewers: number;
+}
+
+function proc(pid: number): { rssMiB: number; threads: number; fds: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+  return { rssMiB: kb('VmRSS') / 1024, threads: kb('Threads'), fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+
+function metric(text: string, name: string): number {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+export default async function soak(args: Map<string, string>): Promise<void> {
+  const minutes = Number(args.get('minutes') ?? 30);
+  const streamsAtOnce = Number(args.get('streams') ?? 4);
+  const viewersAtOnce = Number(args.get('viewers') ?? 6);
+  const cleanups: (() => unknown)[] = [];
+  const t = { teardown: (fn: () => unknown) => cleanups.push(fn) };
+  const samples: Sample[] = [];
+  const counts = { published: 0, unpublished: 0, played: 0, patches: 0, patchErrors: 0, songs: 0, failures: 0 };
+  try {
+    const tls = makeTls();
+    const caFile = join(tls.dir, 'ca.pem');
+    writeFileSync(caFile, tls.ca);
+    t.teardown(() => tls.cleanup());
+    const receiver = await TestReceiver.start(tls);
+    t.teardown(() => receiver.close());
+    const port = await freePort();
+    const server = await startServerProcess(t, {
+      env: { PORT: String(port), HOST: '127.0.0.1', WEBRTC_INTERFACES: '127.0.0.1', ALLOW_LOOPBACK_TARGETS: '1', EXTRA_CA_FILE: caFile, LOG_LEVEL: 'warn' },
+    });
+    const pid = server.child.pid as number;
+    const hook = await server.api('POST', '/v1/webhooks', { url: receiver.url('/hook'), events: ['stream.started', 'stream.ended'] });
+    if (hook.status !== 201) throw new Error(`webhook → ${hook.status}`);
+    const pubs = new ObsPublishers();
+    t.teardown(() => pubs.close());
+    const source = await stampedH264({ size: 512, frames: 300 });
+
+    type Live = { id: string; publisher: string; playback: string; until: number };
+    const live: Live[] = [];
+    const viewers: { id: string; until: number }[] = [];
+    let seq = 0;
+    const addStream = async () => {
+      const i = seq++;
+      const r = await server.api('POST', '/v1/streams', { params: { prompt: `soak ${i}`, skip_diffusion: i % 2 === 0, width: 512, height: 512 } });
+      if (r.status !== 201) return void counts.failures++;
+      const s = r.body as { id: string; whip_url: string; stream_key: string; output_stream_url: string };
+      const p = await pubs.publish({ url: s.whip_url, token: s.stream_key, source, httpFrom: `127.0.2.${(i % 250) + 1}` });
+      if (p.status !== 201) return void counts.failures++;
+      counts.published++;
+      live.push({ id: s.id, publisher: p.id, playback: s.output_stream_url, until: Date.now() + 30_000 + Math.random() * 20_000 });
+    };
+    const dropStream = async (s: Live) => {
+      live.splice(live.indexOf(s), 1);
+      await pubs.stop(s.publisher).catch(() => undefined);
+      await server.api('DELETE', `/v1/streams/${s.id}`);
+      counts.unpublished++;
+    };
+
+    const start = Date.now();
+    const end = start + minutes * 60_000;
+    const bar = progress('soak minutes', minutes);
+    let lastBar = 0;
+    let nextSample = start;
+    let nextSong = start;
+    let nextPatch = start;
+    while (Date.now() < end) {
+      const now = Date.now();
+      for (const s of live.filter((x) => x.until < now)) await dropStream(s);
+      while (live.length < streamsAtOnce) await addStream();
+      for (const v of viewers.filter((x) => x.until < now)) {
+        viewers.splice(viewers.indexOf(v), 1);
+        await pubs.stop(v.id).catch(() => undefined);
+      }
+      while (viewers.length < viewersAtOnce && live.length > 0) {
+        const target = live[Math.floor(Math.random() * live.length)] as Live;
+        const v = await pubs.play({ url: target.playback, httpFrom: `127.0.3.${(counts.played % 250) + 1}` });
+        counts.played++;
+        viewers.push({ id: v.id, until: Date.now() + 10_000 + Math.random() * 20_000 });
+      }
+      if (now >= nextPatch) {
+        // A burst: 20 prompt changes to one stream as fast as the API takes them.
+        const target = live[Math.floor(Math.random() * live.length)];
+        if (target) {
+          for (let k = 0; k < 20; k++) {
+            const r = await server.api('PATCH', `/v1/streams/${target.id}`, { params: { prompt: `soak burst ${k}`, image_postprocessing: k % 5 === 0 ? { processors: [{ type: 'sharpen' }] } : { processors: [] } } });
+            counts.patches++;
+            if (r.status !== 200) counts.patchErrors++;
+          }
+        }
+        nextPatch = now + 15_000;
+      }
+      if (now >= nextSong) {
+        const r = await server.api('POST', '/music/v1/songs', { prompt: 'soak lo-fi beat', duration: 20, variations: 1 });
+        if (r.status === 200 || r.status === 201 || r.status === 202) counts.songs++;
+        nextSong = now + 45_000;
+      }
+      if (now >= nextSample) {
+        const p = proc(pid);
+        const text = await (await fetch(`${server.url}/metrics`)).text();
+        const heap = metric(text, 'nodejs_heap_size_used_bytes') / 2 ** 20;
+        const loop = metric(text, 'nodejs_eventloop_lag_p99_seconds') * 1000;
+        samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, streams: live.length, viewers: viewers.length });
+        nextSample = now + 10_000;
+      }
+      const done = Math.floor((Date.now() - start) / 60_000);
+      if (done > lastBar) {
+        bar.tick(done - lastBar);
+        lastBar = done;
+      }
+      await new Promise((r) => setTimeout(r, 500)); // the driver's tick
+    }
+    bar.done();
+
+    // One row per minute (the last sample of each).
+    const perMinute = new Map<number, Sample>();
+    for (const s of samples) perMinute.set(Math.floor(s.minute), s);
+    const rows: Row[] = [...perMinute.entries()].map(([m, s]) => ({
+      minute: m,
+      'RSS MiB': s.rssMiB,
+      'heap MiB': s.heapUsedMiB,
+      fds: s.fds,
+      threads: s.threads,
+      'loop p99 ms': s.loopP99Ms,
+      streams: s.streams,
+      viewers: s.viewers,
+    }));
+    printTable('soak: one reverie serve process under mixed load (last sample of each minute)', rows);
+
+    const at = (minute: number) => samples.filter((s) => s.minute >= minute && s.minute < minute + 1);
+    const avg = (xs: Sample[], k: keyof Sample) => xs.reduce((n, s) => n + (s[k] as number), 0) / Math.max(1, xs.length);
+    const warm = at(5);
+    const last = at(minutes - 1);
+    const verdict =
+      minutes >= 6 && warm.length && last.length
+        ? {
+            rssGrowth: avg(last, 'rssMiB') / avg(warm, 'rssMiB') - 1,
+            fdsWarm: avg(warm, 'fds'),
+            fdsEnd: avg(last, 'fds'),
+            threadsWarm: avg(warm, 'threads'),
+            threadsEnd: avg(last, 'threads'),
+          }
+        : null;
+    const summary: Row[] = [
+      { measure: 'publishers started / stopped', value: `${counts.published} / ${counts.unpublished}` },
+      { measure: 'WHEP viewers started', value: counts.played },
+      { measure: 'PATCHes (non-200)', value: `${counts.patches} (${counts.patchErrors})` },
+      { measure: 'songs requested', value: counts.songs },
+      { measure: 'webhook deliveries received', value: receiver.requests.length },
+      { measure: 'failed creates/publishes', value: counts.failures },
+    ];
+    if (verdict) {
+      summary.push(
+        { measure: `RSS growth, minute 5 → ${minutes - 1} (target < 10 %)`, value: `${(verdict.rssGrowth * 100).toFixed(1)} %` },
+        { measure: 'open fds, minute 5 → end', value: `${verdict.fdsWarm.toFixed(0)} → ${verdict.fdsEnd.toFixed(0)}` },
+        { measure: 'threads, minute 5 → end', value: `${verdict.threadsWarm.toFixed(0)} → ${verdict.threadsEnd.toFixed(0)}` },
+      );
+    }
+    printTable('soak summary', summary);
+    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, counts, webhooks: receiver.requests.length, verdict, samples })}`);
+  } finally {
+    for (const fn of cleanups.reverse()) await fn();
+  }
+}

@@ -79,6 +79,8 @@ export const ConfigEnvSchema = z.object({
   DEMO_MODELS: bool.default(true),
   /** Secret for signed download links; default: generated once and kept in DATA_DIR. */
   LINK_SIGNING_SECRET: z.string().min(32).optional(),
+  /** When set, /metrics answers only `Authorization: Bearer <token>` (it names every live stream). */
+  METRICS_TOKEN: z.string().min(16).optional(),
   /** Song render worker threads in this process (0 = no renderer here → 503 when none anywhere). */
   RENDER_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
   /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. */
@@ -130,6 +132,7 @@ export interface Config {
   demoModels: boolean;
   extraCaFile: string | null;
   linkSigningSecret: string | null;
+  metricsToken: string | null;
   renderWorkers: number;
   mediaCapacity: number;
   webrtc: {
@@ -189,6 +192,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     demoModels: e.DEMO_MODELS,
     extraCaFile: e.EXTRA_CA_FILE ?? null,
     linkSigningSecret: e.LINK_SIGNING_SECRET ?? null,
+    metricsToken: e.METRICS_TOKEN ?? null,
     renderWorkers: e.RENDER_WORKERS,
     mediaCapacity: e.MEDIA_CAPACITY ?? Math.max(1, STREAMS_PER_CORE * availableParallelism()),
     webrtc: Object.freeze({

@@ -54,3 +54,26 @@ t.test('/metrics exposes request counters by route; responses carry X-Request-Id
   t.match(res.body, /reverie_http_requests_total\{method="GET",route="\/healthz",status="200"\} 2/);
   t.match(res.body, /reverie_http_request_duration_seconds_bucket/);
 });
+
+t.test('with METRICS_TOKEN, /metrics answers only its bearer token (401 in the envelope otherwise)', async (t) => {
+  const token = 'm3trics-t0ken-0123456789';
+  const { app } = await makeApp(t, { env: { METRICS_TOKEN: token } });
+  for (const authorization of [undefined, 'Bearer nope', `Bearer ${token}x`, token]) {
+    const res = await app.inject({ method: 'GET', url: '/metrics', headers: authorization ? { authorization } : {} });
+    t.equal(res.statusCode, 401, `${authorization ?? 'no header'} → 401`);
+    t.equal(res.json().code, 'AUTH/UNAUTHORIZED');
+    t.notMatch(res.body, /reverie_/, 'no metric leaks');
+  }
+  const ok = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } });
+  t.equal(ok.statusCode, 200);
+  t.match(ok.body, /reverie_http_requests_total/);
+});
+
+t.test('/healthz says the store is unreachable without echoing its error', async (t) => {
+  const { app, store, dataDir } = await makeApp(t, { services: () => ({ isReady: () => true }) });
+  await store.close();
+  const res = await app.inject({ method: 'GET', url: '/healthz' });
+  t.equal(res.statusCode, 503);
+  t.same(res.json(), { status: 'unavailable', reason: 'store unreachable' });
+  t.notOk(res.body.includes(dataDir), 'no path');
+});

@@ -13,7 +13,7 @@
  *   --streams 4      publishers live at once (each one replaced every ≈ 40 s)
  *   --viewers 6      WHEP viewers at once (each one replaced every ≈ 20 s)
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { freePort } from '../test/helpers/net.ts';
@@ -29,14 +29,36 @@ interface Sample {
   fds: number;
   threads: number;
   loopP99Ms: number;
+  /** Server CPU, cores, over the 10 s before the sample. */
+  cores: number;
   streams: number;
   viewers: number;
+  fdKinds: Record<string, number>;
 }
 
-function proc(pid: number): { rssMiB: number; threads: number; fds: number } {
+function proc(pid: number): { rssMiB: number; threads: number; fds: number; fdKinds: Record<string, number> } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
-  return { rssMiB: kb('VmRSS') / 1024, threads: kb('Threads'), fds: readdirSync(`/proc/${pid}/fd`).length };
+  // What the descriptors are (socket, pipe, eventfd, …): a leak shows which kind grows.
+  const fdKinds: Record<string, number> = {};
+  const fds = readdirSync(`/proc/${pid}/fd`);
+  for (const fd of fds) {
+    let target = 'gone';
+    try {
+      target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      // closed between readdir and readlink
+    }
+    const kind = target.startsWith('/') ? 'file' : target.replace(/:\[?\d+\]?$/, '').replace(/^anon_inode:/, '');
+    fdKinds[kind] = (fdKinds[kind] ?? 0) + 1;
+  }
+  return { rssMiB: kb('VmRSS') / 1024, threads: kb('Threads'), fds: fds.length, fdKinds };
+}
+
+/** utime + stime of the process, seconds. */
+function cpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) / 100; // clock ticks; 100 Hz on Linux
 }
 
 function metric(text: string, name: string): number {
@@ -51,6 +73,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
   const cleanups: (() => unknown)[] = [];
   const t = { teardown: (fn: () => unknown) => cleanups.push(fn) };
   const samples: Sample[] = [];
+  const failures: string[] = [];
   const counts = { published: 0, unpublished: 0, played: 0, patches: 0, patchErrors: 0, songs: 0, failures: 0 };
   try {
     const tls = makeTls();
@@ -79,8 +102,12 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       const r = await server.api('POST', '/v1/streams', { params: { prompt: `soak ${i}`, skip_diffusion: i % 2 === 0, width: 512, height: 512 } });
       if (r.status !== 201) return void counts.failures++;
       const s = r.body as { id: string; whip_url: string; stream_key: string; output_stream_url: string };
-      const p = await pubs.publish({ url: s.whip_url, token: s.stream_key, source, httpFrom: `127.0.2.${(i % 250) + 1}` });
-      if (p.status !== 201) return void counts.failures++;
+      const p = await pubs.publish({ url: s.whip_url, token: s.stream_key, source, httpFrom: `127.0.2.${(i % 250) + 1}` }).catch((err: unknown) => ({ id: '', status: 0, body: String(err) }));
+      if (p.status !== 201) {
+        failures.push(`WHIP → ${p.status}: ${p.body.slice(0, 400)}`);
+        await server.api('DELETE', `/v1/streams/${s.id}`);
+        return void counts.failures++;
+      }
       counts.published++;
       live.push({ id: s.id, publisher: p.id, playback: s.output_stream_url, until: Date.now() + 30_000 + Math.random() * 20_000 });
     };
@@ -96,6 +123,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     const bar = progress('soak minutes', minutes);
     let lastBar = 0;
     let nextSample = start;
+    let cpuAt = { s: cpuSeconds(pid), t: performance.now() };
     let nextSong = start;
     let nextPatch = start;
     while (Date.now() < end) {
@@ -108,8 +136,14 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       }
       while (viewers.length < viewersAtOnce && live.length > 0) {
         const target = live[Math.floor(Math.random() * live.length)] as Live;
-        const v = await pubs.play({ url: target.playback, httpFrom: `127.0.3.${(counts.played % 250) + 1}` });
+        const v = await pubs.play({ url: target.playback, httpFrom: `127.0.3.${(counts.played % 250) + 1}` }).catch((err: unknown) => ({ id: '', status: 0, body: String(err) }));
         counts.played++;
+        if (v.status !== 201) {
+          counts.failures++;
+          failures.push(`WHEP → ${v.status}: ${v.body.slice(0, 400)}`);
+          if (v.id) await pubs.stop(v.id).catch(() => undefined);
+          break;
+        }
         viewers.push({ id: v.id, until: Date.now() + 10_000 + Math.random() * 20_000 });
       }
       if (now >= nextPatch) {
@@ -132,9 +166,12 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       if (now >= nextSample) {
         const p = proc(pid);
         const text = await (await fetch(`${server.url}/metrics`)).text();
-        const heap = metric(text, 'nodejs_heap_size_used_bytes') / 2 ** 20;
-        const loop = metric(text, 'nodejs_eventloop_lag_p99_seconds') * 1000;
-        samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, streams: live.length, viewers: viewers.length });
+        const heap = metric(text, 'reverie_nodejs_heap_size_used_bytes') / 2 ** 20;
+        const loop = metric(text, 'reverie_nodejs_eventloop_lag_p99_seconds') * 1000;
+        const cpu = { s: cpuSeconds(pid), t: performance.now() };
+        const cores = (cpu.s - cpuAt.s) / ((cpu.t - cpuAt.t) / 1000);
+        cpuAt = cpu;
+        samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, cores, streams: live.length, viewers: viewers.length, fdKinds: p.fdKinds });
         nextSample = now + 10_000;
       }
       const done = Math.floor((Date.now() - start) / 60_000);
@@ -156,6 +193,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       fds: s.fds,
       threads: s.threads,
       'loop p99 ms': s.loopP99Ms,
+      cores: s.cores,
       streams: s.streams,
       viewers: s.viewers,
     }));
@@ -190,8 +228,12 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         { measure: 'threads, minute 5 → end', value: `${verdict.threadsWarm.toFixed(0)} → ${verdict.threadsEnd.toFixed(0)}` },
       );
     }
+    const first = samples[0]?.fdKinds ?? {};
+    const lastKinds = samples.at(-1)?.fdKinds ?? {};
+    summary.push({ measure: 'descriptors by kind, first → last sample', value: [...new Set([...Object.keys(first), ...Object.keys(lastKinds)])].map((k) => `${k} ${first[k] ?? 0}→${lastKinds[k] ?? 0}`).join(', ') });
     printTable('soak summary', summary);
-    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, counts, webhooks: receiver.requests.length, verdict, samples })}`);
+    for (const f of failures.slice(0, 10)) console.log(`failure: ${f}`);
+    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, counts, failures, webhooks: receiver.requests.length, verdict, samples })}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();
   }

@@ -16,7 +16,8 @@ export { Mp3EncodeError } from './Mp3Encoder.ts';
 export { PoolClosedError, RenderError, RenderPool, type RenderPoolOptions } from './RenderPool.ts';
 export type { TakeResult } from './Renderer.ts';
 export { MAX_DURATION, MIN_DURATION, planSong, type PlanInput, type SongPlan } from './SongPlanner.ts';
-export type { Section, SectionKind } from './Arranger.ts';
+export type { AskedSection, Section, SectionKind } from './Arranger.ts';
+export { PlanInputError } from './PlanInputError.ts';
 
 let shared: RenderPool | null = null;
 

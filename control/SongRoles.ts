@@ -43,7 +43,7 @@ export async function startSongRoles(config: Readonly<Config>, deps: RoleDeps): 
       store: deps.store,
       blobs: deps.blobs,
       logger: deps.logger,
-      render: (plan, n, onProgress) => pool!.render(plan as Parameters<RenderPool['render']>[0], n, onProgress),
+      render: (plan, n, onProgress, options) => pool!.render(plan as Parameters<RenderPool['render']>[0], n, onProgress, options),
       concurrency: config.renderWorkers,
       ...(deps.now ? { now: deps.now } : {}),
     });

@@ -23,6 +23,24 @@ const LIMITER_CEILING_DB = -1.25;
 /** Seconds of tail rendered past a loop's end and folded onto its start. */
 const LOOP_TAIL_SECONDS = 4;
 
+/**
+ * Stem groups, in the order producers expect them: dry drums, bass, chords + pad, lead + arp, and
+ * the reverb and delay returns of every part (the send effects are shared, so they are a stem of
+ * their own rather than being split by part).
+ */
+export type StemName = 'drums' | 'bass' | 'chords' | 'lead' | 'effects';
+export const STEM_NAMES: readonly StemName[] = ['drums', 'bass', 'chords', 'lead', 'effects'];
+
+export interface StereoBuffer {
+  L: Float32Array;
+  R: Float32Array;
+}
+
+export interface MixOptions {
+  /** Also return mastered stems (costs memory and a little time). Default false. */
+  stems?: boolean;
+}
+
 export interface MixResult {
   L: Float32Array;
   R: Float32Array;
@@ -32,6 +50,66 @@ export interface MixResult {
   truePeakDb: number;
   /** Milliseconds per stage, for the benchmark. */
   timings: Record<string, number>;
+  /** The notes and hits that were rendered (for the MIDI file). */
+  score: Score;
+  /**
+   * With `stems`: each group through the same master gain as the mix (the bus compressor's,
+   * fade's and limiter's per-sample gain, which is stereo-linked), so their sum is the mix up to
+   * float rounding. Null otherwise.
+   */
+  stems: Record<StemName, StereoBuffer> | null;
+}
+
+function stemOfRole(role: string): Exclude<StemName, 'drums' | 'effects'> {
+  if (role === 'bass') return 'bass';
+  if (role === 'chords' || role === 'pad') return 'chords';
+  return 'lead';
+}
+
+/** Stem copy of mixPair's bus write (no sends: the effects stem carries them). */
+function stemPair(
+  a: Float32Array, b: Float32Array, d: Float32Array | null, lo: number, hi: number,
+  al: number, ar: number, bl: number, br: number, L: Float32Array, R: Float32Array,
+): void {
+  for (let i = lo; i < hi; i++) {
+    const g = d ? (d[i] as number) : 1;
+    const xa = (a[i] as number) * g;
+    const xb = (b[i] as number) * g;
+    L[i] = (L[i] as number) + al * xa + bl * xb;
+    R[i] = (R[i] as number) + ar * xa + br * xb;
+  }
+}
+
+function stemMono(a: Float32Array, d: Float32Array | null, lo: number, hi: number, al: number, ar: number, L: Float32Array, R: Float32Array): void {
+  for (let i = lo; i < hi; i++) {
+    const x = (a[i] as number) * (d ? (d[i] as number) : 1);
+    L[i] = (L[i] as number) + al * x;
+    R[i] = (R[i] as number) + ar * x;
+  }
+}
+
+function stemDrum(smp: Float32Array, start: number, end: number, gl: number, gr: number, L: Float32Array, R: Float32Array): void {
+  for (let i = start; i < end; i++) {
+    const x = smp[i - start] as number;
+    L[i] = (L[i] as number) + gl * x;
+    R[i] = (R[i] as number) + gr * x;
+  }
+}
+
+/**
+ * Adds an effect return rendered into float64 buffers to the bus (and to the effects stem). The
+ * bus sum is bit-identical to the effect adding into the bus itself, because float64 holds its
+ * output exactly: stems on or off, the mix is the same.
+ */
+function addReturn(eL: Float64Array, eR: Float64Array, n: number, L: Float32Array, R: Float32Array, sL: Float32Array, sR: Float32Array): void {
+  for (let i = 0; i < n; i++) {
+    const l = eL[i] as number;
+    const r = eR[i] as number;
+    L[i] = (L[i] as number) + l;
+    R[i] = (R[i] as number) + r;
+    sL[i] = (sL[i] as number) + l;
+    sR[i] = (sR[i] as number) + r;
+  }
 }
 
 const DRUM_PAN: Record<DrumKind, number> = {
@@ -152,7 +230,7 @@ function addDrum(smp: Float32Array, start: number, end: number, gl: number, gr: 
   }
 }
 
-export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void): MixResult {
+export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void, options: MixOptions = {}): MixResult {
   // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
   const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
   const timings: Record<string, number> = {};
@@ -173,6 +251,10 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const rev = new Float32Array(len);
   const dly = new Float32Array(len);
   const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
+  const stereo = (): StereoBuffer => ({ L: new Float32Array(len), R: new Float32Array(len) });
+  const stems: Record<StemName, StereoBuffer> | null = options.stems
+    ? { drums: stereo(), bass: stereo(), chords: stereo(), lead: stereo(), effects: stereo() }
+    : null;
 
   // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
   // width), then the part is panned, ducked and sent once ----
@@ -217,6 +299,11 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const hi = spans[k + 1] as number;
       if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
       else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
+      if (stems) {
+        const st = stems[stemOfRole(part.role)];
+        if (spread > 0) stemPair(partA, partB, d, lo, hi, al, ar, bl, br, st.L, st.R);
+        else stemMono(partA, d, lo, hi, al, ar, st.L, st.R);
+      }
     }
   }
   mark('voices');
@@ -232,6 +319,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const gr = amp * Math.sin(a) * Math.SQRT2;
       const sv = amp * DRUM_REVERB[h.kind];
       addDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, sv, L, R, rev);
+      if (stems) stemDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, stems.drums.L, stems.drums.R);
     }
   }
   mark('drums');
@@ -239,25 +327,47 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
 
   // ---- effects ----
   const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
-  applyReverb(rev, L, R, len, sr, { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 });
-  mark('reverb');
-  applyDelay(dly, L, R, len, sr, { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 });
-  mark('delay');
+  const reverbOptions = { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 };
+  const delayOptions = { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 };
+  if (stems) {
+    // Returns rendered apart (float64, exact) so the effects stem can keep them; see addReturn().
+    const eL = new Float64Array(len);
+    const eR = new Float64Array(len);
+    applyReverb(rev, eL, eR, len, sr, reverbOptions);
+    addReturn(eL, eR, len, L, R, stems.effects.L, stems.effects.R);
+    mark('reverb');
+    eL.fill(0);
+    eR.fill(0);
+    applyDelay(dly, eL, eR, len, sr, delayOptions);
+    addReturn(eL, eR, len, L, R, stems.effects.L, stems.effects.R);
+    mark('delay');
+  } else {
+    applyReverb(rev, L, R, len, sr, reverbOptions);
+    mark('reverb');
+    applyDelay(dly, L, R, len, sr, delayOptions);
+    mark('delay');
+  }
   onProgress?.(0.7);
 
   // ---- loop: fold the tail onto the start (circular overlap-add) ----
   if (plan.loop) {
-    for (let i = total; i < len; i++) {
-      const j = (i - total) % total;
-      L[j] = (L[j] as number) + (L[i] as number);
-      R[j] = (R[j] as number) + (R[i] as number);
-    }
+    const fold = (A: Float32Array, B: Float32Array) => {
+      for (let i = total; i < len; i++) {
+        const j = (i - total) % total;
+        A[j] = (A[j] as number) + (A[i] as number);
+        B[j] = (B[j] as number) + (B[i] as number);
+      }
+    };
+    fold(L, R);
+    if (stems) for (const name of STEM_NAMES) fold(stems[name].L, stems[name].R);
   }
   const outL = L.subarray(0, total);
   const outR = R.subarray(0, total);
 
   // ---- master ----
-  applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop });
+  // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
+  const masterGain = stems ? new Float32Array(total) : undefined;
+  applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop }, masterGain);
   if (!plan.loop && plan.fadeSeconds > 0) {
     const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
     for (let i = 0; i < f; i++) {
@@ -267,6 +377,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const idx = total - f + i;
       outL[idx] = (outL[idx] as number) * g;
       outR[idx] = (outR[idx] as number) * g;
+      if (masterGain) masterGain[idx] = (masterGain[idx] as number) * g;
     }
   }
   mark('bus');
@@ -284,13 +395,18 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const peaks = duck ? duck.subarray(0, total) : new Float32Array(total);
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
+  // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).
+  const limGain = masterGain ? new Float32Array(total) : undefined;
   for (let pass = 0; pass < 3; pass++) {
-    applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks);
+    applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks, limGain);
     loud = integratedLoudness(finalL, finalR, total, sr);
     if (!Number.isFinite(loud) || Math.abs(loud - TARGET_LUFS) < 0.2) break;
     gain *= fromDb(TARGET_LUFS - loud);
   }
   mark('loudness');
+  if (masterGain && limGain) {
+    for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * (limGain[i] as number);
+  }
   // Guard: the limiter's detection and the meter share one interpolator; trim any residue.
   let tp = truePeak(finalL, finalR, total, plan.loop);
   const maxTp = fromDb(LIMITER_CEILING_DB + 0.05);
@@ -302,8 +418,24 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     }
     tp *= g;
     loud += toDb(g);
+    if (masterGain) for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * g;
   }
   mark('truepeak');
+  let stemsOut: Record<StemName, StereoBuffer> | null = null;
+  if (stems && masterGain) {
+    stemsOut = {} as Record<StemName, StereoBuffer>;
+    for (const name of STEM_NAMES) {
+      const sL = stems[name].L.subarray(0, total);
+      const sR = stems[name].R.subarray(0, total);
+      for (let i = 0; i < total; i++) {
+        const gm = masterGain[i] as number;
+        sL[i] = (sL[i] as number) * gm;
+        sR[i] = (sR[i] as number) * gm;
+      }
+      stemsOut[name] = { L: sL, R: sR };
+    }
+    mark('stems');
+  }
   onProgress?.(0.8);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings };
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings, score, stems: stemsOut };
 }

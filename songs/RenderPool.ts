@@ -5,7 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { TakeResult } from './Renderer.ts';
+import type { RenderOptions, TakeResult } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
 export class RenderError extends Error {
@@ -32,6 +32,7 @@ interface Job {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
+  options: RenderOptions | undefined;
   onProgress: ((fraction: number) => void) | undefined;
   resolve: (r: TakeResult) => void;
   reject: (e: Error) => void;
@@ -80,10 +81,10 @@ export class RenderPool {
   }
 
   /** Renders take `n` of `plan` on a worker; rejects with RenderError or PoolClosedError. */
-  render(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void): Promise<TakeResult> {
+  render(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void, options?: RenderOptions): Promise<TakeResult> {
     if (this.closed) return Promise.reject(new PoolClosedError());
     return new Promise<TakeResult>((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, plan, n, onProgress, resolve, reject });
+      this.queue.push({ id: this.nextId++, plan, n, options, onProgress, resolve, reject });
       this.pump();
     });
   }
@@ -114,7 +115,7 @@ export class RenderPool {
       slot.job = job;
       slot.worker.ref();
       this.logger?.debug({ id: job.id, n: job.n, seed: job.plan.seed }, `render() | started [take:${job.n}]`);
-      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n });
+      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n, options: job.options });
     }
   }
 
@@ -138,7 +139,8 @@ export class RenderPool {
       if (msg.type === 'done') {
         const r = msg.result;
         // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
-        job.resolve({ ...r, wav: Buffer.from(r.wav.buffer, r.wav.byteOffset, r.wav.byteLength), mp3: Buffer.from(r.mp3.buffer, r.mp3.byteOffset, r.mp3.byteLength) });
+        const buf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: buf(r.stems.zip) } : null });
         this.logger?.debug({ id: job.id }, `render() | done [take:${job.n}]`);
       } else {
         const e = new RenderError(`render failed [take:${job.n}] [seed:${job.plan.seed}]: ${msg.message}`);

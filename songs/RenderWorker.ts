@@ -1,16 +1,17 @@
 /**
  * worker_threads entry: renders takes posted by RenderPool, off the main event loop. Messages:
- * in `{ id, plan, n }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'done', result }`
+ * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'done', result }`
  * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
  */
 import { parentPort } from 'node:worker_threads';
-import { renderTakeHere } from './Renderer.ts';
+import { renderTakeHere, type RenderOptions } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
 export interface RenderRequest {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
+  options?: RenderOptions;
 }
 
 const port = parentPort;
@@ -25,11 +26,11 @@ port.on('message', (msg: RenderRequest) => {
       last = f;
       port.postMessage({ id: msg.id, type: 'progress', fraction });
     }
-  }).then(
+  }, msg.options).then(
     (result) => {
       const transfer: ArrayBuffer[] = [];
       // Buffers that own their whole ArrayBuffer can move without a copy.
-      for (const b of [result.wav, result.mp3]) {
+      for (const b of [result.wav, result.mp3, result.midi, ...(result.stems ? [result.stems.zip] : [])]) {
         if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
       }
       port.postMessage({ id: msg.id, type: 'done', result }, transfer);

@@ -6,7 +6,7 @@
  * is given back — nothing stays `rendering` forever.
  */
 import type { Logger } from 'pino';
-import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord } from '../store/index.ts';
+import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord, type TakeStems } from '../store/index.ts';
 import { RENDER_QUEUE } from './SongService.ts';
 
 export interface RenderedTake {
@@ -15,10 +15,14 @@ export interface RenderedTake {
   waveform: number[];
   /** Seconds. */
   duration: number;
+  /** Standard MIDI File (absent from engines without one). */
+  midi?: Buffer;
+  /** Stems zip and where each stem lies in it, when asked for. */
+  stems?: { zip: Buffer; members: TakeStems['members'] } | null;
 }
 
 /** The engine seam: renders take `n` of a planned song, reporting progress 0–1. */
-export type TakeRenderer = (plan: unknown, n: 1 | 2, onProgress: (fraction: number) => void) => Promise<RenderedTake>;
+export type TakeRenderer = (plan: unknown, n: 1 | 2, onProgress: (fraction: number) => void, options: { stems: boolean }) => Promise<RenderedTake>;
 
 export interface SongRenderWorkerOptions {
   store: Store;
@@ -98,12 +102,22 @@ export class SongRenderWorker {
           lastWrite = t;
           const progress = Math.min(0.99, (n - 1 + fraction) / song.variations);
           store.songs.update(song.id, { progress }).catch(() => undefined);
-        });
+        }, { stems: song.stems === true });
         const wavKey = `songs/${song.id}/${n}.wav`;
         const mp3Key = `songs/${song.id}/${n}.mp3`;
         await blobs.put(wavKey, take.wav);
         await blobs.put(mp3Key, take.mp3);
-        takes.push({ n, seed: song.seed + n - 1, duration: take.duration, waveform: take.waveform, wavKey, mp3Key });
+        const record: TakeRecord = { n, seed: song.seed + n - 1, duration: take.duration, waveform: take.waveform, wavKey, mp3Key, stems: null };
+        if (take.midi) {
+          record.midiKey = `songs/${song.id}/${n}.mid`;
+          await blobs.put(record.midiKey, take.midi);
+        }
+        if (take.stems) {
+          const zipKey = `songs/${song.id}/${n}-stems.zip`;
+          await blobs.put(zipKey, take.stems.zip);
+          record.stems = { zipKey, members: take.stems.members };
+        }
+        takes.push(record);
       }
       await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null });
       await store.queue.ack(job);

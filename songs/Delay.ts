@@ -11,7 +11,7 @@ export interface DelayOptions {
   wet: number;
 }
 
-export function applyDelay(send: Float32Array, outL: Float32Array | Float64Array, outR: Float32Array | Float64Array, n: number, sr: number, o: DelayOptions): void {
+export function applyDelay(send: Float32Array, outL: Float32Array, outR: Float32Array, n: number, sr: number, o: DelayOptions): void {
   const T = Math.max(1, Math.round(o.time));
   const bl = new Float32Array(T);
   const br = new Float32Array(T);

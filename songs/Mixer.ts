@@ -31,6 +31,10 @@ const LOOP_TAIL_SECONDS = 4;
 export type StemName = 'drums' | 'bass' | 'chords' | 'lead' | 'effects';
 export const STEM_NAMES: readonly StemName[] = ['drums', 'bass', 'chords', 'lead', 'effects'];
 
+/** The stems the mixer accumulates: the dry groups (effects = mix − these, in StemsZip). */
+export type DryStemName = Exclude<StemName, 'effects'>;
+export const DRY_STEMS: readonly DryStemName[] = ['drums', 'bass', 'chords', 'lead'];
+
 export interface StereoBuffer {
   L: Float32Array;
   R: Float32Array;
@@ -53,11 +57,29 @@ export interface MixResult {
   /** The notes and hits that were rendered (for the MIDI file). */
   score: Score;
   /**
-   * With `stems`: each group through the same master gain as the mix (the bus compressor's,
-   * fade's and limiter's per-sample gain, which is stereo-linked), so their sum is the mix up to
-   * float rounding. Null otherwise.
+   * With `stems`: each dry group through the same master gain as the mix (the bus compressor's,
+   * fade's and limiter's per-sample gain, which is stereo-linked), so the mix minus their sum is
+   * the effect returns through that gain. Null otherwise.
    */
-  stems: Record<StemName, StereoBuffer> | null;
+  stems: Record<DryStemName, StereoBuffer> | null;
+}
+
+/**
+ * Stem and gain buffers kept between stem renders in this thread (≈ 240 MB at 124 s): on our VMs
+ * first-touching fresh memory costs ≈ 3.5 ms per MB, more than all the stem arithmetic, so they are
+ * allocated once and zeroed per render. A render returns views into them, valid until the next
+ * stem render in the same thread (renderTakeHere consumes them synchronously).
+ */
+const stemPool: Float32Array[] = [];
+function pooled(k: number, len: number): Float32Array {
+  let b = stemPool[k];
+  if (!b || b.length < len) {
+    b = new Float32Array(len);
+    stemPool[k] = b;
+    return b;
+  }
+  b.fill(0, 0, len);
+  return b.subarray(0, len);
 }
 
 function stemOfRole(role: string): Exclude<StemName, 'drums' | 'effects'> {
@@ -88,29 +110,30 @@ function stemMono(a: Float32Array, d: Float32Array | null, lo: number, hi: numbe
   }
 }
 
-function stemDrum(smp: Float32Array, start: number, end: number, gl: number, gr: number, L: Float32Array, R: Float32Array): void {
-  for (let i = start; i < end; i++) {
-    const x = smp[i - start] as number;
-    L[i] = (L[i] as number) + gl * x;
-    R[i] = (R[i] as number) + gr * x;
+/**
+ * From the bus snapshot after the voices (in stems.chords) and the bus now (voices + drums):
+ * drums = bus − snapshot, chords = snapshot − bass − lead. Float32 rounding of these differences
+ * is ~1e-7 of full scale, far under one 16-bit step (3e-5).
+ */
+function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, StereoBuffer>, n: number): void {
+  const cL = stems.chords.L;
+  const cR = stems.chords.R;
+  const dL = stems.drums.L;
+  const dR = stems.drums.R;
+  const bL = stems.bass.L;
+  const bR = stems.bass.R;
+  const lL = stems.lead.L;
+  const lR = stems.lead.R;
+  for (let i = 0; i < n; i++) {
+    const vl = cL[i] as number;
+    const vr = cR[i] as number;
+    dL[i] = (L[i] as number) - vl;
+    dR[i] = (R[i] as number) - vr;
+    cL[i] = vl - (bL[i] as number) - (lL[i] as number);
+    cR[i] = vr - (bR[i] as number) - (lR[i] as number);
   }
 }
 
-/**
- * Adds an effect return rendered into float64 buffers to the bus (and to the effects stem). The
- * bus sum is bit-identical to the effect adding into the bus itself, because float64 holds its
- * output exactly: stems on or off, the mix is the same.
- */
-function addReturn(eL: Float64Array, eR: Float64Array, n: number, L: Float32Array, R: Float32Array, sL: Float32Array, sR: Float32Array): void {
-  for (let i = 0; i < n; i++) {
-    const l = eL[i] as number;
-    const r = eR[i] as number;
-    L[i] = (L[i] as number) + l;
-    R[i] = (R[i] as number) + r;
-    sL[i] = (sL[i] as number) + l;
-    sR[i] = (sR[i] as number) + r;
-  }
-}
 
 const DRUM_PAN: Record<DrumKind, number> = {
   kick: 0, snare: 0.02, clap: -0.03, hat: 0.25, openhat: 0.28, ride: -0.3, crash: -0.2, rim: 0.15, tom: 0.3, lowtom: -0.25, shaker: -0.35,
@@ -251,10 +274,11 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const rev = new Float32Array(len);
   const dly = new Float32Array(len);
   const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
-  const stereo = (): StereoBuffer => ({ L: new Float32Array(len), R: new Float32Array(len) });
-  const stems: Record<StemName, StereoBuffer> | null = options.stems
-    ? { drums: stereo(), bass: stereo(), chords: stereo(), lead: stereo(), effects: stereo() }
-    : null;
+  let pooledK = 0;
+  const stereo = (): StereoBuffer => ({ L: pooled(pooledK++, len), R: pooled(pooledK++, len) });
+  // Only bass and lead (+ arp) are accumulated part by part; chords and drums come from snapshots
+  // of the bus (after the voices, after the drums) by subtraction, which costs a copy, not a mix.
+  const stems: Record<DryStemName, StereoBuffer> | null = options.stems ? { drums: stereo(), bass: stereo(), chords: stereo(), lead: stereo() } : null;
 
   // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
   // width), then the part is panned, ducked and sent once ----
@@ -299,12 +323,18 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const hi = spans[k + 1] as number;
       if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
       else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
-      if (stems) {
-        const st = stems[stemOfRole(part.role)];
+      const group = stemOfRole(part.role);
+      if (stems && group !== 'chords') {
+        const st = stems[group];
         if (spread > 0) stemPair(partA, partB, d, lo, hi, al, ar, bl, br, st.L, st.R);
         else stemMono(partA, d, lo, hi, al, ar, st.L, st.R);
       }
     }
+  }
+  if (stems) {
+    // Bus after the voices: the chords stem once bass and lead are taken out (below).
+    stems.chords.L.set(L);
+    stems.chords.R.set(R);
   }
   mark('voices');
 
@@ -319,34 +349,25 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const gr = amp * Math.sin(a) * Math.SQRT2;
       const sv = amp * DRUM_REVERB[h.kind];
       addDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, sv, L, R, rev);
-      if (stems) stemDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, stems.drums.L, stems.drums.R);
     }
   }
   mark('drums');
+  if (stems) {
+    splitBus(L, R, stems, len);
+    mark('stemSplit');
+  }
   onProgress?.(0.6);
 
   // ---- effects ----
   const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
   const reverbOptions = { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 };
   const delayOptions = { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 };
-  if (stems) {
-    // Returns rendered apart (float64, exact) so the effects stem can keep them; see addReturn().
-    const eL = new Float64Array(len);
-    const eR = new Float64Array(len);
-    applyReverb(rev, eL, eR, len, sr, reverbOptions);
-    addReturn(eL, eR, len, L, R, stems.effects.L, stems.effects.R);
-    mark('reverb');
-    eL.fill(0);
-    eR.fill(0);
-    applyDelay(dly, eL, eR, len, sr, delayOptions);
-    addReturn(eL, eR, len, L, R, stems.effects.L, stems.effects.R);
-    mark('delay');
-  } else {
-    applyReverb(rev, L, R, len, sr, reverbOptions);
-    mark('reverb');
-    applyDelay(dly, L, R, len, sr, delayOptions);
-    mark('delay');
-  }
+  // The effects stem is not accumulated here: it is the mix minus the dry stems (StemsZip.ts),
+  // which is exactly these returns through the master gain.
+  applyReverb(rev, L, R, len, sr, reverbOptions);
+  mark('reverb');
+  applyDelay(dly, L, R, len, sr, delayOptions);
+  mark('delay');
   onProgress?.(0.7);
 
   // ---- loop: fold the tail onto the start (circular overlap-add) ----
@@ -359,14 +380,14 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       }
     };
     fold(L, R);
-    if (stems) for (const name of STEM_NAMES) fold(stems[name].L, stems[name].R);
+    if (stems) for (const name of DRY_STEMS) fold(stems[name].L, stems[name].R);
   }
   const outL = L.subarray(0, total);
   const outR = R.subarray(0, total);
 
   // ---- master ----
   // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
-  const masterGain = stems ? new Float32Array(total) : undefined;
+  const masterGain = stems ? pooled(8, total) : undefined;
   applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop }, masterGain);
   if (!plan.loop && plan.fadeSeconds > 0) {
     const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
@@ -396,7 +417,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
   // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).
-  const limGain = masterGain ? new Float32Array(total) : undefined;
+  const limGain = masterGain ? pooled(9, total) : undefined;
   for (let pass = 0; pass < 3; pass++) {
     applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks, limGain);
     loud = integratedLoudness(finalL, finalR, total, sr);
@@ -421,10 +442,10 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     if (masterGain) for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * g;
   }
   mark('truepeak');
-  let stemsOut: Record<StemName, StereoBuffer> | null = null;
+  let stemsOut: Record<DryStemName, StereoBuffer> | null = null;
   if (stems && masterGain) {
-    stemsOut = {} as Record<StemName, StereoBuffer>;
-    for (const name of STEM_NAMES) {
+    stemsOut = {} as Record<DryStemName, StereoBuffer>;
+    for (const name of DRY_STEMS) {
       const sL = stems[name].L.subarray(0, total);
       const sR = stems[name].R.subarray(0, total);
       for (let i = 0; i < total; i++) {

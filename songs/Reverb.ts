@@ -28,7 +28,7 @@ export interface ReverbOptions {
  * sample rate (the tail is damped well below 12 kHz anyway): the send is averaged in pairs, and the
  * output is linearly interpolated back up and smoothed by a one-pole low-pass against images.
  */
-export function applyReverb(send: Float32Array, outL: Float32Array | Float64Array, outR: Float32Array | Float64Array, n: number, sr: number, o: ReverbOptions): void {
+export function applyReverb(send: Float32Array, outL: Float32Array, outR: Float32Array, n: number, sr: number, o: ReverbOptions): void {
   const half = Math.ceil(n / 2);
   const dsend = new Float32Array(half);
   for (let i = 0; i < half; i++) dsend[i] = 0.5 * ((send[2 * i] as number) + ((send[2 * i + 1] as number | undefined) ?? 0));

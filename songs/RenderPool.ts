@@ -45,6 +45,7 @@ interface Slot {
 
 type WorkerMessage =
   | { id: number; type: 'progress'; fraction: number }
+  | { id: number; type: 'mp3chunk'; chunk: Uint8Array }
   | { id: number; type: 'done'; result: TakeResult }
   | { id: number; type: 'error'; message: string; stack?: string };
 
@@ -115,7 +116,9 @@ export class RenderPool {
       slot.job = job;
       slot.worker.ref();
       this.logger?.debug({ id: job.id, n: job.n, seed: job.plan.seed }, `render() | started [take:${job.n}]`);
-      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n, options: job.options });
+      // Functions cannot cross threads: the worker is told to forward MP3 chunks, and they come back as messages.
+      const { onMp3Chunk, ...rest } = job.options ?? {};
+      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n, options: { ...rest, progressive: onMp3Chunk !== undefined } });
     }
   }
 
@@ -126,6 +129,14 @@ export class RenderPool {
     worker.on('message', (msg: WorkerMessage) => {
       const job = slot.job;
       if (!job || job.id !== msg.id) return;
+      if (msg.type === 'mp3chunk') {
+        try {
+          job.options?.onMp3Chunk?.(Buffer.from(msg.chunk.buffer, msg.chunk.byteOffset, msg.chunk.byteLength));
+        } catch (e) {
+          this.logger?.warn({ err: e }, 'render() | mp3 chunk listener threw');
+        }
+        return;
+      }
       if (msg.type === 'progress') {
         try {
           job.onProgress?.(msg.fraction);

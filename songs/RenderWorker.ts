@@ -1,17 +1,17 @@
 /**
  * worker_threads entry: renders takes posted by RenderPool, off the main event loop. Messages:
- * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'done', result }`
+ * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'mp3chunk', chunk }`, `{ id, type: 'done', result }`
  * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
  */
 import { parentPort } from 'node:worker_threads';
-import { renderTakeHere, type RenderOptions } from './Renderer.ts';
+import { renderTakeHere } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
 export interface RenderRequest {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
-  options?: RenderOptions;
+  options?: { stems?: boolean; progressive?: boolean };
 }
 
 const port = parentPort;
@@ -26,7 +26,10 @@ port.on('message', (msg: RenderRequest) => {
       last = f;
       port.postMessage({ id: msg.id, type: 'progress', fraction });
     }
-  }, msg.options).then(
+  }, {
+    stems: msg.options?.stems === true,
+    ...(msg.options?.progressive ? { onMp3Chunk: (chunk: Buffer) => port.postMessage({ id: msg.id, type: 'mp3chunk', chunk }) } : {}),
+  }).then(
     (result) => {
       const transfer: ArrayBuffer[] = [];
       // Buffers that own their whole ArrayBuffer can move without a copy.

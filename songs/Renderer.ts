@@ -13,6 +13,8 @@ import { writeWav } from './WavWriter.ts';
 export interface RenderOptions {
   /** Also render the stems zip (opt-in: about 5 × the WAV's size and some time). Default false. */
   stems?: boolean;
+  /** Receives the MP3 bytes as they are encoded (progressive delivery), in order. */
+  onMp3Chunk?: (chunk: Buffer) => void;
 }
 
 export interface TakeResult {
@@ -43,7 +45,7 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
   const stems = mix.stems ? buildStemsZip(mix.stems, wav, mix.n, plan.sampleRate) : null;
   const t1 = performance.now();
   onProgress?.(0.82);
-  const mp3 = await encodeMp3(wav);
+  const mp3 = await encodeMp3(wav, options.onMp3Chunk);
   const t2 = performance.now();
   onProgress?.(1);
   return {

@@ -22,7 +22,17 @@ export interface RenderedTake {
 }
 
 /** The engine seam: renders take `n` of a planned song, reporting progress 0–1. */
-export type TakeRenderer = (plan: unknown, n: 1 | 2, onProgress: (fraction: number) => void, options: { stems: boolean }) => Promise<RenderedTake>;
+export type TakeRenderer = (
+  plan: unknown,
+  n: 1 | 2,
+  onProgress: (fraction: number) => void,
+  options: { stems: boolean; onMp3Chunk?: (chunk: Buffer) => void },
+) => Promise<RenderedTake>;
+
+/** Blob key of a take's MP3 while it is written progressively (the final one is `<n>.mp3`). */
+export function partialMp3Key(songId: string, n: number): string {
+  return `songs/${songId}/${n}.mp3.part`;
+}
 
 export interface SongRenderWorkerOptions {
   store: Store;
@@ -87,7 +97,9 @@ export class SongRenderWorker {
       return;
     }
 
-    await store.songs.update(song.id, { status: 'rendering', startedAt: iso(), progress: 0, attempts: job.attempts });
+    // A retried render starts its partial MP3s from scratch.
+    await blobs.deletePrefix(`songs/${song.id}/`).catch(() => 0);
+    await store.songs.update(song.id, { status: 'rendering', startedAt: iso(), progress: 0, attempts: job.attempts, streaming: [] });
     const renewal = setInterval(() => {
       store.queue.extend(job, leaseMs).catch((err: unknown) => this.#log.warn({ err }, 'handle() | lease renewal failed'));
     }, Math.max(1_000, Math.floor(leaseMs / 3)));
@@ -95,14 +107,32 @@ export class SongRenderWorker {
     try {
       const takes: TakeRecord[] = [];
       let lastWrite = 0;
+      const streaming: number[] = [];
       for (let n = 1 as 1 | 2; n <= song.variations; n = (n + 1) as 1 | 2) {
+        // Progressive MP3: chunks are appended in order as LAME writes them; the first one also
+        // tells readers (through the record) that this take can be fetched while rendering.
+        const partKey = partialMp3Key(song.id, n);
+        let appended: Promise<void> = Promise.resolve();
+        let first = true;
+        const onMp3Chunk = (chunk: Buffer) => {
+          const isFirst = first;
+          first = false;
+          appended = appended.then(async () => {
+            await blobs.append(partKey, chunk);
+            if (isFirst) {
+              streaming.push(n);
+              await store.songs.update(song.id, { streaming: [...streaming] });
+            }
+          });
+        };
         const take = await this.#o.render(song.plan, n, (fraction) => {
           const t = performance.now();
           if (t - lastWrite < PROGRESS_EVERY_MS) return;
           lastWrite = t;
           const progress = Math.min(0.99, (n - 1 + fraction) / song.variations);
           store.songs.update(song.id, { progress }).catch(() => undefined);
-        }, { stems: song.stems === true });
+        }, { stems: song.stems === true, onMp3Chunk });
+        await appended;
         const wavKey = `songs/${song.id}/${n}.wav`;
         const mp3Key = `songs/${song.id}/${n}.mp3`;
         await blobs.put(wavKey, take.wav);
@@ -119,8 +149,10 @@ export class SongRenderWorker {
         }
         takes.push(record);
       }
-      await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null });
+      await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null, streaming: [] });
       await store.queue.ack(job);
+      // Readers following a partial file keep their open descriptor; new ones get the final file.
+      for (const n of streaming) await blobs.delete(partialMp3Key(song.id, n)).catch(() => false);
       this.#log.info({ songId: song.id, ms: Math.round(performance.now() - started), takes: takes.length }, `handle() | rendered [songId:${song.id}]`);
     } catch (err) {
       this.#log.error({ err, songId: song.id, attempt: job.attempts }, `handle() | render failed [songId:${song.id}]`);

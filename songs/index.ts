@@ -37,5 +37,5 @@ export async function closeRenderPool(): Promise<void> {
 
 // The song service (api role) and render worker (worker role) around the engine.
 export { SongService, RENDER_QUEUE, type Planner, type ResolvedPlan, type SongRequest, type SongCreateOutcome, type Usage } from './SongService.ts';
-export { SongRenderWorker, type TakeRenderer, type RenderedTake, type SongRenderWorkerOptions } from './SongRenderWorker.ts';
+export { SongRenderWorker, partialMp3Key, type TakeRenderer, type RenderedTake, type SongRenderWorkerOptions } from './SongRenderWorker.ts';
 export { MONTHLY_SONGS, MAX_ACTIVE_SONGS, usageMonth, resetsAt } from './Plans.ts';

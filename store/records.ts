@@ -106,6 +106,8 @@ export interface SongRecord {
   stems?: boolean;
   /** The section plan used (asked for, or planned by the engine). */
   sections?: SongSectionRecord[];
+  /** Takes whose MP3 is being written progressively in this render (`songs/<id>/<n>.mp3.part`). */
+  streaming?: number[];
 }
 
 /**

@@ -161,6 +161,31 @@ function stemControls(take) {
   return box;
 }
 
+/**
+ * Takes being played while the song still renders (progressive MP3), by take number. When the
+ * song is done the same element moves into its take, so playback is not interrupted.
+ */
+const liveAudio = new Map();
+
+function playWhileRendering(song) {
+  for (const url of song.streaming_mp3_urls ?? []) {
+    const n = Number(/\/(\d)\.mp3$/.exec(url)?.[1]);
+    if (liveAudio.has(n)) continue;
+    const audio = document.createElement('audio');
+    audio.controls = true;
+    audio.className = 'live';
+    audio.dataset.take = String(n);
+    audio.addEventListener('playing', () => { audio.dataset.playing = 'true'; });
+    audio.src = url;
+    liveAudio.set(n, audio);
+    const p = document.createElement('p');
+    p.className = 'hint';
+    p.textContent = `Take ${n}, playing while the song renders:`;
+    $('takes').append(p, audio);
+    audio.play().catch(() => { /* autoplay refused: the controls are there */ });
+  }
+}
+
 function renderTakes(song) {
   const box = $('takes');
   box.replaceChildren();
@@ -172,6 +197,8 @@ function renderTakes(song) {
       <audio controls preload="none" src="${take.mp3_url}"></audio>
       <p class="downloads"><a href="${take.mp3_url}" download>Download MP3</a> · <a href="${take.wav_url}" download>Download WAV</a>${
         take.midi_url ? ` · <a href="${take.midi_url}" download>Download MIDI</a>` : ''}</p>`;
+    const live = liveAudio.get(take.n);
+    if (live) div.querySelector('audio').replaceWith(live);
     box.append(div);
     if (song.sections?.length) div.querySelector('.wave').append(sectionBands(song.sections));
     drawWaveform(div.querySelector('canvas'), take.waveform);
@@ -204,12 +231,18 @@ function describe(song) {
 let polling = null;
 async function follow(id) {
   clearTimeout(polling);
+  if (follow.current !== id) {
+    follow.current = id;
+    for (const a of liveAudio.values()) a.pause();
+    liveAudio.clear();
+  }
   $('current').hidden = false;
   const song = await api(`/songs/${id}`);
   $('title').textContent = song.prompt;
   $('state').textContent = describe(song);
   $('state').dataset.status = song.status;
   $('progress').value = song.status === 'done' ? 1 : song.progress ?? 0;
+  if (song.status === 'rendering') playWhileRendering(song);
   if (song.status === 'done') renderTakes(song);
   if (song.status === 'queued' || song.status === 'rendering') polling = setTimeout(() => follow(id).catch(showError), 2000); // spec: poll every 2 s
   else {

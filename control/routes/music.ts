@@ -9,7 +9,8 @@ import type { SongRecord, StemName, TakeRecord } from '../../store/index.ts';
 import type { AppContext } from '../buildApp.ts';
 import type { Config } from '../config.ts';
 import { musicError } from '../errors.ts';
-import { PlanInputError } from '../../songs/index.ts';
+import { PlanInputError, partialMp3Key } from '../../songs/index.ts';
+import { growingFileStream } from '../GrowingFileStream.ts';
 
 export const MusicErrorSchema = z
   .object({ error: z.string().describe('A code to branch on'), message: z.string().describe('What went wrong, in plain words') })
@@ -84,6 +85,9 @@ export const SongSchema = z
     takes: z.array(TakeSchema),
     stems: z.boolean().describe('Whether stems were asked for. An addition to the spec'),
     sections: z.array(SectionSchema).describe('The section plan used: as asked, or as the engine planned it. An addition to the spec'),
+    streaming_mp3_urls: z
+      .array(z.url())
+      .describe('While rendering: MP3 URLs of takes that can already be fetched and played (the bytes arrive as they are encoded; the download ends as the finished file). Empty otherwise. An addition to the spec'),
   })
   .meta({ id: 'Song' });
 
@@ -162,6 +166,7 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
       takes: s.status === 'done' ? s.takes.map((t) => takeView(s, t)) : [],
       stems: s.stems ?? false,
       sections: s.sections ?? [],
+      streaming_mp3_urls: s.status === 'rendering' ? (s.streaming ?? []).map((n) => takeUrl(s.id, n, 'mp3')) : [],
     });
 
     r.get(
@@ -277,7 +282,9 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
           const p = req.params as Record<string, unknown> & { id: string; n: number };
           const song = await ctx.store.songs.get(p.id);
           const take = song?.status === 'done' ? song.takes.find((t) => t.n === Number(p.n)) : undefined;
-          const file = take ? pick(take, p) : null;
+          let file = take ? pick(take, p) : null;
+          // Progressive: a take's MP3 can be fetched once its encoding has begun.
+          if (!file && operationId === 'getSongMp3' && song?.status === 'rendering' && song.streaming?.includes(Number(p.n))) file = `${p.n}.mp3`;
           if (!file) throw musicError('file_not_found');
           return reply.redirect(`${base}${ctx.links!.sign(`/files/songs/${p.id}/${file}`)}`, 302);
         },
@@ -314,6 +321,26 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         const [, n, what] = SIGNED_FILE.exec(req.params.file) as RegExpExecArray;
         const song = await ctx.store.songs.get(req.params.id);
         const take = song?.takes.find((t) => t.n === Number(n));
+        if (!take && what === 'mp3' && song?.status === 'rendering' && song.streaming?.includes(Number(n))) {
+          // Still encoding: follow the partial file until the final MP3 is published and fully sent.
+          const id = req.params.id;
+          const finalKey = `songs/${id}/${n}.mp3`;
+          const body = growingFileStream({
+            path: ctx.blobs!.pathOf(partialMp3Key(id, Number(n))),
+            isComplete: async (sent) => {
+              const done = await ctx.blobs!.stat(finalKey);
+              if (done) return sent >= done.size;
+              const now = await ctx.store.songs.get(id);
+              if (!now || now.status === 'failed') throw new Error(`render failed while streaming [songId:${id}]`);
+              return false;
+            },
+          });
+          return reply
+            .type('audio/mpeg')
+            .header('cache-control', 'no-store')
+            .header('content-disposition', `attachment; filename="${id}-${n}.mp3"`)
+            .send(body);
+        }
         if (!take) throw musicError('file_not_found');
         let key: string | undefined;
         let range: { start: number; end: number } | undefined;

@@ -62,7 +62,7 @@ t.test('a person makes a song on the songs page and gets two playable takes', { 
   for (const take of takes) {
     t.ok(take.painted > 0.05, `a waveform is drawn (${(take.painted * 100).toFixed(1)}% of the canvas)`);
     t.match(take.audio, /\/songs\/sng_[^/]+\/[12]\.mp3$/);
-    t.equal(take.links.length, 2, 'MP3 and WAV downloads');
+    t.equal(take.links.length, 3, 'MP3, WAV and MIDI downloads');
   }
 
   // The audio element can load the MP3 through the redirect and signed link.

@@ -100,6 +100,6 @@ export default async function producer(args: Map<string, string>): Promise<void>
   console.log(
     `targets: stems ≤ 1.3× plain: wall ${targets.stemsRatioWall ? 'met' : 'NOT met'}, CPU ${targets.stemsRatioCpu ? 'met' : 'NOT met'}; first MP3 byte ≤ 1 s: ${targets.firstByteUnder1s ? 'met' : 'NOT met'}`,
   );
-  const path = writeResult('producer', { prompt, duration: plan.duration, runs, plain: p, stems: s, plainCpu: pc, stemsCpu: sc, ratio: s.p50 / p.p50, ratioCpu: sc.p50 / pc.p50, firstMp3Byte: f, midiBytes: midi.length, midiMs, stemsZipBytes: zipBytes, stemStagesMsPerTake: stemStages, plainStagesMsPerTake: plainStages, targets });
+  const path = writeResult('producer', { prompt, duration: plan.duration, runs, samples: { plain, stems, plainCpu, stemsCpu, firstByte }, plain: p, stems: s, plainCpu: pc, stemsCpu: sc, ratio: s.p50 / p.p50, ratioCpu: sc.p50 / pc.p50, firstMp3Byte: f, midiBytes: midi.length, midiMs, stemsZipBytes: zipBytes, stemStagesMsPerTake: stemStages, plainStagesMsPerTake: plainStages, targets });
   console.log(`wrote ${path}`);
 }

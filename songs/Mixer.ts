@@ -71,14 +71,15 @@ export interface MixResult {
  * stem render in the same thread (renderTakeHere consumes them synchronously).
  */
 const stemPool: Float32Array[] = [];
-function pooled(k: number, len: number): Float32Array {
+/** Buffer `k` of the pool, `len` long; zeroed only when `zero` (buffers written in full skip the memset). */
+function pooled(k: number, len: number, zero: boolean): Float32Array {
   let b = stemPool[k];
   if (!b || b.length < len) {
     b = new Float32Array(len);
     stemPool[k] = b;
     return b;
   }
-  b.fill(0, 0, len);
+  if (zero) b.fill(0, 0, len);
   return b.subarray(0, len);
 }
 
@@ -275,10 +276,11 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const dly = new Float32Array(len);
   const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
   let pooledK = 0;
-  const stereo = (): StereoBuffer => ({ L: pooled(pooledK++, len), R: pooled(pooledK++, len) });
+  // Bass and lead accumulate (zeroed); chords and drums are written in full from bus snapshots.
+  const stereo = (zero: boolean): StereoBuffer => ({ L: pooled(pooledK++, len, zero), R: pooled(pooledK++, len, zero) });
   // Only bass and lead (+ arp) are accumulated part by part; chords and drums come from snapshots
   // of the bus (after the voices, after the drums) by subtraction, which costs a copy, not a mix.
-  const stems: Record<DryStemName, StereoBuffer> | null = options.stems ? { drums: stereo(), bass: stereo(), chords: stereo(), lead: stereo() } : null;
+  const stems: Record<DryStemName, StereoBuffer> | null = options.stems ? { drums: stereo(false), bass: stereo(true), chords: stereo(false), lead: stereo(true) } : null;
 
   // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
   // width), then the part is panned, ducked and sent once ----
@@ -387,7 +389,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
 
   // ---- master ----
   // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
-  const masterGain = stems ? pooled(8, total) : undefined;
+  const masterGain = stems ? pooled(8, total, false) : undefined; // written in full by the compressor
   applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop }, masterGain);
   if (!plan.loop && plan.fadeSeconds > 0) {
     const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
@@ -417,7 +419,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
   // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).
-  const limGain = masterGain ? pooled(9, total) : undefined;
+  const limGain = masterGain ? pooled(9, total, false) : undefined; // written in full by the limiter
   for (let pass = 0; pass < 3; pass++) {
     applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks, limGain);
     loud = integratedLoudness(finalL, finalR, total, sr);

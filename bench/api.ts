@@ -26,7 +26,7 @@ export default async function bench(args: Map<string, string>): Promise<void> {
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0 });
   const store = await createStore({ dataDir });
   const logger = pino({ level: 'silent' });
-  const songs = new SongService({ store, planner: () => ({ bpm: 100, key: null, plan: {} }), canRender: async () => true });
+  const songs = new SongService({ store, planner: () => ({ bpm: 100, key: null, duration: 120, sections: [], plan: {} }), canRender: async () => true });
   const app = await buildApp(config, { store, logger, metrics: new Metrics(), blobs: new FsBlobStore(join(dataDir, 'blobs')), links: LinkSigner.fromConfig(null, dataDir), songs });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { key } = await createAccountWithKey(store, 'free');

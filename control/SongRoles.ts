@@ -15,13 +15,20 @@ export const MAX_RENDER_BACKLOG = 50;
 export const enginePlanner: Planner = (req) => {
   const plan = planSong({
     prompt: req.prompt,
-    duration: req.duration,
     loop: req.loop,
     seed: req.seed,
+    ...(req.duration !== undefined ? { duration: req.duration } : {}),
     ...(req.bpm !== undefined ? { bpm: req.bpm } : {}),
     ...(req.key !== undefined ? { key: req.key } : {}),
+    ...(req.sections !== undefined ? { sections: req.sections.map((s) => ({ kind: s.name, bars: s.bars, energy: s.energy, style: s.style })) } : {}),
   });
-  return { bpm: plan.bpm, key: plan.keyRequested, plan };
+  return {
+    bpm: plan.bpm,
+    key: plan.keyRequested,
+    duration: plan.durationRequested,
+    sections: plan.sections.map((s) => ({ name: s.kind, start_bar: s.startBar, bars: s.bars, energy: s.energy, style: s.style })),
+    plan,
+  };
 };
 
 export async function startSongRoles(config: Readonly<Config>, deps: RoleDeps): Promise<{ services: Services; close(): Promise<void> }> {
@@ -36,7 +43,7 @@ export async function startSongRoles(config: Readonly<Config>, deps: RoleDeps): 
       store: deps.store,
       blobs: deps.blobs,
       logger: deps.logger,
-      render: (plan, n, onProgress) => pool!.render(plan as Parameters<RenderPool['render']>[0], n, onProgress),
+      render: (plan, n, onProgress, options) => pool!.render(plan as Parameters<RenderPool['render']>[0], n, onProgress, options),
       concurrency: config.renderWorkers,
       ...(deps.now ? { now: deps.now } : {}),
     });

@@ -34,6 +34,48 @@ export interface Section {
   /** Roman numerals, one chord per bar, repeated over the section. */
   progression: string[];
   layers: Layers;
+  /** Extra style words asked for this section ('' when none); they adjust `layers` (styleLayers()). */
+  style: string;
+}
+
+/** A section a client asked for (POST /songs `sections`): its kind, length and energy are kept as given. */
+export interface AskedSection {
+  kind: Exclude<SectionKind, 'loop'>;
+  bars: number;
+  /** 0–1. */
+  energy: number;
+  style?: string | undefined;
+}
+
+/**
+ * Style words a section understands (case-insensitive, anywhere in its `style`), applied in this
+ * order so that "sparse, with drums" means sparse but with drums:
+ * - sparse / minimal / stripped / quiet: drums light at most, no pad, lead or arp;
+ * - full / big / huge / everything: every layer, full drums;
+ * - no drums / drumless, no bass, no lead / no melody, no arp, no pad: that layer off;
+ * - drums, bass, lead / melody, arp / arpeggio, pad(s): that layer on.
+ */
+export function styleLayers(style: string, base: Layers, genreHasDrums: boolean): Layers {
+  const l = { ...base };
+  const w = ` ${style.toLowerCase().replace(/[^a-z]+/g, ' ')} `;
+  const has = (re: RegExp) => re.test(w);
+  if (has(/ (sparse|minimal|stripped|quiet) /)) {
+    l.drums = Math.min(l.drums, 1) as Layers['drums'];
+    l.pad = false;
+    l.lead = false;
+    l.arp = false;
+  }
+  if (has(/ (full|big|huge|everything) /)) Object.assign(l, { drums: genreHasDrums ? 3 : 0, bass: true, chords: true, pad: true, lead: true, arp: true });
+  const toggle = (on: RegExp, off: RegExp, set: (v: boolean) => void) => {
+    if (has(off)) set(false);
+    else if (has(on)) set(true);
+  };
+  toggle(/ drums? /, / (no drums?|drumless|without drums?) /, (v) => (l.drums = v ? (Math.max(l.drums, 2) as Layers['drums']) : 0));
+  toggle(/ bass /, / (no|without) bass /, (v) => (l.bass = v));
+  toggle(/ (lead|melody) /, / (no|without) (lead|melody) /, (v) => (l.lead = v));
+  toggle(/ (arp|arps|arpeggio|arpeggios) /, / (no|without) (arp|arps|arpeggio|arpeggios) /, (v) => (l.arp = v));
+  toggle(/ pads? /, / (no|without) pads? /, (v) => (l.pad = v));
+  return l;
 }
 
 const TEMPLATE_BODY: Record<Template, ReadonlyArray<[SectionKind, number]>> = {
@@ -80,6 +122,8 @@ export interface ArrangeInput {
   loop: boolean;
   arp: boolean;
   rng: Random;
+  /** Sections asked for by the client: used as given instead of the template (their bars sum to `bars`). */
+  asked?: AskedSection[] | undefined;
 }
 
 /** Splits `bars` into sections; the sum of section bars is exactly `bars`. */
@@ -106,6 +150,26 @@ export function arrange(input: ArrangeInput): Section[] {
         return verseProg;
     }
   };
+
+  if (input.asked && input.asked.length > 0) {
+    const out: Section[] = [];
+    let at = 0;
+    for (const a of input.asked) {
+      const e = Math.min(1, Math.max(0, a.energy));
+      const style = (a.style ?? '').trim();
+      out.push({
+        kind: a.kind,
+        startBar: at,
+        bars: a.bars,
+        energy: Math.round(e * 100) / 100,
+        progression: progFor(a.kind),
+        layers: styleLayers(style, layersFor(a.kind, genre, e, input.arp), genre.drums !== 'none' || /\bdrums?\b/i.test(style)),
+        style,
+      });
+      at += a.bars;
+    }
+    return out;
+  }
 
   const plan: [SectionKind, number][] = [];
   if (loop) {
@@ -159,6 +223,7 @@ export function arrange(input: ArrangeInput): Section[] {
       energy: Math.round(e * 100) / 100,
       progression: progFor(kind),
       layers: layersFor(kind, genre, e, input.arp),
+      style: '',
     });
     start += len;
   }

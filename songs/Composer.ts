@@ -62,13 +62,17 @@ const PUMPING: ReadonlySet<DrumFeel> = new Set(['fourfloor', 'techno', 'breakbea
 /** Instruments whose held chords are tied across bars. */
 const HELD: ReadonlySet<InstrumentId> = new Set(['warmPad', 'strings', 'supersaw', 'organ']);
 
-/** Merges notes of the same pitch that start where the previous one ends (within 1 ms). */
-function tieNotes(notes: Note[]): Note[] {
+/**
+ * Merges notes of the same pitch that start where the previous one ends (within 1 ms), except at a
+ * section start (sample positions in `edges`): held chords are struck again there, which keeps
+ * each section's notes its own (a changed section never lengthens or shortens its neighbours').
+ */
+function tieNotes(notes: Note[], edges: ReadonlySet<number>): Note[] {
   const sorted = [...notes].sort((a, b) => a.pitch - b.pitch || a.start - b.start);
   const out: Note[] = [];
   for (const n of sorted) {
     const prev = out[out.length - 1];
-    if (prev && prev.pitch === n.pitch && Math.abs(prev.start + prev.length - n.start) <= 48 && prev.slideTo < 0 && n.slideTo < 0) {
+    if (prev && prev.pitch === n.pitch && Math.abs(prev.start + prev.length - n.start) <= 48 && prev.slideTo < 0 && n.slideTo < 0 && !edges.has(n.start)) {
       prev.length = n.start + n.length - prev.start;
       prev.vel = Math.max(prev.vel, n.vel);
     } else out.push({ ...n });
@@ -95,6 +99,21 @@ export function compose(plan: SongPlan, n: number): Score {
   const tonicMidi = plan.tonic;
   const scale = scaleOf(plan.mode);
   const lastBar = plan.bars - 1;
+
+  // Random choices made inside a section draw from that section's own stream (forked by part and
+  // section index), so re-rendering with one section changed leaves the other sections' notes as
+  // they were. Song-wide choices (register, arp pattern, acid line) stay on the part's stream.
+  const sectionIndex = new Map<Section, number>(plan.sections.map((sec, i) => [sec, i]));
+  const streams = new Map<string, Random>();
+  const sectionRng = (part: Random, label: string, sec: Section): Random => {
+    const k = `${label}:${sectionIndex.get(sec) ?? 0}`;
+    let r = streams.get(k);
+    if (!r) {
+      r = part.fork(k);
+      streams.set(k, r);
+    }
+    return r;
+  };
 
   const chordAt: Chord[] = [];
   const sectionOf: Section[] = [];
@@ -141,14 +160,14 @@ export function compose(plan: SongPlan, n: number): Score {
     eighths: [[0, 2, 4, 6, 8, 10, 12, 14]],
     quarters: [[0, 4, 8, 12], [0, 4, 8, 10, 12]],
   };
-  const chordStyle = (): keyof typeof compRhythms | 'hold' => {
+  const chordStyle = (r: Random): keyof typeof compRhythms | 'hold' => {
     switch (ins.chords) {
       case 'stab':
         return 'stab';
       case 'epiano':
-        return plan.style === 'jazz' ? 'comp' : crng.chance(0.5) ? 'comp' : 'hold';
+        return plan.style === 'jazz' ? 'comp' : r.chance(0.5) ? 'comp' : 'hold';
       case 'piano':
-        return plan.style === 'jazz' ? 'comp' : crng.chance(0.5) ? 'quarters' : 'comp';
+        return plan.style === 'jazz' ? 'comp' : r.chance(0.5) ? 'quarters' : 'comp';
       case 'organ':
         return plan.style === 'reggae' ? 'skank' : 'hold';
       case 'guitar':
@@ -166,9 +185,10 @@ export function compose(plan: SongPlan, n: number): Score {
   const sectionRhythm = new Map<Section, number[]>();
   const sectionStyle = new Map<Section, keyof typeof compRhythms | 'hold'>();
   for (const s of plan.sections) {
-    const st = chordStyle();
+    const r = sectionRng(crng, 'style', s);
+    const st = chordStyle(r);
     sectionStyle.set(s, st);
-    if (st !== 'hold') sectionRhythm.set(s, crng.pick(compRhythms[st] as number[][]));
+    if (st !== 'hold') sectionRhythm.set(s, r.pick(compRhythms[st] as number[][]));
   }
   const arpPattern = crng.pick(['up', 'down', 'updown', 'random'] as const);
   const arpRate = plan.bpm > 150 ? 2 : 4; // notes per beat
@@ -184,6 +204,7 @@ export function compose(plan: SongPlan, n: number): Score {
     const isFinal = !plan.loop && bar === lastBar && plan.bars > 2;
     const b0 = bar * 4;
     const vel = 0.55 + 0.35 * s.energy;
+    const cr = sectionRng(crng, 'notes', s);
     if (s.layers.chords) {
       const style = sectionStyle.get(s) ?? 'hold';
       if (style === 'hold' || isFinal) {
@@ -197,7 +218,7 @@ export function compose(plan: SongPlan, n: number): Score {
           const next = k + 1 < rhythm.length ? (rhythm[k + 1] as number) : 16;
           const len = style === 'stab' || style === 'skank' ? 0.4 : Math.max(0.45, ((next - st) / 4) * 0.9);
           const accent = st % 4 === 0 ? 1 : 0.85;
-          for (const p of notes) push(chords, b0 + st / 4, len, p, vel * accent * (0.9 + 0.1 * crng.next()), bright);
+          for (const p of notes) push(chords, b0 + st / 4, len, p, vel * accent * (0.9 + 0.1 * cr.next()), bright);
         }
       }
     }
@@ -217,7 +238,7 @@ export function compose(plan: SongPlan, n: number): Score {
           const cyc = tones.length * 2 - 2;
           const m = k % cyc;
           idx = m < tones.length ? m : cyc - m;
-        } else idx = crng.int(tones.length);
+        } else idx = cr.int(tones.length);
         push(arp, b0 + k / arpRate, (1 / arpRate) * 0.7, (tones[idx] as number) + 12, 0.5 + 0.3 * (k % 4 === 0 ? 1 : 0.4), bright);
       }
     }
@@ -273,11 +294,12 @@ export function compose(plan: SongPlan, n: number): Score {
   const sectionBass = new Map<Section, number[]>();
   for (const s of plan.sections) {
     const list = bassPatterns[bassStyle];
-    if (list) sectionBass.set(s, brng.pick(list));
+    if (list) sectionBass.set(s, sectionRng(brng, 'pattern', s).pick(list));
   }
   for (let bar = 0; bar < plan.bars; bar++) {
     const s = sectionOf[bar] as Section;
     if (!s.layers.bass) continue;
+    const br = sectionRng(brng, 'notes', s);
     const chord = chordAt[bar] as Chord;
     const next = chordAt[(bar + 1) % plan.bars] as Chord;
     const root = rootMidi(chord);
@@ -293,8 +315,8 @@ export function compose(plan: SongPlan, n: number): Score {
       const fifth = root + 7;
       const third = root + (chord.minor ? 3 : 4);
       const target = rootMidi(next);
-      const approach = target + (brng.chance(0.5) ? -1 : 1);
-      const line = [root, brng.chance(0.5) ? third : fifth, brng.chance(0.5) ? fifth : third + 12 - 12, approach];
+      const approach = target + (br.chance(0.5) ? -1 : 1);
+      const line = [root, br.chance(0.5) ? third : fifth, br.chance(0.5) ? fifth : third + 12 - 12, approach];
       for (let k = 0; k < 4; k++) push(bass, b0 + k, 0.9, line[k] as number, vel * (k === 0 ? 1 : 0.85), bright);
     } else if (bassStyle === 'acid') {
       for (let k = 0; k < 16; k++) {
@@ -304,11 +326,11 @@ export function compose(plan: SongPlan, n: number): Score {
       }
     } else if (bassStyle === 'trap') {
       // 808 follows the kick: long notes, sometimes sliding to the octave.
-      const hits = [0, brng.chance(0.5) ? 6 : 10];
+      const hits = [0, br.chance(0.5) ? 6 : 10];
       for (let k = 0; k < hits.length; k++) {
         const st = hits[k] as number;
         const end = k + 1 < hits.length ? (hits[k + 1] as number) : 16;
-        const slide = brng.chance(0.25) ? root + 12 : -1;
+        const slide = br.chance(0.25) ? root + 12 : -1;
         push(bass, b0 + st / 4, (end - st) / 4, root, vel, bright, slide);
       }
     } else {
@@ -321,8 +343,8 @@ export function compose(plan: SongPlan, n: number): Score {
         if (bassStyle === 'reggae' && k === 2) pitch = root + 7;
         if (bassStyle === 'eighths' && plan.style === 'synthwave' && k % 2 === 1) pitch = root + 12;
         // Lead into the next chord on the last note of the bar.
-        if (k === pat.length - 1 && pat.length > 2 && next !== chord && brng.chance(0.4)) pitch = rootMidi(next) + (brng.chance(0.5) ? -2 : 2);
-        const len = bassStyle === 'long' || bassStyle === 'dnb' ? (end - st) / 4 : Math.min((end - st) / 4, 0.45 + 0.4 * brng.next());
+        if (k === pat.length - 1 && pat.length > 2 && next !== chord && br.chance(0.4)) pitch = rootMidi(next) + (br.chance(0.5) ? -2 : 2);
+        const len = bassStyle === 'long' || bassStyle === 'dnb' ? (end - st) / 4 : Math.min((end - st) / 4, 0.45 + 0.4 * br.next());
         push(bass, b0 + st / 4, len, pitch, vel * (st % 4 === 0 ? 1 : 0.85), bright);
       }
     }
@@ -339,24 +361,26 @@ export function compose(plan: SongPlan, n: number): Score {
     const key = s.kind === 'drop' || s.kind === 'chorus' ? 'A' : s.kind === 'break' || s.kind === 'bridge' ? 'B' : 'C';
     let m = motifs.get(key);
     if (!m) {
+      // Each motif has its own stream: editing a section never changes another kind's motif.
+      const lrngM = lrng.fork(`motif:${key}`);
       const density = 0.25 + 0.45 * s.energy;
       const steps: number[] = [];
       const lens: number[] = [];
       for (let st = 0; st < 32; st++) {
         const strong = st % 4 === 0;
-        if (lrng.chance(strong ? density + 0.25 : density * (st % 2 === 0 ? 0.8 : 0.45))) steps.push(st);
+        if (lrngM.chance(strong ? density + 0.25 : density * (st % 2 === 0 ? 0.8 : 0.45))) steps.push(st);
       }
       if (steps.length === 0 || steps[0] !== 0) steps.unshift(0);
       for (let k = 0; k < steps.length; k++) {
         const gap = (k + 1 < steps.length ? (steps[k + 1] as number) : 32) - (steps[k] as number);
-        lens.push(Math.max(1, Math.min(gap, lrng.pick([1, 2, 2, 3, 4]))));
+        lens.push(Math.max(1, Math.min(gap, lrngM.pick([1, 2, 2, 3, 4]))));
       }
       // Scale degrees walk mostly by step.
       const degrees: number[] = [];
-      let d = lrng.pick([0, 2, 4]);
+      let d = lrngM.pick([0, 2, 4]);
       for (let k = 0; k < steps.length; k++) {
         degrees.push(d);
-        d += lrng.weighted([-2, -1, 1, 2, 3, -3], [2, 5, 5, 2, 1, 1]);
+        d += lrngM.weighted([-2, -1, 1, 2, 3, -3], [2, 5, 5, 2, 1, 1]);
         d = Math.max(-2, Math.min(9, d));
       }
       m = { steps, lens, degrees };
@@ -377,7 +401,7 @@ export function compose(plan: SongPlan, n: number): Score {
     if (!s.layers.lead) continue;
     const m = motifFor(s);
     const phrase = Math.floor((bar - s.startBar) / 2);
-    const variation = phrase % 2 === 1 ? lrng.int(3) - 1 : 0;
+    const variation = phrase % 2 === 1 ? sectionRng(lrng, 'variation', s).int(3) - 1 : 0;
     for (let k = 0; k < m.steps.length; k++) {
       const st = m.steps[k] as number;
       const barIdx = bar + Math.floor(st / 16);
@@ -408,9 +432,10 @@ export function compose(plan: SongPlan, n: number): Score {
   const drums: DrumHit[] = [];
   const kicks: number[] = [];
   const sectionVariant = new Map<Section, number>();
-  for (const s of plan.sections) sectionVariant.set(s, drng.int(variantCount(plan.drums)));
+  for (const s of plan.sections) sectionVariant.set(s, sectionRng(drng, 'variant', s).int(variantCount(plan.drums)));
   for (let bar = 0; bar < plan.bars; bar++) {
     const s = sectionOf[bar] as Section;
+    const dr = sectionRng(drng, 'hits', s);
     const hits = drumBar({
       feel: plan.drums,
       level: s.layers.drums,
@@ -419,11 +444,11 @@ export function compose(plan: SongPlan, n: number): Score {
       sectionBars: s.bars,
       build: s.kind === 'build',
       final: !plan.loop && bar === lastBar && plan.bars > 2 && plan.drums !== 'none',
-      rng: drng,
+      rng: dr,
     });
     for (const h of hits) {
       // Humanise by up to ±1.5 ms except kicks (they drive the side-chain).
-      const jitter = h.kind === 'kick' ? 0 : Math.round((drng.next() - 0.5) * 0.003 * plan.sampleRate);
+      const jitter = h.kind === 'kick' ? 0 : Math.round((dr.next() - 0.5) * 0.003 * plan.sampleRate);
       const start = Math.max(0, at(bar * 4 + h.step / 4) + jitter);
       drums.push({ start, kind: h.kind, vel: Math.min(1, h.vel * (0.75 + 0.3 * s.energy)) });
       if (h.kind === 'kick') kicks.push(start);
@@ -431,9 +456,10 @@ export function compose(plan: SongPlan, n: number): Score {
   }
   // Held parts: a pitch that continues into the next bar is tied, not struck again (smoother, and
   // half the voices to render for pads).
+  const edges = new Set(plan.sections.map((sec) => at(sec.startBar * 4)));
   for (const part of parts) {
     if (part.role !== 'pad' && !(part.role === 'chords' && HELD.has(part.instrument))) continue;
-    part.notes = tieNotes(part.notes);
+    part.notes = tieNotes(part.notes, edges);
   }
   drums.sort((a, b) => a.start - b.start);
   kicks.sort((a, b) => a - b);

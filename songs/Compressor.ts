@@ -14,7 +14,11 @@ export interface CompressorOptions {
 
 const BLOCK = 32;
 
-export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr: number, o: CompressorOptions): void {
+/**
+ * Compresses L/R in place. With `gainOut`, also writes the gain applied to each sample (the same
+ * for both channels): stems are mastered with it so that they add up to the mix.
+ */
+export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr: number, o: CompressorOptions, gainOut?: Float32Array): void {
   let ss = 0;
   for (let i = 0; i < n; i++) {
     const a = L[i] as number;
@@ -22,7 +26,10 @@ export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr:
     ss += a * a + b * b;
   }
   const rms = Math.sqrt(ss / Math.max(1, 2 * n));
-  if (rms === 0) return;
+  if (rms === 0) {
+    gainOut?.fill(1, 0, n);
+    return;
+  }
   const thrDb = 20 * Math.log10(rms) + o.thresholdOverRms;
   const blockSec = BLOCK / sr;
   const att = 1 - Math.exp(-blockSec / (o.attackMs / 1000));
@@ -58,6 +65,7 @@ export function applyCompressor(L: Float32Array, R: Float32Array, n: number, sr:
       L[i] = (L[i] as number) * g;
       R[i] = (R[i] as number) * g;
     }
+    if (gainOut) for (let i = start; i < end; i++) gainOut[i] = g0 + (g1 - g0) * (i - start + 1) * inv;
   }
 }
 

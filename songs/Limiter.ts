@@ -74,6 +74,8 @@ export function applyLimiter(
   o: LimiterOptions,
   scratch: LimiterScratch,
   peaks: Float32Array,
+  /** When given, receives inGain·g per sample (stems are mastered with the mix's own gain). */
+  gainOut?: Float32Array,
 ): void {
   const req = scratch.a;
   const c = o.ceiling / inGain;
@@ -153,5 +155,22 @@ export function applyLimiter(
     const gg = g * inGain;
     outL[i] = (inL[i] as number) * gg;
     outR[i] = (inR[i] as number) * gg;
+  }
+  if (gainOut) {
+    // Same recursion again, only for stem renders: keeps the loop above free of a store per sample.
+    g = 1;
+    for (let pass = 0; pass < passes - 1; pass++) {
+      for (let i = 0; i < n; i++) {
+        const target = req[i] as number;
+        g = g + (1 - g) * rel;
+        if (target < g) g = target;
+      }
+    }
+    for (let i = 0; i < n; i++) {
+      const target = req[i] as number;
+      g = g + (1 - g) * rel;
+      if (target < g) g = target;
+      gainOut[i] = g * inGain;
+    }
   }
 }

@@ -23,6 +23,28 @@ const LIMITER_CEILING_DB = -1.25;
 /** Seconds of tail rendered past a loop's end and folded onto its start. */
 const LOOP_TAIL_SECONDS = 4;
 
+/**
+ * Stem groups, in the order producers expect them: dry drums, bass, chords + pad, lead + arp, and
+ * the reverb and delay returns of every part (the send effects are shared, so they are a stem of
+ * their own rather than being split by part).
+ */
+export type StemName = 'drums' | 'bass' | 'chords' | 'lead' | 'effects';
+export const STEM_NAMES: readonly StemName[] = ['drums', 'bass', 'chords', 'lead', 'effects'];
+
+/** The stems the mixer accumulates: the dry groups (effects = mix − these, in StemsZip). */
+export type DryStemName = Exclude<StemName, 'effects'>;
+export const DRY_STEMS: readonly DryStemName[] = ['drums', 'bass', 'chords', 'lead'];
+
+export interface StereoBuffer {
+  L: Float32Array;
+  R: Float32Array;
+}
+
+export interface MixOptions {
+  /** Also return mastered stems (costs memory and a little time). Default false. */
+  stems?: boolean;
+}
+
 export interface MixResult {
   L: Float32Array;
   R: Float32Array;
@@ -32,7 +54,87 @@ export interface MixResult {
   truePeakDb: number;
   /** Milliseconds per stage, for the benchmark. */
   timings: Record<string, number>;
+  /** The notes and hits that were rendered (for the MIDI file). */
+  score: Score;
+  /**
+   * With `stems`: each dry group through the same master gain as the mix (the bus compressor's,
+   * fade's and limiter's per-sample gain, which is stereo-linked), so the mix minus their sum is
+   * the effect returns through that gain. Null otherwise.
+   */
+  stems: Record<DryStemName, StereoBuffer> | null;
 }
+
+/**
+ * Stem and gain buffers kept between stem renders in this thread (≈ 240 MB at 124 s): on our VMs
+ * first-touching fresh memory costs ≈ 3.5 ms per MB, more than all the stem arithmetic, so they are
+ * allocated once and zeroed per render. A render returns views into them, valid until the next
+ * stem render in the same thread (renderTakeHere consumes them synchronously).
+ */
+const stemPool: Float32Array[] = [];
+/** Buffer `k` of the pool, `len` long; zeroed only when `zero` (buffers written in full skip the memset). */
+function pooled(k: number, len: number, zero: boolean): Float32Array {
+  let b = stemPool[k];
+  if (!b || b.length < len) {
+    b = new Float32Array(len);
+    stemPool[k] = b;
+    return b;
+  }
+  if (zero) b.fill(0, 0, len);
+  return b.subarray(0, len);
+}
+
+function stemOfRole(role: string): Exclude<StemName, 'drums' | 'effects'> {
+  if (role === 'bass') return 'bass';
+  if (role === 'chords' || role === 'pad') return 'chords';
+  return 'lead';
+}
+
+/** Stem copy of mixPair's bus write (no sends: the effects stem carries them). */
+function stemPair(
+  a: Float32Array, b: Float32Array, d: Float32Array | null, lo: number, hi: number,
+  al: number, ar: number, bl: number, br: number, L: Float32Array, R: Float32Array,
+): void {
+  for (let i = lo; i < hi; i++) {
+    const g = d ? (d[i] as number) : 1;
+    const xa = (a[i] as number) * g;
+    const xb = (b[i] as number) * g;
+    L[i] = (L[i] as number) + al * xa + bl * xb;
+    R[i] = (R[i] as number) + ar * xa + br * xb;
+  }
+}
+
+function stemMono(a: Float32Array, d: Float32Array | null, lo: number, hi: number, al: number, ar: number, L: Float32Array, R: Float32Array): void {
+  for (let i = lo; i < hi; i++) {
+    const x = (a[i] as number) * (d ? (d[i] as number) : 1);
+    L[i] = (L[i] as number) + al * x;
+    R[i] = (R[i] as number) + ar * x;
+  }
+}
+
+/**
+ * From the bus snapshot after the voices (in stems.chords) and the bus now (voices + drums):
+ * drums = bus − snapshot, chords = snapshot − bass − lead. Float32 rounding of these differences
+ * is ~1e-7 of full scale, far under one 16-bit step (3e-5).
+ */
+function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, StereoBuffer>, n: number): void {
+  const cL = stems.chords.L;
+  const cR = stems.chords.R;
+  const dL = stems.drums.L;
+  const dR = stems.drums.R;
+  const bL = stems.bass.L;
+  const bR = stems.bass.R;
+  const lL = stems.lead.L;
+  const lR = stems.lead.R;
+  for (let i = 0; i < n; i++) {
+    const vl = cL[i] as number;
+    const vr = cR[i] as number;
+    dL[i] = (L[i] as number) - vl;
+    dR[i] = (R[i] as number) - vr;
+    cL[i] = vl - (bL[i] as number) - (lL[i] as number);
+    cR[i] = vr - (bR[i] as number) - (lR[i] as number);
+  }
+}
+
 
 const DRUM_PAN: Record<DrumKind, number> = {
   kick: 0, snare: 0.02, clap: -0.03, hat: 0.25, openhat: 0.28, ride: -0.3, crash: -0.2, rim: 0.15, tom: 0.3, lowtom: -0.25, shaker: -0.35,
@@ -152,7 +254,7 @@ function addDrum(smp: Float32Array, start: number, end: number, gl: number, gr: 
   }
 }
 
-export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void): MixResult {
+export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void, options: MixOptions = {}): MixResult {
   // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
   const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
   const timings: Record<string, number> = {};
@@ -173,6 +275,12 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const rev = new Float32Array(len);
   const dly = new Float32Array(len);
   const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
+  let pooledK = 0;
+  // Bass and lead accumulate (zeroed); chords and drums are written in full from bus snapshots.
+  const stereo = (zero: boolean): StereoBuffer => ({ L: pooled(pooledK++, len, zero), R: pooled(pooledK++, len, zero) });
+  // Only bass and lead (+ arp) are accumulated part by part; chords and drums come from snapshots
+  // of the bus (after the voices, after the drums) by subtraction, which costs a copy, not a mix.
+  const stems: Record<DryStemName, StereoBuffer> | null = options.stems ? { drums: stereo(false), bass: stereo(true), chords: stereo(false), lead: stereo(true) } : null;
 
   // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
   // width), then the part is panned, ducked and sent once ----
@@ -217,7 +325,18 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const hi = spans[k + 1] as number;
       if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
       else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
+      const group = stemOfRole(part.role);
+      if (stems && group !== 'chords') {
+        const st = stems[group];
+        if (spread > 0) stemPair(partA, partB, d, lo, hi, al, ar, bl, br, st.L, st.R);
+        else stemMono(partA, d, lo, hi, al, ar, st.L, st.R);
+      }
     }
+  }
+  if (stems) {
+    // Bus after the voices: the chords stem once bass and lead are taken out (below).
+    stems.chords.L.set(L);
+    stems.chords.R.set(R);
   }
   mark('voices');
 
@@ -235,29 +354,43 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     }
   }
   mark('drums');
+  if (stems) {
+    splitBus(L, R, stems, len);
+    mark('stemSplit');
+  }
   onProgress?.(0.6);
 
   // ---- effects ----
   const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
-  applyReverb(rev, L, R, len, sr, { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 });
+  const reverbOptions = { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 };
+  const delayOptions = { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 };
+  // The effects stem is not accumulated here: it is the mix minus the dry stems (StemsZip.ts),
+  // which is exactly these returns through the master gain.
+  applyReverb(rev, L, R, len, sr, reverbOptions);
   mark('reverb');
-  applyDelay(dly, L, R, len, sr, { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 });
+  applyDelay(dly, L, R, len, sr, delayOptions);
   mark('delay');
   onProgress?.(0.7);
 
   // ---- loop: fold the tail onto the start (circular overlap-add) ----
   if (plan.loop) {
-    for (let i = total; i < len; i++) {
-      const j = (i - total) % total;
-      L[j] = (L[j] as number) + (L[i] as number);
-      R[j] = (R[j] as number) + (R[i] as number);
-    }
+    const fold = (A: Float32Array, B: Float32Array) => {
+      for (let i = total; i < len; i++) {
+        const j = (i - total) % total;
+        A[j] = (A[j] as number) + (A[i] as number);
+        B[j] = (B[j] as number) + (B[i] as number);
+      }
+    };
+    fold(L, R);
+    if (stems) for (const name of DRY_STEMS) fold(stems[name].L, stems[name].R);
   }
   const outL = L.subarray(0, total);
   const outR = R.subarray(0, total);
 
   // ---- master ----
-  applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop });
+  // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
+  const masterGain = stems ? pooled(8, total, false) : undefined; // written in full by the compressor
+  applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop }, masterGain);
   if (!plan.loop && plan.fadeSeconds > 0) {
     const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
     for (let i = 0; i < f; i++) {
@@ -267,6 +400,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
       const idx = total - f + i;
       outL[idx] = (outL[idx] as number) * g;
       outR[idx] = (outR[idx] as number) * g;
+      if (masterGain) masterGain[idx] = (masterGain[idx] as number) * g;
     }
   }
   mark('bus');
@@ -284,13 +418,18 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   const peaks = duck ? duck.subarray(0, total) : new Float32Array(total);
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
+  // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).
+  const limGain = masterGain ? pooled(9, total, false) : undefined; // written in full by the limiter
   for (let pass = 0; pass < 3; pass++) {
-    applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks);
+    applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks, limGain);
     loud = integratedLoudness(finalL, finalR, total, sr);
     if (!Number.isFinite(loud) || Math.abs(loud - TARGET_LUFS) < 0.2) break;
     gain *= fromDb(TARGET_LUFS - loud);
   }
   mark('loudness');
+  if (masterGain && limGain) {
+    for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * (limGain[i] as number);
+  }
   // Guard: the limiter's detection and the meter share one interpolator; trim any residue.
   let tp = truePeak(finalL, finalR, total, plan.loop);
   const maxTp = fromDb(LIMITER_CEILING_DB + 0.05);
@@ -302,8 +441,24 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     }
     tp *= g;
     loud += toDb(g);
+    if (masterGain) for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * g;
   }
   mark('truepeak');
+  let stemsOut: Record<DryStemName, StereoBuffer> | null = null;
+  if (stems && masterGain) {
+    stemsOut = {} as Record<DryStemName, StereoBuffer>;
+    for (const name of DRY_STEMS) {
+      const sL = stems[name].L.subarray(0, total);
+      const sR = stems[name].R.subarray(0, total);
+      for (let i = 0; i < total; i++) {
+        const gm = masterGain[i] as number;
+        sL[i] = (sL[i] as number) * gm;
+        sR[i] = (sR[i] as number) * gm;
+      }
+      stemsOut[name] = { L: sL, R: sR };
+    }
+    mark('stems');
+  }
   onProgress?.(0.8);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings };
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings, score, stems: stemsOut };
 }

@@ -21,13 +21,20 @@ const LAME = process.env.REVERIE_LAME_PATH ?? 'lame';
  */
 export const LAME_ARGS = ['--silent', '--nohist', '--noreplaygain', '-b', '192', '--cbr', '-q', '3', '-m', 'j', '--resample', '48', '-', '-'] as const;
 
-/** Encodes a 16-bit stereo 48 kHz WAV (as written by WavWriter) to MP3. */
-export function encodeMp3(wav: Buffer): Promise<Buffer> {
+/**
+ * Encodes a 16-bit stereo 48 kHz WAV (as written by WavWriter) to MP3. `onChunk` sees the bytes as
+ * LAME writes them, in order (their concatenation is the result): players can start on them.
+ * LAME rewrites nothing at the end when writing to a pipe, so the first bytes are final.
+ */
+export function encodeMp3(wav: Buffer, onChunk?: (chunk: Buffer) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const child = spawn(LAME, [...LAME_ARGS], { stdio: ['pipe', 'pipe', 'pipe'] });
     const chunks: Buffer[] = [];
     const errChunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stdout.on('data', (c: Buffer) => {
+      chunks.push(c);
+      onChunk?.(c);
+    });
     child.stderr.on('data', (c: Buffer) => errChunks.push(c));
     child.on('error', (err) => reject(new Mp3EncodeError(`lame failed to start [bin:${LAME}]`, { cause: err })));
     child.on('close', (code, signal) => {

@@ -5,7 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type { TakeResult } from './Renderer.ts';
+import type { RenderOptions, TakeResult } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
 export class RenderError extends Error {
@@ -32,6 +32,7 @@ interface Job {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
+  options: RenderOptions | undefined;
   onProgress: ((fraction: number) => void) | undefined;
   resolve: (r: TakeResult) => void;
   reject: (e: Error) => void;
@@ -44,6 +45,7 @@ interface Slot {
 
 type WorkerMessage =
   | { id: number; type: 'progress'; fraction: number }
+  | { id: number; type: 'mp3chunk'; chunk: Uint8Array }
   | { id: number; type: 'done'; result: TakeResult }
   | { id: number; type: 'error'; message: string; stack?: string };
 
@@ -80,10 +82,10 @@ export class RenderPool {
   }
 
   /** Renders take `n` of `plan` on a worker; rejects with RenderError or PoolClosedError. */
-  render(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void): Promise<TakeResult> {
+  render(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void, options?: RenderOptions): Promise<TakeResult> {
     if (this.closed) return Promise.reject(new PoolClosedError());
     return new Promise<TakeResult>((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, plan, n, onProgress, resolve, reject });
+      this.queue.push({ id: this.nextId++, plan, n, options, onProgress, resolve, reject });
       this.pump();
     });
   }
@@ -114,7 +116,9 @@ export class RenderPool {
       slot.job = job;
       slot.worker.ref();
       this.logger?.debug({ id: job.id, n: job.n, seed: job.plan.seed }, `render() | started [take:${job.n}]`);
-      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n });
+      // Functions cannot cross threads: the worker is told to forward MP3 chunks, and they come back as messages.
+      const { onMp3Chunk, ...rest } = job.options ?? {};
+      slot.worker.postMessage({ id: job.id, plan: job.plan, n: job.n, options: { ...rest, progressive: onMp3Chunk !== undefined } });
     }
   }
 
@@ -125,6 +129,14 @@ export class RenderPool {
     worker.on('message', (msg: WorkerMessage) => {
       const job = slot.job;
       if (!job || job.id !== msg.id) return;
+      if (msg.type === 'mp3chunk') {
+        try {
+          job.options?.onMp3Chunk?.(Buffer.from(msg.chunk.buffer, msg.chunk.byteOffset, msg.chunk.byteLength));
+        } catch (e) {
+          this.logger?.warn({ err: e }, 'render() | mp3 chunk listener threw');
+        }
+        return;
+      }
       if (msg.type === 'progress') {
         try {
           job.onProgress?.(msg.fraction);
@@ -138,7 +150,8 @@ export class RenderPool {
       if (msg.type === 'done') {
         const r = msg.result;
         // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
-        job.resolve({ ...r, wav: Buffer.from(r.wav.buffer, r.wav.byteOffset, r.wav.byteLength), mp3: Buffer.from(r.mp3.buffer, r.mp3.byteOffset, r.mp3.byteLength) });
+        const buf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: buf(r.stems.zip) } : null });
         this.logger?.debug({ id: job.id }, `render() | done [take:${job.n}]`);
       } else {
         const e = new RenderError(`render failed [take:${job.n}] [seed:${job.plan.seed}]: ${msg.message}`);

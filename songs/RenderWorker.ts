@@ -1,6 +1,6 @@
 /**
  * worker_threads entry: renders takes posted by RenderPool, off the main event loop. Messages:
- * in `{ id, plan, n }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'done', result }`
+ * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'mp3chunk', chunk }`, `{ id, type: 'done', result }`
  * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
  */
 import { parentPort } from 'node:worker_threads';
@@ -11,6 +11,7 @@ export interface RenderRequest {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
+  options?: { stems?: boolean; progressive?: boolean };
 }
 
 const port = parentPort;
@@ -25,11 +26,14 @@ port.on('message', (msg: RenderRequest) => {
       last = f;
       port.postMessage({ id: msg.id, type: 'progress', fraction });
     }
+  }, {
+    stems: msg.options?.stems === true,
+    ...(msg.options?.progressive ? { onMp3Chunk: (chunk: Buffer) => port.postMessage({ id: msg.id, type: 'mp3chunk', chunk }) } : {}),
   }).then(
     (result) => {
       const transfer: ArrayBuffer[] = [];
       // Buffers that own their whole ArrayBuffer can move without a copy.
-      for (const b of [result.wav, result.mp3]) {
+      for (const b of [result.wav, result.mp3, result.midi, ...(result.stems ? [result.stems.zip] : [])]) {
         if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
       }
       port.postMessage({ id: msg.id, type: 'done', result }, transfer);

@@ -3,7 +3,8 @@
  * Cheap and synchronous, so the API can call it while validating (artist refusal = 422).
  */
 import { ArtistFilter } from './ArtistFilter.ts';
-import { arrange, type Section } from './Arranger.ts';
+import { arrange, type AskedSection, type Section } from './Arranger.ts';
+import { PlanInputError } from './PlanInputError.ts';
 import { FALLBACK_BPM, FALLBACK_GENRE, genreById, type DrumFeel, type GenreId, type InstrumentId } from './Genres.ts';
 import { keyOf, parseMusicalKey, type Mode } from './Keys.ts';
 import { parsePrompt, type Mood, type TempoWord } from './PromptParser.ts';
@@ -28,6 +29,11 @@ export interface PlanInput {
   loop?: boolean;
   /** 0–2147483647. Take n renders with seed + n − 1. */
   seed: number;
+  /**
+   * A section plan to follow (validated shapes from the API); their bars set the length, which
+   * must be 10–120 s at the song's tempo (else PlanInputError on `sections`). Not with `duration`.
+   */
+  sections?: AskedSection[] | undefined;
 }
 
 export interface SongPlan {
@@ -55,7 +61,7 @@ export interface SongPlan {
   tonic: number;
   mode: Mode;
   loop: boolean;
-  /** Seconds asked for (the default when absent). */
+  /** Seconds asked for; when absent 120, or the loop's own length (8 bars) for loops. */
   durationRequested: number;
   beatsPerBar: 4;
   bars: number;
@@ -80,18 +86,19 @@ export function artistFilter(): ArtistFilter {
 }
 
 /**
- * Whole bars for a requested length: the nearest whole number of bars, moved up or down by one bar
- * when that length falls outside [10, 120] s. Loops without a duration are 8 bars (16 when 8 bars
- * are under 10 s, i.e. above 192 bpm).
+ * Whole bars for a requested length: as many whole bars as fit in `duration` (a take is never
+ * longer than asked), moved up to the fewest bars that last 10 s when that is shorter than 10 s
+ * (the spec's minimum wins). Loops without a duration are 8 bars (16 when 8 bars are under 10 s,
+ * i.e. above 192 bpm). Default duration 120 s.
  */
 export function barsFor(bpm: number, duration: number | undefined, loop: boolean): number {
   const barSec = 240 / bpm;
-  let bars: number;
-  if (duration === undefined && loop) bars = DEFAULT_LOOP_BARS * (DEFAULT_LOOP_BARS * barSec < MIN_DURATION ? 2 : 1);
-  else bars = Math.max(1, Math.round((duration ?? DEFAULT_DURATION) / barSec));
-  while (bars * barSec < MIN_DURATION - 1e-9) bars++;
-  while (bars * barSec > MAX_DURATION + 1e-9) bars--;
-  return bars;
+  // 1e-9 s of slack: 10 s at 120 bpm is exactly 5 bars, whatever the division rounds to.
+  if (duration === undefined && loop) return DEFAULT_LOOP_BARS * (DEFAULT_LOOP_BARS * barSec < MIN_DURATION ? 2 : 1);
+  let bars = Math.floor((duration ?? DEFAULT_DURATION) / barSec + 1e-9);
+  const minBars = Math.ceil(MIN_DURATION / barSec - 1e-9);
+  if (bars < minBars) bars = minBars;
+  return Math.max(1, bars);
 }
 
 function resolveBpm(
@@ -141,21 +148,38 @@ export function planSong(input: PlanInput): SongPlan {
   if (parsed.energy !== null && parsed.genre) energy = (parsed.energy * 2 + genre.energy) / 3;
   energy = Math.round(Math.min(1, Math.max(0, energy)) * 100) / 100;
 
-  const bars = barsFor(bpm, input.duration, loop);
   const barSec = 240 / bpm;
+  const asked = input.sections && input.sections.length > 0 ? input.sections : undefined;
+  if (asked) {
+    if (input.duration !== undefined) throw new PlanInputError('sections', 'give either duration or sections, not both (the sections set the length)');
+    for (const a of asked) if (a.style) artistFilter().check(a.style);
+    const sum = asked.reduce((s, a) => s + a.bars, 0);
+    const sec = sum * barSec;
+    if (sec < MIN_DURATION - 1e-9 || sec > MAX_DURATION + 1e-9) {
+      throw new PlanInputError('sections', `must last 10 to 120 seconds in total: ${sum} bars at ${bpm} bpm are ${Math.round(sec * 100) / 100} s`);
+    }
+  }
+  const bars = asked ? asked.reduce((s, a) => s + a.bars, 0) : barsFor(bpm, input.duration, loop);
   const totalSamples = Math.round(bars * barSec * SAMPLE_RATE);
   const duration = totalSamples / SAMPLE_RATE;
   const fadeSeconds = loop ? 0 : Math.min(Math.max(barSec, 1.5), 4, duration * 0.25);
 
   const arp = parsed.arp ?? genre.arp;
-  const sections = arrange({ bars, genre, mode, energy, loop, arp, rng: rng.fork('arrange') });
-  if (parsed.drums === false) for (const s of sections) s.layers.drums = 0;
+  const sections = arrange({ bars, genre, mode, energy, loop, arp, rng: rng.fork('arrange'), asked });
   let drums = genre.drums;
-  if (parsed.drums === true && drums === 'none') {
-    drums = 'halftime';
-    for (const s of sections) if (s.kind !== 'intro' && s.kind !== 'break') s.layers.drums = 1;
+  if (asked) {
+    // "no drums" in the prompt holds for sections whose own style words do not mention drums.
+    if (parsed.drums === false) for (const s of sections) if (!/\bdrums?\b/i.test(s.style)) s.layers.drums = 0;
+    // A section asking for drums in a drumless genre gets the half-time feel (as "with drums" does).
+    if (drums === 'none' && sections.some((s) => s.layers.drums > 0)) drums = 'halftime';
+  } else {
+    if (parsed.drums === false) for (const s of sections) s.layers.drums = 0;
+    if (parsed.drums === true && drums === 'none') {
+      drums = 'halftime';
+      for (const s of sections) if (s.kind !== 'intro' && s.kind !== 'break') s.layers.drums = 1;
+    }
+    if (parsed.drums === false) drums = 'none';
   }
-  if (parsed.drums === false) drums = 'none';
 
   const pad = parsed.instruments.pad ?? genre.pad;
   return {
@@ -176,7 +200,7 @@ export function planSong(input: PlanInput): SongPlan {
     tonic,
     mode,
     loop,
-    durationRequested: input.duration ?? (loop ? Math.round(DEFAULT_LOOP_BARS * barSec * 1000) / 1000 : DEFAULT_DURATION),
+    durationRequested: input.duration ?? (loop || asked ? Math.round(duration * 1000) / 1000 : DEFAULT_DURATION),
     beatsPerBar: 4,
     bars,
     sampleRate: SAMPLE_RATE,

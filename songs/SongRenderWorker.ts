@@ -6,7 +6,7 @@
  * is given back — nothing stays `rendering` forever.
  */
 import type { Logger } from 'pino';
-import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord } from '../store/index.ts';
+import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord, type TakeStems } from '../store/index.ts';
 import { RENDER_QUEUE } from './SongService.ts';
 
 export interface RenderedTake {
@@ -15,10 +15,24 @@ export interface RenderedTake {
   waveform: number[];
   /** Seconds. */
   duration: number;
+  /** Standard MIDI File (absent from engines without one). */
+  midi?: Buffer;
+  /** Stems zip and where each stem lies in it, when asked for. */
+  stems?: { zip: Buffer; members: TakeStems['members'] } | null;
 }
 
 /** The engine seam: renders take `n` of a planned song, reporting progress 0–1. */
-export type TakeRenderer = (plan: unknown, n: 1 | 2, onProgress: (fraction: number) => void) => Promise<RenderedTake>;
+export type TakeRenderer = (
+  plan: unknown,
+  n: 1 | 2,
+  onProgress: (fraction: number) => void,
+  options: { stems: boolean; onMp3Chunk?: (chunk: Buffer) => void },
+) => Promise<RenderedTake>;
+
+/** Blob key of a take's MP3 while it is written progressively (the final one is `<n>.mp3`). */
+export function partialMp3Key(songId: string, n: number): string {
+  return `songs/${songId}/${n}.mp3.part`;
+}
 
 export interface SongRenderWorkerOptions {
   store: Store;
@@ -83,7 +97,9 @@ export class SongRenderWorker {
       return;
     }
 
-    await store.songs.update(song.id, { status: 'rendering', startedAt: iso(), progress: 0, attempts: job.attempts });
+    // A retried render starts its partial MP3s from scratch.
+    await blobs.deletePrefix(`songs/${song.id}/`).catch(() => 0);
+    await store.songs.update(song.id, { status: 'rendering', startedAt: iso(), progress: 0, attempts: job.attempts, streaming: [] });
     const renewal = setInterval(() => {
       store.queue.extend(job, leaseMs).catch((err: unknown) => this.#log.warn({ err }, 'handle() | lease renewal failed'));
     }, Math.max(1_000, Math.floor(leaseMs / 3)));
@@ -91,22 +107,52 @@ export class SongRenderWorker {
     try {
       const takes: TakeRecord[] = [];
       let lastWrite = 0;
+      const streaming: number[] = [];
       for (let n = 1 as 1 | 2; n <= song.variations; n = (n + 1) as 1 | 2) {
+        // Progressive MP3: chunks are appended in order as LAME writes them; the first one also
+        // tells readers (through the record) that this take can be fetched while rendering.
+        const partKey = partialMp3Key(song.id, n);
+        let appended: Promise<void> = Promise.resolve();
+        let first = true;
+        const onMp3Chunk = (chunk: Buffer) => {
+          const isFirst = first;
+          first = false;
+          appended = appended.then(async () => {
+            await blobs.append(partKey, chunk);
+            if (isFirst) {
+              streaming.push(n);
+              await store.songs.update(song.id, { streaming: [...streaming] });
+            }
+          });
+        };
         const take = await this.#o.render(song.plan, n, (fraction) => {
           const t = performance.now();
           if (t - lastWrite < PROGRESS_EVERY_MS) return;
           lastWrite = t;
           const progress = Math.min(0.99, (n - 1 + fraction) / song.variations);
           store.songs.update(song.id, { progress }).catch(() => undefined);
-        });
+        }, { stems: song.stems === true, onMp3Chunk });
+        await appended;
         const wavKey = `songs/${song.id}/${n}.wav`;
         const mp3Key = `songs/${song.id}/${n}.mp3`;
         await blobs.put(wavKey, take.wav);
         await blobs.put(mp3Key, take.mp3);
-        takes.push({ n, seed: song.seed + n - 1, duration: take.duration, waveform: take.waveform, wavKey, mp3Key });
+        const record: TakeRecord = { n, seed: song.seed + n - 1, duration: take.duration, waveform: take.waveform, wavKey, mp3Key, stems: null };
+        if (take.midi) {
+          record.midiKey = `songs/${song.id}/${n}.mid`;
+          await blobs.put(record.midiKey, take.midi);
+        }
+        if (take.stems) {
+          const zipKey = `songs/${song.id}/${n}-stems.zip`;
+          await blobs.put(zipKey, take.stems.zip);
+          record.stems = { zipKey, members: take.stems.members };
+        }
+        takes.push(record);
       }
-      await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null });
+      await store.songs.update(song.id, { status: 'done', takes, progress: 1, finishedAt: iso(), error: null, streaming: [] });
       await store.queue.ack(job);
+      // Readers following a partial file keep their open descriptor; new ones get the final file.
+      for (const n of streaming) await blobs.delete(partialMp3Key(song.id, n)).catch(() => false);
       this.#log.info({ songId: song.id, ms: Math.round(performance.now() - started), takes: takes.length }, `handle() | rendered [songId:${song.id}]`);
     } catch (err) {
       this.#log.error({ err, songId: song.id, attempt: job.attempts }, `handle() | render failed [songId:${song.id}]`);

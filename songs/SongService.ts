@@ -4,7 +4,7 @@
  * spec's Song shape. Rendering happens elsewhere (SongRenderWorker) through the `songs.render` queue.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import type { Account, Page, SongRecord, Store } from '../store/index.ts';
+import type { Account, Page, SongRecord, SongSectionRecord, Store } from '../store/index.ts';
 import { MAX_ACTIVE_SONGS, MONTHLY_SONGS, resetsAt, usageMonth } from './Plans.ts';
 
 /** Queue of render jobs; the job id is the song id, so a song is never queued twice. */
@@ -18,18 +18,36 @@ export interface SongRequest {
   loop?: boolean | undefined;
   seed?: number | undefined;
   variations?: 1 | 2 | undefined;
+  /** Also render stems (opt-in: they cost render time and disk). Default false. */
+  stems?: boolean | undefined;
+  /** A section plan to follow instead of the engine's own; its bars set the length. */
+  sections?: SectionRequest[] | undefined;
+}
+
+/** One asked-for section (validated by the API: name from the list, 1–64 bars, energy 0–1). */
+export interface SectionRequest {
+  name: 'intro' | 'verse' | 'chorus' | 'bridge' | 'build' | 'drop' | 'break' | 'outro';
+  bars: number;
+  energy: number;
+  style?: string | undefined;
 }
 
 /** What the planner resolves from a request: the values the Song record shows. */
 export interface ResolvedPlan {
   bpm: number;
+  /** The length asked for, seconds: the request's, else 120, else a loop's own 8 bars. */
+  duration: number;
+  /** The section plan used. */
+  sections: SongSectionRecord[];
   /** Normalised key the song is in, when one was asked for; null otherwise. */
   key: string | null;
   plan: unknown;
 }
 
 /** The seam to the music engine: planning is cheap and synchronous, rendering is not done here. */
-export type Planner = (req: Required<Pick<SongRequest, 'prompt' | 'duration' | 'loop' | 'seed'>> & { bpm?: number | undefined; key?: string | undefined }) => ResolvedPlan;
+export type Planner = (
+  req: Required<Pick<SongRequest, 'prompt' | 'loop' | 'seed'>> & Pick<SongRequest, 'duration' | 'bpm' | 'key' | 'sections'>,
+) => ResolvedPlan;
 
 export type SongCreateOutcome =
   | { ok: true; song: SongRecord; position: number }
@@ -67,13 +85,13 @@ export class SongService {
 
   /**
    * Plans (which may throw the planner's refusal, e.g. an artist name) and queues a song.
-   * Defaults: duration 120 s, loop false, a random seed, 1 variation (spec POST /songs).
+   * Defaults: duration 120 s (8 bars for a loop: the planner decides, so the service never fills
+   * it in), loop false, a random seed, 1 variation (spec POST /songs), no stems.
    */
   async create(account: Account, req: SongRequest): Promise<SongCreateOutcome> {
     const seed = req.seed ?? randomInt(0, 2 ** 31 - 1);
     const loop = req.loop ?? false;
-    const duration = req.duration ?? 120;
-    const resolved = this.#planner({ prompt: req.prompt, duration, loop, seed, bpm: req.bpm, key: req.key });
+    const resolved = this.#planner({ prompt: req.prompt, duration: req.duration, loop, seed, bpm: req.bpm, key: req.key, sections: req.sections });
     if (!(await this.#canRender())) return { ok: false, reason: 'unavailable' };
 
     const nowMs = this.#now();
@@ -83,7 +101,7 @@ export class SongService {
       accountId: account.id,
       status: 'queued',
       prompt: req.prompt,
-      duration,
+      duration: resolved.duration,
       bpm: resolved.bpm,
       key: resolved.key,
       loop,
@@ -98,6 +116,8 @@ export class SongService {
       usageMonth: usageMonth(nowMs),
       attempts: 0,
       plan: resolved.plan,
+      stems: req.stems ?? false,
+      sections: resolved.sections,
     };
     const result = await this.#store.songs.create(
       song,

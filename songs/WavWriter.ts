@@ -3,23 +3,31 @@
  * so identical audio gives identical bytes).
  */
 
+/** Bytes of the RIFF/WAVE header written here. */
+export const WAV_HEADER_BYTES = 44;
+
+/** Writes the 44-byte header of a 16-bit stereo PCM WAV of `n` frames at `buf[at]`. */
+export function writeWavHeader(buf: Buffer, n: number, sampleRate: number, at = 0): void {
+  const dataBytes = n * 4;
+  buf.write('RIFF', at, 'ascii');
+  buf.writeUInt32LE(36 + dataBytes, at + 4);
+  buf.write('WAVE', at + 8, 'ascii');
+  buf.write('fmt ', at + 12, 'ascii');
+  buf.writeUInt32LE(16, at + 16);
+  buf.writeUInt16LE(1, at + 20); // PCM
+  buf.writeUInt16LE(2, at + 22);
+  buf.writeUInt32LE(sampleRate, at + 24);
+  buf.writeUInt32LE(sampleRate * 4, at + 28);
+  buf.writeUInt16LE(4, at + 32);
+  buf.writeUInt16LE(16, at + 34);
+  buf.write('data', at + 36, 'ascii');
+  buf.writeUInt32LE(dataBytes, at + 40);
+}
+
 /** Float samples → 16-bit WAV. Adds TPDF dither from a fixed-seed generator (deterministic). */
 export function writeWav(L: Float32Array, R: Float32Array, n: number, sampleRate: number): Buffer {
-  const dataBytes = n * 4;
-  const buf = Buffer.alloc(44 + dataBytes);
-  buf.write('RIFF', 0, 'ascii');
-  buf.writeUInt32LE(36 + dataBytes, 4);
-  buf.write('WAVE', 8, 'ascii');
-  buf.write('fmt ', 12, 'ascii');
-  buf.writeUInt32LE(16, 16);
-  buf.writeUInt16LE(1, 20); // PCM
-  buf.writeUInt16LE(2, 22);
-  buf.writeUInt32LE(sampleRate, 24);
-  buf.writeUInt32LE(sampleRate * 4, 28);
-  buf.writeUInt16LE(4, 32);
-  buf.writeUInt16LE(16, 34);
-  buf.write('data', 36, 'ascii');
-  buf.writeUInt32LE(dataBytes, 40);
+  const buf = Buffer.alloc(WAV_HEADER_BYTES + n * 4);
+  writeWavHeader(buf, n, sampleRate);
   const pcm = new Int16Array(buf.buffer, buf.byteOffset + 44, n * 2);
   let s = 0x2545f491;
   for (let i = 0; i < n; i++) {
@@ -48,7 +56,7 @@ export function writeWav(L: Float32Array, R: Float32Array, n: number, sampleRate
  * truncate v + 32768.5 (positive, so truncation is floor), then correct the one-off error its
  * rounding can cause. Same result as Math.round for every finite v.
  */
-function round16(v: number): number {
+export function round16(v: number): number {
   if (!(v > -32768.5)) return v <= -32768.5 ? -32768 : 0; // NaN → 0, as the int16 store of NaN
   if (v >= 32767.5) return 32767;
   let r = ((v + 32768.5) | 0) - 32768;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
+import { appendFile, mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { StoreError } from './errors.ts';
 
@@ -13,6 +13,11 @@ import { StoreError } from './errors.ts';
 export interface BlobStore {
   /** Writes atomically: readers see the old file or the whole new one, never a part. */
   put(key: string, data: Buffer): Promise<void>;
+  /**
+   * Appends to a blob, creating it if missing: for files that grow while readers follow them
+   * (a take's MP3 while it is encoded). Not atomic: readers may see any prefix.
+   */
+  append(key: string, data: Buffer): Promise<void>;
   /** The whole blob, or null if missing. */
   get(key: string): Promise<Buffer | null>;
   /** Size in bytes, or null if missing. */
@@ -74,6 +79,12 @@ export class FsBlobStore implements BlobStore {
       await unlink(tmp).catch(() => undefined);
       throw err;
     }
+  }
+
+  async append(key: string, data: Buffer): Promise<void> {
+    const file = this.pathOf(key);
+    await mkdir(path.dirname(file), { recursive: true });
+    await appendFile(file, data);
   }
 
   async get(key: string): Promise<Buffer | null> {

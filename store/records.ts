@@ -59,6 +59,32 @@ export interface TakeRecord {
   /** Blob keys of the files. */
   mp3Key: string;
   wavKey: string;
+  /** Blob key of the Standard MIDI File (takes rendered before MIDI existed have none). */
+  midiKey?: string;
+  /** Stems, when the song asked for them: one zip blob whose members are stored uncompressed. */
+  stems?: TakeStems | null;
+}
+
+/** The stem names, in zip order: dry instrument groups, then the shared reverb and delay returns. */
+export type StemName = 'drums' | 'bass' | 'chords' | 'lead' | 'effects';
+
+export interface TakeStems {
+  /** Blob key of the zip of the five stem WAVs. */
+  zipKey: string;
+  /** Where each stem's WAV bytes lie inside the zip (stored, not deflated), so one can be served alone. */
+  members: Record<StemName, { offset: number; size: number }>;
+}
+
+/** One section of the plan a song was rendered with, as the API echoes it. */
+export interface SongSectionRecord {
+  name: string;
+  /** First bar (0-based) and length in bars. */
+  start_bar: number;
+  bars: number;
+  /** 0–1. */
+  energy: number;
+  /** Extra style words for this section ('' when none). */
+  style: string;
 }
 
 export interface SongRecord {
@@ -86,6 +112,12 @@ export interface SongRecord {
   attempts: number;
   /** The engine's plan for this song (genre, sections…), opaque to the store. */
   plan: unknown;
+  /** Whether stems were asked for (absent on songs made before stems existed: false). */
+  stems?: boolean;
+  /** The section plan used (asked for, or planned by the engine). */
+  sections?: SongSectionRecord[];
+  /** Takes whose MP3 is being written progressively in this render (`songs/<id>/<n>.mp3.part`). */
+  streaming?: number[];
 }
 
 /**

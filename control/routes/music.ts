@@ -2,20 +2,33 @@
  * Area A routes (spec "Area A: song generation"), mounted under MUSIC_BASE_PATH (default /music/v1).
  * Failures use the Area A Error record; see control/errors.ts for the codes.
  */
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { SongRecord } from '../../store/index.ts';
+import type { SongRecord, StemName, TakeRecord } from '../../store/index.ts';
 import type { AppContext } from '../buildApp.ts';
 import type { Config } from '../config.ts';
 import { musicError } from '../errors.ts';
+import { PlanInputError, partialMp3Key } from '../../songs/index.ts';
+import { growingFileStream } from '../GrowingFileStream.ts';
 
 export const MusicErrorSchema = z
   .object({ error: z.string().describe('A code to branch on'), message: z.string().describe('What went wrong, in plain words') })
   .meta({ id: 'MusicError' });
 const QuotaErrorSchema = MusicErrorSchema.extend({ limit: z.number().int(), used: z.number().int(), plan: z.string(), upgrade_url: z.url() }).meta({ id: 'MusicQuotaError' });
+
+const STEM_NAMES = ['drums', 'bass', 'chords', 'lead', 'effects'] as const satisfies readonly StemName[];
+
+const StemUrlsSchema = z
+  .object({
+    drums: z.url().describe('Drums and percussion'),
+    bass: z.url().describe('Bass'),
+    chords: z.url().describe('Chords and pads'),
+    lead: z.url().describe('Lead and arpeggio'),
+    effects: z.url().describe('Reverb and delay returns of every part'),
+  })
+  .describe('Stem WAVs (16-bit stereo 48 kHz), mastered so that their sample-wise sum is the take\'s WAV. Stable links, no auth')
+  .meta({ id: 'TakeStems' });
 
 const TakeSchema = z
   .object({
@@ -25,8 +38,33 @@ const TakeSchema = z
     waveform: z.array(z.number().min(0).max(1)).length(200),
     mp3_url: z.url(),
     wav_url: z.url(),
+    midi_url: z.url().nullable().describe('Standard MIDI File: one track per instrument, tempo and key signature; the notes rendered. An addition to the spec'),
+    stems: StemUrlsSchema.nullable().describe('Null unless the song was created with stems: true. An addition to the spec'),
+    stems_zip_url: z.url().nullable().describe('The five stems in one zip; null unless stems: true. An addition to the spec'),
   })
   .meta({ id: 'Take' });
+
+const SECTION_NAMES = ['intro', 'verse', 'chorus', 'bridge', 'build', 'drop', 'break', 'outro'] as const;
+
+const SectionSchema = z
+  .object({
+    name: z.string().describe('intro, verse, chorus, bridge, build, drop, break or outro (loop: the single part of a planned loop)'),
+    start_bar: z.number().int().min(0).describe('First bar, 0-based'),
+    bars: z.number().int().min(1),
+    energy: z.number().min(0).max(1),
+    style: z.string().describe('Extra style words of this section; empty when none'),
+  })
+  .meta({ id: 'SongSection' });
+
+const SectionRequestSchema = z
+  .object({
+    name: z.enum(SECTION_NAMES, { error: `must be one of ${SECTION_NAMES.join(', ')}` }),
+    bars: z.number().int('must be an integer').min(1, 'must be 1 to 64').max(64, 'must be 1 to 64'),
+    energy: z.number().min(0, 'must be 0 to 1').max(1, 'must be 0 to 1'),
+    style: z.string().trim().max(100, 'must be at most 100 characters').optional(),
+  })
+  .strict()
+  .meta({ id: 'SongSectionRequest' });
 
 export const SongSchema = z
   .object({
@@ -45,6 +83,11 @@ export const SongSchema = z
     finished_at: z.iso.datetime().nullable(),
     error: MusicErrorSchema.nullable(),
     takes: z.array(TakeSchema),
+    stems: z.boolean().describe('Whether stems were asked for. An addition to the spec'),
+    sections: z.array(SectionSchema).describe('The section plan used: as asked, or as the engine planned it. An addition to the spec'),
+    streaming_mp3_urls: z
+      .array(z.url())
+      .describe('While rendering: MP3 URLs of takes that can already be fetched and played (the bytes arrive as they are encoded; the download ends as the finished file). Empty otherwise. An addition to the spec'),
   })
   .meta({ id: 'Song' });
 
@@ -59,6 +102,13 @@ export const SongCreateSchema = z
     loop: z.boolean().optional(),
     seed: z.number().int('must be an integer').min(0, 'must be 0 to 2147483647').max(2147483647, 'must be 0 to 2147483647').optional(),
     variations: z.union([z.literal(1), z.literal(2)], { error: 'must be 1 or 2' }).optional(),
+    stems: z.boolean().optional().describe('Also render stems (drums, bass, chords, lead, effects) for every take. Default false. An addition to the spec'),
+    sections: z
+      .array(SectionRequestSchema)
+      .min(1, 'must hold 1 to 32 sections')
+      .max(32, 'must hold 1 to 32 sections')
+      .optional()
+      .describe('A section plan to follow; the bars set the length (10–120 s at the tempo), so not with duration. An addition to the spec'),
   })
   .strict()
   .meta({ id: 'SongCreate' });
@@ -72,9 +122,12 @@ const UsageSchema = z
   })
   .meta({ id: 'Usage' });
 
-// Any take number parses, so `3.mp3` is a clear 404 (no such file) rather than a 400.
-const FILE = /^(\d{1,3})\.(mp3|wav)$/;
-const MIME = { mp3: 'audio/mpeg', wav: 'audio/wav' } as const;
+/** Signed file names: `<n>.mp3`, `<n>.wav`, `<n>.mid`, `<n>.stems.zip`, `<n>.<stem>.wav`. */
+const SIGNED_FILE = /^([12])\.(mp3|wav|mid|stems\.zip|(?:drums|bass|chords|lead|effects)\.wav)$/;
+const MIME: Record<string, string> = { mp3: 'audio/mpeg', wav: 'audio/wav', mid: 'audio/midi', zip: 'application/zip' };
+
+/** Path parameters of the take downloads; bad values answer 404 (downloads are 302 or 404 only). */
+const TakeParams = z.object({ id: z.string().min(1).max(100), n: z.coerce.number().int().min(1).max(2).describe('Take number, 1 or 2') });
 
 export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
   return async (app) => {
@@ -83,7 +136,18 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
     const songs = ctx.songs;
     const tags = ['songs'];
 
-    const takeUrl = (id: string, n: number, ext: 'mp3' | 'wav') => `${base}/songs/${id}/${n}.${ext}`;
+    const takeUrl = (id: string, n: number, ext: string) => `${base}/songs/${id}/${n}.${ext}`;
+    const takeView = (s: SongRecord, t: TakeRecord) => ({
+      n: t.n,
+      seed: t.seed,
+      duration: t.duration,
+      waveform: t.waveform,
+      mp3_url: takeUrl(s.id, t.n, 'mp3'),
+      wav_url: takeUrl(s.id, t.n, 'wav'),
+      midi_url: t.midiKey ? takeUrl(s.id, t.n, 'mid') : null,
+      stems: t.stems ? (Object.fromEntries(STEM_NAMES.map((k) => [k, `${base}/songs/${s.id}/${t.n}/stems/${k}.wav`])) as Record<StemName, string>) : null,
+      stems_zip_url: t.stems ? `${base}/songs/${s.id}/${t.n}/stems.zip` : null,
+    });
     const view = async (s: SongRecord): Promise<z.infer<typeof SongSchema>> => ({
       id: s.id,
       status: s.status,
@@ -99,10 +163,10 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
       created_at: s.createdAt,
       finished_at: s.finishedAt,
       error: s.error,
-      takes:
-        s.status === 'done'
-          ? s.takes.map((t) => ({ n: t.n, seed: t.seed, duration: t.duration, waveform: t.waveform, mp3_url: takeUrl(s.id, t.n, 'mp3'), wav_url: takeUrl(s.id, t.n, 'wav') }))
-          : [],
+      takes: s.status === 'done' ? s.takes.map((t) => takeView(s, t)) : [],
+      stems: s.stems ?? false,
+      sections: s.sections ?? [],
+      streaming_mp3_urls: s.status === 'rendering' ? (s.streaming ?? []).map((n) => takeUrl(s.id, n, 'mp3')) : [],
     });
 
     r.get(
@@ -131,6 +195,7 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         try {
           outcome = await songs.create(req.account!, req.body);
         } catch (err) {
+          if (err instanceof PlanInputError) throw musicError('invalid_request', err.message);
           const artist = (err as { artist?: unknown }).artist;
           if (typeof artist === 'string') {
             throw musicError('prompt_refused', `The prompt was refused because it names an artist: ${artist}. Describe the sound instead (genre, mood, instruments, tempo).`);
@@ -193,28 +258,52 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
       },
     );
 
-    /** Stable take URL → 302 to a short-lived signed link (spec getSongMp3 / getSongWav). */
-    r.get(
-      '/songs/:id/:file',
-      {
-        config: { public: true },
-        schema: {
-          operationId: 'getSongFile',
-          summary: 'GET /songs/{id}/{n}.mp3 and /songs/{id}/{n}.wav: 302 to a short-lived signed link',
-          tags,
-          security: [],
-          params: z.object({ id: z.string().min(1).max(100), file: z.string().regex(FILE, 'must be <n>.mp3 or <n>.wav') }),
-          response: { 302: z.null().describe('Redirect to the file'), 404: MusicErrorSchema },
+    /**
+     * Stable take URLs → 302 to a short-lived signed link (spec getSongMp3 / getSongWav, and our
+     * MIDI and stem downloads). Any bad id, take number or file name is 404: downloads answer 302
+     * or 404 only, so validation failures are attached and answered as "no such file".
+     */
+    const download = (
+      url: string,
+      operationId: string,
+      summary: string,
+      params: z.ZodObject,
+      pick: (take: TakeRecord, p: Record<string, unknown>) => string | null,
+    ) =>
+      r.get(
+        url,
+        {
+          config: { public: true },
+          attachValidation: true,
+          schema: { operationId, summary, tags, security: [], params, response: { 302: z.null().describe('Redirect to the file'), 404: MusicErrorSchema } },
         },
-      },
-      async (req, reply) => {
-        const [, n, ext] = FILE.exec(req.params.file) as RegExpExecArray;
-        const song = await ctx.store.songs.get(req.params.id);
-        const take = song?.status === 'done' ? song.takes.find((t) => t.n === Number(n)) : undefined;
-        if (!take) throw musicError('file_not_found');
-        return reply.redirect(`${base}${ctx.links!.sign(`/files/songs/${req.params.id}/${n}.${ext}`)}`, 302);
-      },
+        async (req, reply) => {
+          if (req.validationError) throw musicError('file_not_found');
+          const p = req.params as Record<string, unknown> & { id: string; n: number };
+          const song = await ctx.store.songs.get(p.id);
+          const take = song?.status === 'done' ? song.takes.find((t) => t.n === Number(p.n)) : undefined;
+          let file = take ? pick(take, p) : null;
+          // Progressive: a take's MP3 can be fetched once its encoding has begun.
+          if (!file && operationId === 'getSongMp3' && song?.status === 'rendering' && song.streaming?.includes(Number(p.n))) file = `${p.n}.mp3`;
+          if (!file) throw musicError('file_not_found');
+          return reply.redirect(`${base}${ctx.links!.sign(`/files/songs/${p.id}/${file}`)}`, 302);
+        },
+      );
+    download('/songs/:id/:n.mp3', 'getSongMp3', 'The take\'s MP3 (192 kbps CBR stereo 48 kHz): 302 to a short-lived signed link', TakeParams, (t) => `${t.n}.mp3`);
+    download('/songs/:id/:n.wav', 'getSongWav', 'The take\'s WAV (16-bit stereo 48 kHz): 302 to a short-lived signed link', TakeParams, (t) => `${t.n}.wav`);
+    download('/songs/:id/:n.mid', 'getSongMidi', 'The take\'s Standard MIDI File: 302 to a short-lived signed link', TakeParams, (t) => (t.midiKey ? `${t.n}.mid` : null));
+    download('/songs/:id/:n/stems.zip', 'getSongStemsZip', 'The take\'s five stems in one zip: 302 to a short-lived signed link', TakeParams, (t) => (t.stems ? `${t.n}.stems.zip` : null));
+    download(
+      '/songs/:id/:n/stems/:stem.wav',
+      'getSongStem',
+      'One stem WAV of the take: 302 to a short-lived signed link',
+      TakeParams.extend({ stem: z.enum(STEM_NAMES) }),
+      (t, p) => (t.stems ? `${t.n}.${String(p.stem)}.wav` : null),
     );
+    // Any other file name under a song (`1.ogg`, `3.mp3`, `x.wav`) is no such file, not a bad request.
+    r.get('/songs/:id/:file', { config: { public: true }, schema: { hide: true } }, async () => {
+      throw musicError('file_not_found');
+    });
 
     r.get(
       '/files/songs/:id/:file',
@@ -222,26 +311,65 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         config: { public: true },
         schema: {
           hide: true,
-          params: z.object({ id: z.string().min(1).max(100), file: z.string().regex(FILE) }),
+          params: z.object({ id: z.string().min(1).max(100), file: z.string().regex(SIGNED_FILE) }),
           querystring: z.object({ expires: z.coerce.number().int(), signature: z.string().min(1).max(200) }),
         },
       },
       async (req, reply) => {
         const path = `/files/songs/${req.params.id}/${req.params.file}`;
         if (!ctx.links!.verify(path, req.query.expires, req.query.signature)) throw musicError('link_expired');
-        const [, n, ext] = FILE.exec(req.params.file) as RegExpExecArray;
+        const [, n, what] = SIGNED_FILE.exec(req.params.file) as RegExpExecArray;
         const song = await ctx.store.songs.get(req.params.id);
         const take = song?.takes.find((t) => t.n === Number(n));
+        if (!take && what === 'mp3' && song?.status === 'rendering' && song.streaming?.includes(Number(n))) {
+          // Still encoding: follow the partial file until the final MP3 is published and fully sent.
+          const id = req.params.id;
+          const finalKey = `songs/${id}/${n}.mp3`;
+          const body = growingFileStream({
+            path: ctx.blobs!.pathOf(partialMp3Key(id, Number(n))),
+            isComplete: async (sent) => {
+              const done = await ctx.blobs!.stat(finalKey);
+              if (done) return sent >= done.size;
+              const now = await ctx.store.songs.get(id);
+              if (!now || now.status === 'failed') throw new Error(`render failed while streaming [songId:${id}]`);
+              return false;
+            },
+          });
+          return reply
+            .type('audio/mpeg')
+            .header('cache-control', 'no-store')
+            .header('content-disposition', `attachment; filename="${id}-${n}.mp3"`)
+            .send(body);
+        }
         if (!take) throw musicError('file_not_found');
-        const file = ctx.blobs!.pathOf(ext === 'mp3' ? take.mp3Key : take.wavKey);
-        const info = await stat(file).catch(() => null);
+        let key: string | undefined;
+        let range: { start: number; end: number } | undefined;
+        let ext: string;
+        if (what === 'mp3' || what === 'wav' || what === 'mid') {
+          key = what === 'mp3' ? take.mp3Key : what === 'wav' ? take.wavKey : take.midiKey;
+          ext = what;
+        } else if (what === 'stems.zip') {
+          key = take.stems?.zipKey;
+          ext = 'zip';
+        } else {
+          // One stem: its bytes lie uncompressed inside the zip.
+          const member = take.stems?.members[(what as string).slice(0, -4) as StemName];
+          key = take.stems?.zipKey;
+          if (member) range = { start: member.offset, end: member.offset + member.size - 1 };
+          ext = 'wav';
+          if (!member) key = undefined;
+        }
+        if (!key) throw musicError('file_not_found');
+        const info = await ctx.blobs!.stat(key);
         if (!info) throw musicError('file_not_found');
+        const size = range ? range.end - range.start + 1 : info.size;
+        const name = what === 'stems.zip' ? `${req.params.id}-${n}-stems.zip` : `${req.params.id}-${n}.${what}`;
         return reply
-          .type(MIME[ext as 'mp3' | 'wav'])
-          .header('content-length', String(info.size))
+          .type(MIME[ext] as string)
+          .header('content-length', String(size))
           .header('cache-control', 'private, max-age=600')
-          .header('content-disposition', `attachment; filename="${req.params.id}-${n}.${ext}"`)
-          .send(createReadStream(file));
+          .header('content-disposition', `attachment; filename="${name}"`)
+          .send(ctx.blobs!.createReadStream(key, range));
       },
     );
   };

@@ -36,15 +36,20 @@ t.test('key: request field, else words; keyRequested is null when none was asked
   t.equal(planSong({ prompt: 'sad piano', seed: 5 }).mode, 'minor');
 });
 
-t.test('length is whole bars within 10–120 s; loops default to 8 bars', async (t) => {
-  for (const bpm of [60, 70, 97, 123, 174, 200]) {
-    for (const d of [10, 11, 33.3, 120]) {
+t.test('length is whole bars within 10–120 s, never longer than asked unless 10 s forces it; loops default to 8 bars', async (t) => {
+  for (const bpm of [60, 70, 97, 100, 123, 174, 200]) {
+    for (const d of [10, 11, 33.3, 59.9, 120]) {
       const bars = barsFor(bpm, d, false);
       const sec = (bars * 240) / bpm;
       t.ok(sec >= 10 - 1e-9 && sec <= 120 + 1e-9, `${bpm} bpm ${d}s → ${bars} bars = ${sec}s`);
-      t.ok(Math.abs(sec - d) <= 240 / bpm, 'within one bar of the request');
+      t.ok(sec > d - 240 / bpm, 'within one bar of the request');
+      const minBars = Math.ceil(10 / (240 / bpm) - 1e-9);
+      t.ok(sec <= d + 1e-9 || bars === minBars, `${bpm} bpm ${d}s: not longer than asked (${sec}s) unless the 10 s minimum forces it`);
     }
   }
+  t.equal(barsFor(100, 33.3, false), 13, '13.875 bars asked → 13, not 14 (31.2 s, not 33.6 s)');
+  t.equal(barsFor(120, 10, false), 5, 'exactly 5 bars stays 5');
+  t.equal(barsFor(70, 10, false), 3, '10 s at 70 bpm: 2 bars (6.86 s) are too short, so 3 bars (10.29 s)');
   t.equal(barsFor(120, undefined, true), 8);
   t.equal(barsFor(200, undefined, true), 16);
   t.equal(barsFor(100, undefined, false), 50);

@@ -49,3 +49,11 @@ void t.test('keys that could escape the directory are refused', { timeout: 10_00
   }
   await t.rejects(blobs.deletePrefix('../'), { name: 'StoreError', code: 'invalid_argument' });
 });
+
+void t.test('append creates the blob and its folders, then grows it in order; bad keys are refused', { timeout: 10_000 }, async (t) => {
+  const blobs = makeBlobs(t);
+  await blobs.append('songs/sng_2/1.mp3.part', Buffer.from('ab'));
+  await blobs.append('songs/sng_2/1.mp3.part', Buffer.from('cd'));
+  t.equal((await blobs.get('songs/sng_2/1.mp3.part'))?.toString(), 'abcd');
+  await t.rejects(blobs.append('../escape', Buffer.from('x')), { code: 'invalid_argument' });
+});

@@ -66,7 +66,7 @@ t.test('a person makes a song on the songs page and gets two playable takes', { 
   for (const take of takes) {
     t.ok(take.painted > 0.05, `a waveform is drawn (${(take.painted * 100).toFixed(1)}% of the canvas)`);
     t.match(take.audio, /\/songs\/sng_[^/]+\/[12]\.mp3$/);
-    t.equal(take.links.length, 2, 'MP3 and WAV downloads');
+    t.equal(take.links.length, 3, 'MP3, WAV and MIDI downloads');
   }
 
   // The audio element can load the MP3 through the redirect and signed link.
@@ -87,4 +87,52 @@ t.test('a person makes a song on the songs page and gets two playable takes', { 
   t.same(blocked, [], 'the CSP blocked nothing the page does');
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, 'songs-page.png'), fullPage: true });
+});
+
+t.test('with a section plan and stems: sections over the waveform, MIDI and stem downloads, solo and mute', { timeout: 240_000 }, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-songs-page-'));
+  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: await freePort(), LOG_LEVEL: 'silent', ROLES: 'api,worker', RENDER_WORKERS: 1 });
+  const server = await startServer(config, { logger: pino({ level: 'silent' }) });
+  t.teardown(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const { key } = await createAccountWithKey(server.store, 'pro');
+
+  const context = await launchChromium(t, { fakeMedia: false });
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  await page.goto(`${server.url}/web/songs.html`);
+  await page.fill('#key', key);
+  await page.fill('#prompt', 'house with a pluck lead');
+  await page.fill('#bpm', '120');
+  await page.fill('#sections', 'intro 2 0.3 no drums\nverse 2 0.6 sparse\nchorus 2 0.9 full');
+  await page.check('#stems');
+  await page.click('#go');
+  await page.waitForSelector('#state[data-status="done"]', { timeout: 200_000 });
+
+  const bands = await page.$$eval('.take .section', (els) => els.map((el) => [(el as HTMLElement).dataset.name, (el as HTMLElement).style.width]));
+  t.same(bands.map((b) => b[0]), ['intro', 'verse', 'chorus'], 'the section plan is drawn over the waveform');
+  t.ok(bands.every((b) => Math.abs(parseFloat(b[1]!) - 100 / 3) < 0.01), 'each band as wide as its bars');
+  const links = await page.$$eval('.take a[download]', (els) => els.map((a) => (a as HTMLAnchorElement).href));
+  t.ok(links.some((h) => /\/1\.mid$/.test(h)), 'MIDI download');
+  t.ok(links.some((h) => /\/1\/stems\.zip$/.test(h)), 'stems zip download');
+  t.equal(links.filter((h) => /\/1\/stems\/\w+\.wav$/.test(h)).length, 5, 'five stem downloads');
+
+  await page.click('.stems .load');
+  await page.waitForSelector('.stems[data-loaded="true"]', { timeout: 60_000 });
+  const gains = () => page.$$eval('.stems li', (els) => Object.fromEntries(els.map((el) => [(el as HTMLElement).dataset.stem, (el as HTMLElement).dataset.gain])));
+  t.same(await gains(), { drums: '1', bass: '1', chords: '1', lead: '1', effects: '1' }, 'all stems sound after loading');
+  await page.click('.stems li[data-stem="drums"] .solo');
+  t.same(await gains(), { drums: '1', bass: '0', chords: '0', lead: '0', effects: '0' }, 'solo drums: only drums sound');
+  await page.click('.stems li[data-stem="drums"] .solo');
+  await page.click('.stems li[data-stem="bass"] .mute');
+  t.same(await gains(), { drums: '1', bass: '0', chords: '1', lead: '1', effects: '1' }, 'mute bass: everything but the bass');
+  await page.click('.stems .play');
+  t.equal(await page.$eval('.stems', (el) => (el as HTMLElement).dataset.playing), 'true', 'stems play together');
+  await page.click('.stems .stop');
+  t.same(pageErrors, [], 'no script errors');
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: join(ARTIFACTS, 'songs-page-stems.png'), fullPage: true });
 });

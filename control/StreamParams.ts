@@ -320,6 +320,21 @@ export const CONTROLNET_DEFAULTS = Object.freeze({
   control_guidance_end: 1.0,
 });
 
+/** Description of the response fields that are left out while unset (spec types them as object / string, never null). */
+const UNSET = 'Omitted while unset';
+
+/**
+ * The params as the Stream record and the status show them: every field with a value; the fields
+ * whose default is "unset" (`lora_dict`, the four processing blocks, `ip_adapter`,
+ * `ip_adapter_style_image_url`) are left out rather than `null`, since the spec types them as an
+ * object or a string. Input still takes `null` to reset a field.
+ */
+export type PublicStreamParams = { [K in keyof StreamParams]: null extends StreamParams[K] ? Exclude<StreamParams[K], null> | undefined : StreamParams[K] };
+
+export function publicParams(p: StreamParams): PublicStreamParams {
+  return Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null)) as PublicStreamParams;
+}
+
 /** Response schema of the full params (documents every field in the OpenAPI). */
 const FullProcessingBlock = z.object({ enabled: z.boolean(), processors: z.array(z.object({ type: z.string(), enabled: z.boolean(), params: z.record(z.string(), z.unknown()) })) });
 export const StreamParamsSchema = z
@@ -338,7 +353,7 @@ export const StreamParamsSchema = z
     safety_checker_threshold: z.number(),
     width: z.number().int(),
     height: z.number().int(),
-    lora_dict: z.record(z.string(), z.number()).nullable(),
+    lora_dict: z.record(z.string(), z.number()).optional().describe(UNSET),
     use_lcm_lora: z.boolean(),
     lcm_lora_id: z.string(),
     acceleration: z.enum(['none', 'xformers', 'tensorrt']),
@@ -350,10 +365,10 @@ export const StreamParamsSchema = z
     similar_image_filter_threshold: z.number(),
     similar_image_filter_max_skip_frame: z.number().int(),
     skip_diffusion: z.boolean(),
-    image_preprocessing: FullProcessingBlock.nullable(),
-    image_postprocessing: FullProcessingBlock.nullable(),
-    latent_preprocessing: FullProcessingBlock.nullable(),
-    latent_postprocessing: FullProcessingBlock.nullable(),
+    image_preprocessing: FullProcessingBlock.optional().describe(UNSET),
+    image_postprocessing: FullProcessingBlock.optional().describe(UNSET),
+    latent_preprocessing: FullProcessingBlock.optional().describe(UNSET),
+    latent_postprocessing: FullProcessingBlock.optional().describe(UNSET),
     controlnets: z.array(
       z.object({
         model_id: z.string(),
@@ -365,8 +380,11 @@ export const StreamParamsSchema = z
         control_guidance_end: z.number(),
       }),
     ),
-    ip_adapter: z.object({ scale: z.number(), enabled: z.boolean(), type: z.enum(['regular', 'faceid']), weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES) }).nullable(),
-    ip_adapter_style_image_url: z.string().nullable(),
+    ip_adapter: z
+      .object({ scale: z.number(), enabled: z.boolean(), type: z.enum(['regular', 'faceid']), weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES) })
+      .optional()
+      .describe(`${UNSET} (IP-Adapter off)`),
+    ip_adapter_style_image_url: z.string().optional().describe(`${UNSET} (the runtime's default style image)`),
   })
   .meta({ id: 'StreamParams' });
 

@@ -5,7 +5,8 @@
  * and its filter, status while offline, list, delete, placement and account scoping.
  */
 import t from 'tap';
-import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT } from '../../control/StreamParams.ts';
+import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT, publicParams } from '../../control/StreamParams.ts';
+import { streamStartedEvent } from '../../webhooks/index.ts';
 import { makeStreamApp, PUBLIC_URL, type StreamTestApp } from './streamApp.ts';
 
 type Json = Record<string, any>;
@@ -38,7 +39,13 @@ t.test('POST /v1/streams answers 201 with the full Stream record, every default 
   t.ok(Math.abs(Date.parse(s.created_at) - Date.now()) < 10_000, 'created_at is an ISO timestamp of now');
   t.equal(s.pipeline, 'streamdiffusion');
   t.same(Object.keys(s).sort(), ['author', 'created_at', 'from_playground', 'gateway_host', 'id', 'is_smoke_test', 'name', 'output_playback_id', 'output_stream_url', 'params', 'pipeline', 'stream_key', 'whip_url']);
-  t.same(s.params, { ...DEFAULT_PARAMS, prompt: 'a red fox' }, 'params = Daydream defaults + what was sent');
+  t.same(s.params, publicParams({ ...DEFAULT_PARAMS, prompt: 'a red fox' }), 'params = Daydream defaults + what was sent');
+  // The spec types lora_dict, the processing blocks and ip_adapter as objects and the style image
+  // URL as a string: unset ones are left out, never null.
+  t.same(Object.entries(s.params).filter(([, v]) => v === null), [], 'no param is null');
+  for (const k of ['lora_dict', 'image_preprocessing', 'image_postprocessing', 'latent_preprocessing', 'latent_postprocessing', 'ip_adapter', 'ip_adapter_style_image_url']) {
+    t.notOk(k in s.params, `unset ${k} is omitted`);
+  }
   t.equal(s.params.num_inference_steps, 50);
   t.same(s.params.t_index_list, [12, 20, 32]);
 
@@ -47,7 +54,7 @@ t.test('POST /v1/streams answers 201 with the full Stream record, every default 
 
   const empty = await create(a, h, {});
   t.equal(empty.status, 201, 'every create field is optional');
-  t.same(empty.body.params, DEFAULT_PARAMS);
+  t.same(empty.body.params, publicParams(DEFAULT_PARAMS));
 
   const nested = await create(a, h, {
     params: {
@@ -228,7 +235,7 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   res = await patch({ params: { width: 640 } });
   t.equal(res.headers['x-params-update'], 'none', 'the same value again changes nothing');
   res = await patch({ params: { ip_adapter: null } });
-  t.equal(res.json().params.ip_adapter, null, 'null resets a field to its default');
+  t.notOk('ip_adapter' in res.json().params, 'null resets a field to its default (unset: omitted)');
 
   res = await patch({ params: { num_inference_steps: 10 } });
   t.equal(res.statusCode, 400, 'steps below the stored t_index_list are refused');
@@ -257,6 +264,10 @@ t.test('PATCH is rate limited to 300 a minute per account: 429 with Retry-After 
   const s = (await create(a, h, {})).body;
   const o = (await create(a, other, {})).body;
   const patch = (headers: Json, id: string, i: number) => a.app.inject({ method: 'PATCH', url: `/v1/streams/${id}`, headers, payload: { params: { seed: i } } });
+  const prompt = (headers: Json, id: string) =>
+    a.app.inject({ method: 'POST', url: `/beta/streams/${id}/prompts`, headers, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { prompt: 'x' } } });
+  // Requests for a stream that is not the caller's are 404 and spend nothing of the caller's budget.
+  for (let i = 0; i < 20; i++) t.equal((await patch(h, o.id, i)).statusCode, 404);
   for (let i = 0; i < 300; i++) {
     const res = await patch(h, s.id, i);
     if (res.statusCode !== 200) {
@@ -271,10 +282,30 @@ t.test('PATCH is rate limited to 300 a minute per account: 429 with Retry-After 
   t.equal(over.headers['retry-after'], '30', 'Retry-After: the first 150 leave the window in 30 s');
   t.same(over.json().details, { retry_after_seconds: 30, limit: 300, window_seconds: 60 }, 'and in the envelope');
   t.equal((await patch(other, o.id, 1)).statusCode, 200, 'another account has its own budget');
-  const beta = await a.app.inject({ method: 'POST', url: `/beta/streams/${s.id}/prompts`, headers: h, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { prompt: 'x' } } });
-  t.equal(beta.statusCode, 429, 'the beta prompt route shares the budget');
+  t.equal((await patch(h, o.id, 1)).statusCode, 404, "over its budget, the caller still gets 404 for another account's stream");
+  t.equal((await prompt(h, s.id)).statusCode, 200, 'the beta prompt route has a budget of its own');
   clock += 30_000;
   t.equal((await patch(h, s.id, 2)).statusCode, 200, 'a sliding window: allowed again once the oldest leave');
+});
+
+t.test('the beta prompt route has its own 300-a-minute budget, which PATCH does not spend', { timeout: 60_000 }, async (t) => {
+  const clock = Date.parse('2026-03-01T12:00:00Z');
+  const a = await makeStreamApp(t, { now: () => clock });
+  const h = await a.auth();
+  const s = (await create(a, h, {})).body;
+  const prompt = (i: number) =>
+    a.app.inject({ method: 'POST', url: `/beta/streams/${s.id}/prompts`, headers: h, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { seed: i } } });
+  for (let i = 0; i < 300; i++) {
+    const res = await prompt(i);
+    if (res.statusCode !== 200) {
+      t.fail(`prompt ${i + 1} answered ${res.statusCode}`);
+      break;
+    }
+  }
+  const over = await prompt(1);
+  t.equal(over.statusCode, 429, 'the 301st prompt inside a minute is refused');
+  t.match(over.json().error, /prompt submissions/);
+  t.equal((await a.app.inject({ method: 'PATCH', url: `/v1/streams/${s.id}`, headers: h, payload: { params: { seed: 5 } } })).statusCode, 200, 'PATCH keeps its own budget');
 });
 
 t.test("another account's stream is 404 STREAMS/NOT_FOUND on every route", { timeout: 30_000 }, async (t) => {
@@ -360,7 +391,9 @@ t.test('GET /v1/streams/{id}/status answers the envelope; with no live pipeline 
   t.equal(body.success, true);
   t.equal(body.error, null);
   const d = body.data;
-  t.match(d, { stream_id: s.id, request_id: '', pipeline_id: 'pip_SD-turbo', type: 'status', pipeline: 'streamdiffusion', state: 'OFFLINE', demo: true });
+  t.match(d, { stream_id: s.id, request_id: '', pipeline_id: 'streamdiffusion', type: 'status', pipeline: 'streamdiffusion', state: 'OFFLINE', demo: true });
+  const record = await a.store.streams.get(s.id);
+  t.equal(d.pipeline_id, streamStartedEvent(record!).data.pipeline_id, 'status pipeline_id is the one webhook events carry');
   t.same(d.orchestrator_info, { address: 'local', url: PUBLIC_URL });
   t.notOk('last_state_update_time' in d, 'no state timestamp when OFFLINE');
   for (const k of ['start_time', 'last_params_update_time', 'last_input_time', 'last_output_time', 'last_restart_time']) t.notOk(k in d.inference_status, `no ${k} when OFFLINE`);

@@ -22,6 +22,19 @@ import {
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
 const SafeInt = z.number().int().min(-MAX_INT).max(MAX_INT);
 const Finite = z.number().finite();
+/**
+ * Largest float32 magnitude. Numbers the spec leaves unbounded (guidance_scale, delta,
+ * conditioning_scale, IP-Adapter scale, thresholds, LoRA weights) are only held to this: the engine
+ * feeds them to float32 tensors, where anything larger becomes infinite and turns frames into NaN.
+ */
+export const FLOAT32_MAX = 3.4028234663852886e38;
+/** Why the remaining bounds exist (shown in the OpenAPI schema and docs/api.md). */
+export const BOUND_REASONS = {
+  float32: 'Any number the engine can hold in a float32 tensor (|x| ≤ 3.4e38); no other bound',
+  steps: '1 to 1000: the LCM grid picks this many distinct timesteps out of the 1000 the models were trained on',
+  weight: '≥ 0: blend weights are normalised by their sum, which negative weights can bring to zero',
+} as const;
+const EngineFloat = Finite.min(-FLOAT32_MAX).max(FLOAT32_MAX);
 /** Free text fields (prompts, ids): long enough for any real prompt, short enough to bound memory. */
 const TEXT_MAX = 2000;
 /** Entries of a weighted prompt or seed list (blending more than this is never useful live). */
@@ -115,7 +128,7 @@ export const IP_ADAPTER_WEIGHT_TYPES = [
 // ───────────────────────────── schema (shape and per-field bounds)
 
 const Dimension = z.number().int().min(384, 'must be at least 384').max(1024, 'must be at most 1024').multipleOf(64, 'must be divisible by 64');
-const Weight = Finite.min(0, 'weights must be ≥ 0');
+const Weight = Finite.min(0, 'weights must be ≥ 0').max(FLOAT32_MAX).describe(BOUND_REASONS.weight);
 
 const PromptSchema = z.union([
   z.string().max(TEXT_MAX),
@@ -145,7 +158,7 @@ const ProcessingBlockSchema = z.object({ enabled: z.boolean().optional(), proces
 const ControlNetSchema = z
   .object({
     model_id: z.enum(CONTROLNET_IDS),
-    conditioning_scale: Finite.min(0).max(2).optional().describe('Typical 0.0–1.0; 0 disables. Default 1.0'),
+    conditioning_scale: EngineFloat.optional().describe(`Typical 0.0–1.0; 0 disables. Default 1.0. ${BOUND_REASONS.float32}`),
     preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
     preprocessor_params: z.record(z.string(), z.unknown()).optional(),
@@ -156,7 +169,7 @@ const ControlNetSchema = z
 
 const IpAdapterSchema = z
   .object({
-    scale: Finite.min(0).max(2).optional(),
+    scale: EngineFloat.optional().describe(`Style strength. Default 1.0. ${BOUND_REASONS.float32}`),
     enabled: z.boolean().optional(),
     type: z.enum(['regular', 'faceid']).optional(),
     weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES).optional(),
@@ -177,15 +190,15 @@ export const ParamsInputSchema = z
     normalize_prompt_weights: z.boolean().optional(),
     normalize_seed_weights: z.boolean().optional(),
     negative_prompt: z.string().max(TEXT_MAX).optional(),
-    guidance_scale: Finite.min(0).max(20).optional(),
-    delta: Finite.min(0).max(1).optional(),
-    num_inference_steps: z.number().int().min(1).max(200).optional(),
+    guidance_scale: EngineFloat.optional().describe(`Default 1.0; CFG runs above 1. ${BOUND_REASONS.float32}`),
+    delta: EngineFloat.optional().describe(`Default 0.7. ${BOUND_REASONS.float32}`),
+    num_inference_steps: z.number().int().min(1).max(1000).optional().describe(`Default 50. ${BOUND_REASONS.steps}`),
     t_index_list: TIndexList.optional(),
     use_safety_checker: z.boolean().optional(),
-    safety_checker_threshold: Finite.min(0).max(1).optional(),
+    safety_checker_threshold: EngineFloat.optional().describe(`Default 0.5; frames scoring above it are blanked. ${BOUND_REASONS.float32}`),
     width: Dimension.optional(),
     height: Dimension.optional(),
-    lora_dict: z.record(z.string().min(1).max(512), Finite.min(-10).max(10)).nullable().optional(),
+    lora_dict: z.record(z.string().min(1).max(512), EngineFloat.describe(BOUND_REASONS.float32)).nullable().optional(),
     use_lcm_lora: z.boolean().optional(),
     lcm_lora_id: z.string().min(1).max(512).optional(),
     acceleration: z.enum(['none', 'xformers', 'tensorrt']).optional(),
@@ -194,7 +207,7 @@ export const ParamsInputSchema = z
     seed: SeedSchema.optional(),
     seed_interpolation_method: z.enum(['linear', 'slerp']).optional(),
     enable_similar_image_filter: z.boolean().optional(),
-    similar_image_filter_threshold: Finite.min(0).max(1).optional(),
+    similar_image_filter_threshold: EngineFloat.optional().describe(`Default 0.98; 1 or more never skips. ${BOUND_REASONS.float32}`),
     similar_image_filter_max_skip_frame: z.number().int().min(0).max(MAX_INT).optional(),
     skip_diffusion: z.boolean().optional(),
     image_preprocessing: ProcessingBlockSchema.nullable().optional(),

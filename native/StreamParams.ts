@@ -186,8 +186,9 @@ export function checkParams(p: StreamParams): void {
     if (!Number.isInteger(v) || v < 0 || v > p.num_inference_steps) throw new InvalidParamsError(`t_index_list[${i}]=${v} not in [0, ${p.num_inference_steps}]`);
     if (i > 0 && v < (p.t_index_list[i - 1] as number)) throw new InvalidParamsError('t_index_list must be non-decreasing');
   }
-  if (!Number.isInteger(p.num_inference_steps) || p.num_inference_steps < 1 || p.num_inference_steps > 100) {
-    throw new InvalidParamsError(`num_inference_steps ${p.num_inference_steps} not in 1..100`);
+  // The LCM grid takes N distinct timesteps out of the 1000 training ones (LcmScheduler).
+  if (!Number.isInteger(p.num_inference_steps) || p.num_inference_steps < 1 || p.num_inference_steps > 1000) {
+    throw new InvalidParamsError(`num_inference_steps ${p.num_inference_steps} not in 1..1000`);
   }
   for (const [k, v] of [['width', p.width], ['height', p.height]] as const) {
     if (!Number.isInteger(v) || v < 64 || v > 2048) throw new InvalidParamsError(`${k} ${v} out of range`);

@@ -178,3 +178,13 @@ void t.test('bad updates throw synchronously and change nothing', { timeout: 60_
   await p.close();
   await t.rejects(p.process(frame(1)), { code: 'INVALID_STATE' });
 });
+
+void t.test('num_inference_steps runs up to the 1000 training timesteps (the API allows what the engine runs)', { timeout: 60_000 }, async (t) => {
+  const p = await open(t, { num_inference_steps: 200, t_index_list: [10, 40] });
+  const out = await run(p, [1, 2, 3]);
+  t.ok(out[1] && out[2], 'frames come out at 200 steps');
+  const hot = p.update({ num_inference_steps: 1000 });
+  t.same(hot.hot, ['num_inference_steps'], 'a hot change');
+  t.ok(await p.process(frame(4)), 'and at 1000');
+  t.throws(() => p.update({ num_inference_steps: 1001 }), /1\.\.1000/, 'beyond the training timesteps is refused');
+});

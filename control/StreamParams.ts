@@ -537,7 +537,8 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
  * (reference §2.2): prompt/seed blending settings, the safety checker and the processing chains are
  * hot too — except an `image_postprocessing` change of the output scale (upscale), which changes
  * the resolution and so reloads. For `controlnets` only a change of conditioning_scale on the same
- * list is hot; for `ip_adapter` only enabled/scale/weight_type. Everything else reloads.
+ * list is hot. `ip_adapter` is hot whatever changes, adding and removing it included (spec: "fully
+ * hot-swappable"). Everything else reloads.
  */
 export const HOT_KEYS: ReadonlySet<string> = new Set([
   'prompt',
@@ -597,9 +598,6 @@ export function classifyChanges(before: StreamParams, after: StreamParams): Clas
     if (key === 'controlnets') {
       const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, ...rest }) => rest);
       isHot = before.controlnets.length === after.controlnets.length && same(strip(before.controlnets), strip(after.controlnets));
-    } else if (key === 'ip_adapter') {
-      const strip = (x: IpAdapter) => ({ type: x.type });
-      isHot = before.ip_adapter !== null && after.ip_adapter !== null && same(strip(before.ip_adapter), strip(after.ip_adapter));
     } else if (key === 'image_postprocessing') {
       isHot = outputScale(before.image_postprocessing) === outputScale(after.image_postprocessing);
     }

@@ -161,8 +161,10 @@ export class LocalPipeline {
       diffusion.controlNets = controlNets;
       const safety = await SafetyChecker.open(sessions);
       let ip: IpAdapter | null = null;
-      // Loaded whenever ip_adapter is set (even disabled): `enabled` is hot.
-      if (params.ip_adapter && supportsIpAdapter(params.model_id)) {
+      // Kept ready on every model that supports it, so adding, removing or changing ip_adapter is a
+      // hot change (spec: "fully hot-swappable"). Asked for on a model folder without an image
+      // encoder, the build fails; otherwise its absence only shows when ip_adapter is added.
+      if (supportsIpAdapter(params.model_id) && (params.ip_adapter || IpAdapter.available(sessions))) {
         ip = await IpAdapter.open(sessions);
       }
       if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
@@ -183,9 +185,18 @@ export class LocalPipeline {
     const d = e.diffusion;
     const cfg = e.params.ip_adapter;
     const on = !!(e.ip && d && cfg && cfg.enabled !== false && Number(cfg.scale ?? 1) !== 0);
+    if (d && cfg && cfg.enabled !== false && !e.ip) {
+      d.setIpTokens(null);
+      e.ipState = 'error';
+      e.ipError = supportsIpAdapter(e.params.model_id) ? 'ip_adapter needs image_encoder/model.onnx in the model folder' : `${e.params.model_id} does not support ip_adapter`;
+      return;
+    }
     if (!on || !e.ip || !d) {
       d?.setIpTokens(null);
-      if (!e.ip || !cfg || cfg.enabled === false) e.ipState = 'off';
+      if (!e.ip || !cfg || cfg.enabled === false) {
+        e.ipState = 'off';
+        e.ipError = null;
+      }
       return;
     }
     const url = e.params.ip_adapter_style_image_url;

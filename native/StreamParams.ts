@@ -127,6 +127,9 @@ export const HOT_KEYS: ReadonlySet<keyof StreamParams> = new Set<keyof StreamPar
   'image_postprocessing',
   'latent_preprocessing',
   'latent_postprocessing',
+  // Spec: IP-Adapter is "fully hot-swappable": adding, removing (null), enabling, scale, type,
+  // weight_type. Models that support it keep the image encoder loaded (LocalPipeline).
+  'ip_adapter',
   'ip_adapter_style_image_url',
   'cfg_type',
 ]);
@@ -153,8 +156,9 @@ function outputScale(block: ProcessingBlock | null): number {
 
 /**
  * Splits changed keys into hot and reload, following ai-runner with two refinements from Daydream's
- * docs: ControlNets are hot only when just `conditioning_scale` changed; ip_adapter only for
- * enabled/scale/weight_type; image_postprocessing that changes the output size reloads.
+ * docs: ControlNets are hot only when just `conditioning_scale` changed; image_postprocessing that
+ * changes the output size reloads. ip_adapter is hot whatever changes (the spec's "fully
+ * hot-swappable").
  */
 export function classifyChanges(a: StreamParams, b: StreamParams): { hot: (keyof StreamParams)[]; reload: (keyof StreamParams)[] } {
   const hot: (keyof StreamParams)[] = [];
@@ -164,9 +168,6 @@ export function classifyChanges(a: StreamParams, b: StreamParams): { hot: (keyof
     if (k === 'controlnets') {
       const strip = (c: ControlNetParams[]) => JSON.stringify(c.map(({ conditioning_scale: _s, ...rest }) => rest));
       isHot = a.controlnets.length === b.controlnets.length && strip(a.controlnets) === strip(b.controlnets);
-    } else if (k === 'ip_adapter') {
-      const strip = (x: Record<string, unknown> | null) => JSON.stringify(x ? { ...x, enabled: 0, scale: 0, weight_type: 0 } : null);
-      isHot = a.ip_adapter !== null && b.ip_adapter !== null && strip(a.ip_adapter) === strip(b.ip_adapter);
     } else if (k === 'cached_attention') {
       isHot = (a.cached_attention?.enabled ?? false) === (b.cached_attention?.enabled ?? false);
     } else if (k === 'image_postprocessing') {

@@ -246,6 +246,9 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   t.equal(res.headers['x-params-update'], 'none', 'the same value again changes nothing');
   res = await patch({ params: { ip_adapter: null } });
   t.notOk('ip_adapter' in res.json().params, 'null resets a field to its default (unset: omitted)');
+  t.equal(res.headers['x-params-update'], 'hot', 'removing the IP-Adapter is hot');
+  res = await patch({ params: { ip_adapter: { scale: 0.5 } } });
+  t.equal(res.headers['x-params-update'], 'hot', 'adding the IP-Adapter is hot');
 
   res = await patch({ params: { num_inference_steps: 10 } });
   t.equal(res.statusCode, 400, 'steps below the stored t_index_list are refused');

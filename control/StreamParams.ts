@@ -16,6 +16,7 @@ import {
   IMAGE_PROCESSOR_TYPES,
   LATENT_PROCESSOR_TYPES,
   type ModelFamily,
+  REFUSED_CONTROLNETS,
 } from '../native/index.ts';
 
 /** Spec: integers are bounded to ±(2^53 − 1) where bounds are stated. */
@@ -477,6 +478,8 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
     seen.add(c.model_id);
     if (!allowed.includes(c.model_id)) {
       at(`controlnets[${i}].model_id`, `${c.model_id} is not compatible with ${p.model_id} (${model.family}); allowed: ${allowed.join(', ')}`);
+    } else if (c.enabled && REFUSED_CONTROLNETS[c.model_id]) {
+      at(`controlnets[${i}].model_id`, `${c.model_id} is not supported by this runtime yet: ${REFUSED_CONTROLNETS[c.model_id]}`);
     }
     if (c.control_guidance_start > c.control_guidance_end) {
       at(`controlnets[${i}].control_guidance_start`, 'must not be after control_guidance_end');

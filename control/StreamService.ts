@@ -83,7 +83,8 @@ export interface UpdateOutcome {
  * - `DEGRADED_INPUT`: no input for 2 s, or input below 15 fps;
  * - `DEGRADED_INFERENCE`: an error in the last 15 s, a restart in the last 60 s, no output for 2 s,
  *   or output below min(10, 0.8 × input fps);
- * - `ERROR`: loading for more than 180 s.
+ * - `ERROR`: loading for more than 180 s, or the pipeline the params ask for cannot be built (a
+ *   fallback keeps the output flowing; `last_error` says why) until an update that builds.
  */
 export type RunnerState = 'OFFLINE' | 'LOADING' | 'ONLINE' | 'DEGRADED_INPUT' | 'DEGRADED_INFERENCE' | 'ERROR';
 
@@ -540,6 +541,8 @@ export function runnerState(s: NodeStreamStatus, now: number): RunnerState {
     const since = s.startTime ?? s.lastInputTime ?? now;
     return s.lastOutputTime === null && now - since > 180_000 ? 'ERROR' : 'LOADING';
   }
+  // The requested pipeline cannot be built: a fallback serves, but the stream is not what was asked.
+  if (s.pipelineError) return 'ERROR';
   if ((s.lastErrorTime !== null && now - s.lastErrorTime < 15_000) || (s.lastRestartTime !== null && now - s.lastRestartTime < 60_000)) return 'DEGRADED_INFERENCE';
   if (s.lastInputTime === null || now - s.lastInputTime > 2_000 || s.inputFps < 15) return 'DEGRADED_INPUT';
   if (s.lastOutputTime === null || now - s.lastOutputTime > 2_000 || s.outputFps < Math.min(10, 0.8 * s.inputFps)) return 'DEGRADED_INFERENCE';

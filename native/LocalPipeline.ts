@@ -391,6 +391,8 @@ export class LocalPipeline {
       restartCount: 0,
       lastRestartTime: null,
       lastRestartLogs: [],
+      buildError: null,
+      fallback: 'none',
       lastError: this.#st.lastError,
       lastErrorTime: this.#st.lastErrorTime,
       lag: e.diffusion?.lag ?? 0,

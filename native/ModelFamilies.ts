@@ -41,6 +41,25 @@ export const CONTROLNETS_BY_FAMILY: Readonly<Record<ModelFamily, readonly string
   ]),
 });
 
+/**
+ * ControlNets the API knows but this engine refuses, with the reason (a 400 naming the field).
+ * TemporalNet2 conditions on 6 channels (the previous output frame and the optical flow to the
+ * current one); we compute no flow yet and feeding it 3 channels would be wrong, not degraded.
+ */
+export const REFUSED_CONTROLNETS: Readonly<Record<string, string>> = Object.freeze(
+  Object.fromEntries(
+    ['daydreamlive/TemporalNet2-stable-diffusion-2-1', 'daydreamlive/TemporalNet2-stable-diffusion-v1-5', 'daydreamlive/TemporalNet2-stable-diffusion-xl-base-1.0'].map((id) => [
+      id,
+      'TemporalNet2 needs a 6-channel condition (previous frame + optical flow) that this runtime does not compute yet',
+    ]),
+  ),
+);
+
+/** ControlNet ids of `modelId` that this engine runs (controlNetsFor minus REFUSED_CONTROLNETS). */
+export function runnableControlNetsFor(modelId: string): string[] {
+  return controlNetsFor(modelId).filter((id) => !(id in REFUSED_CONTROLNETS));
+}
+
 /** Most ControlNets enabled at once per family (SDXL: 3, ai-runner); undefined = no limit. */
 export const MAX_ENABLED_CONTROLNETS: Readonly<Partial<Record<ModelFamily, number>>> = Object.freeze({ sdxl: 3 });
 

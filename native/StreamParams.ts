@@ -7,7 +7,7 @@ import type { Acceleration } from './ModelSessions.ts';
 import type { InterpolationMethod } from './Blend.ts';
 import type { ProcessingBlock } from './processors/ProcessorChain.ts';
 import { InvalidParamsError, UnsupportedProcessorError } from './errors.ts';
-import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, supportsIpAdapter } from './ModelFamilies.ts';
+import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter } from './ModelFamilies.ts';
 
 /**
  * RCFG mode (engine setting, not in Daydream's public schema; upstream default 'self'):
@@ -216,6 +216,8 @@ function checkControlNets(p: StreamParams): void {
   for (const [i, c] of p.controlnets.entries()) {
     if (!allowed.includes(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is not allowed on ${p.model_id} (allowed: ${allowed.join(', ')})`);
     if (seen.has(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is listed twice`);
+    const refused = REFUSED_CONTROLNETS[c.model_id];
+    if (refused && c.enabled !== false) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id}: ${refused}`);
     seen.add(c.model_id);
     if (typeof c.conditioning_scale !== 'number' || !Number.isFinite(c.conditioning_scale)) throw new InvalidParamsError(`controlnets[${i}].conditioning_scale must be a finite number`);
     for (const k of ['control_guidance_start', 'control_guidance_end'] as const) {

@@ -39,11 +39,21 @@ export {
   MAX_ENABLED_CONTROLNETS,
   IP_ADAPTER_FAMILIES,
   CONTROLNET_PREPROCESSORS,
+  REFUSED_CONTROLNETS,
   familyOf,
   controlNetsFor,
+  runnableControlNetsFor,
   supportsIpAdapter,
 } from './ModelFamilies.ts';
-export { buildTinyModel, buildTinyLora, DEMO_MODEL_IDS, type TinyModelOptions } from './tiny/TinyModelBuilder.ts';
+export {
+  buildTinyModel,
+  buildTinyLora,
+  DEMO_MODEL_IDS,
+  DEMO_MODEL_VERSION,
+  demoModelOptions,
+  isCurrentDemoModel,
+  type TinyModelOptions,
+} from './tiny/TinyModelBuilder.ts';
 export { type FetchImage, STYLE_IMAGE_MAX_BYTES, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
 export { readSafetensors, writeSafetensors, loraFile } from './LoraMerge.ts';
 export {

@@ -1,10 +1,11 @@
 /**
  * CLI: writes the tiny demo models.
  *   node --import tsx native/tiny/build.ts <modelsDir> [--model-id <id>]… [--embed-dim 32] [--seed 1234]
- * Without --model-id it writes one demo model under each Daydream model id.
+ * Without --model-id it writes one demo model under each Daydream model id, each with its family's
+ * runnable ControlNets and (SD1.5, SDXL) the IP-Adapter image encoder.
  */
 import { parseArgs } from 'node:util';
-import { buildTinyModel, DEMO_MODEL_IDS } from './TinyModelBuilder.ts';
+import { buildTinyModel, DEMO_MODEL_IDS, demoModelOptions } from './TinyModelBuilder.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -21,6 +22,7 @@ if (!modelsDir) {
 }
 for (const id of values['model-id'] ?? DEMO_MODEL_IDS) {
   const dir = buildTinyModel(modelsDir, id, {
+    ...demoModelOptions(id),
     ...(values['embed-dim'] ? { embedDim: Number(values['embed-dim']) } : {}),
     ...(values.seed ? { seed: Number(values.seed) } : {}),
   });

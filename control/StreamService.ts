@@ -537,12 +537,12 @@ function ingestStats(node: NodeStreamStatus): IngestStatsView {
 /** ai-runner `_compute_current_state` over the node's live values (reference §2.5). */
 export function runnerState(s: NodeStreamStatus, now: number): RunnerState {
   if (s.state === 'idle') return 'OFFLINE';
+  // The requested pipeline cannot be built: a fallback serves, but the stream is not what was asked.
+  if (s.pipelineError) return 'ERROR';
   if (s.state === 'connecting') {
     const since = s.startTime ?? s.lastInputTime ?? now;
     return s.lastOutputTime === null && now - since > 180_000 ? 'ERROR' : 'LOADING';
   }
-  // The requested pipeline cannot be built: a fallback serves, but the stream is not what was asked.
-  if (s.pipelineError) return 'ERROR';
   if ((s.lastErrorTime !== null && now - s.lastErrorTime < 15_000) || (s.lastRestartTime !== null && now - s.lastRestartTime < 60_000)) return 'DEGRADED_INFERENCE';
   if (s.lastInputTime === null || now - s.lastInputTime > 2_000 || s.inputFps < 15) return 'DEGRADED_INPUT';
   if (s.lastOutputTime === null || now - s.lastOutputTime > 2_000 || s.outputFps < Math.min(10, 0.8 * s.inputFps)) return 'DEGRADED_INFERENCE';

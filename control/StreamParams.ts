@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
+  checkControlNetPreprocessor,
   CONTROLNETS_BY_FAMILY,
   CONTROLNET_PREPROCESSORS as ENGINE_CONTROLNET_PREPROCESSORS,
   createProcessorChain,
@@ -486,6 +487,13 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
     }
     if (c.enabled && !ENGINE_CONTROLNET_PREPROCESSORS.includes(c.preprocessor)) {
       at(`controlnets[${i}].preprocessor`, `${c.preprocessor} is not supported by this runtime yet (supported: ${ENGINE_CONTROLNET_PREPROCESSORS.join(', ')})`);
+    } else if (c.enabled) {
+      try {
+        // The engine's own parser: each preprocessor takes its own preprocessor_params.
+        checkControlNetPreprocessor(c);
+      } catch (err) {
+        at(`controlnets[${i}].preprocessor_params`, (err as Error).message);
+      }
     }
   });
 
@@ -539,8 +547,8 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
  * Hot keys: the spec's PATCH list, with the details of ai-runner's `_update_params_dynamic`
  * (reference §2.2): prompt/seed blending settings, the safety checker and the processing chains are
  * hot too — except an `image_postprocessing` change of the output scale (upscale), which changes
- * the resolution and so reloads. For `controlnets` only a change of conditioning_scale on the same
- * list is hot. `ip_adapter` is hot whatever changes, adding and removing it included (spec: "fully
+ * the resolution and so reloads. For `controlnets` only a change of conditioning_scale or
+ * preprocessor_params on the same list is hot. `ip_adapter` is hot whatever changes, adding and removing it included (spec: "fully
  * hot-swappable"). Everything else reloads.
  */
 export const HOT_KEYS: ReadonlySet<string> = new Set([
@@ -599,7 +607,8 @@ export function classifyChanges(before: StreamParams, after: StreamParams): Clas
     if (same(before[key], after[key])) continue;
     let isHot = HOT_KEYS.has(key);
     if (key === 'controlnets') {
-      const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, ...rest }) => rest);
+      // conditioning_scale and preprocessor_params are hot; the rest of an entry reloads.
+      const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, preprocessor_params: _p, ...rest }) => rest);
       isHot = before.controlnets.length === after.controlnets.length && same(strip(before.controlnets), strip(after.controlnets));
     } else if (key === 'image_postprocessing') {
       isHot = outputScale(before.image_postprocessing) === outputScale(after.image_postprocessing);

@@ -58,6 +58,8 @@ export interface StageMs {
   unet: number;
   math: number;
   decode: number;
+  /** ControlNet preprocessors (part of `unet`, which includes the ControlNet runs). */
+  control: number;
   postprocess: number;
   /** Sum of the raw ONNX Runtime `run` calls inside this frame (orchestration overhead = total − ort). */
   ort: number;
@@ -90,6 +92,11 @@ export interface FramePipelineStatus {
   framesSkipped: number;
   /** Output frames the safety checker flagged and blanked (black). */
   framesBlocked: number;
+  /**
+   * Model-backed ControlNet preprocessors loaded: which, whether a demo model, and the providers
+   * they really run on (a `_tensorrt` name falls back, with `providerNote` saying so).
+   */
+  preprocessors: { preprocessor: string; controlnet: string; demo: boolean; providers: ProviderName[]; providerNote: string | null }[];
   ipAdapter: IpAdapterState;
   ipAdapterError: string | null;
   stageMs: StageMs;

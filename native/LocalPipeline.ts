@@ -91,7 +91,7 @@ export class LocalPipeline {
     framesOut: 0,
     framesSkipped: 0,
     framesBlocked: 0,
-    stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, postprocess: 0, ort: 0, total: 0 },
+    stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, control: 0, postprocess: 0, ort: 0, total: 0 },
   };
 
   /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
@@ -149,11 +149,12 @@ export class LocalPipeline {
       ...(this.#o.settings ? { settings: this.#o.settings } : {}),
       logger: log,
     });
+    // Declared outside the try: their preprocessor sessions are closed if a later part fails.
+    const controlNets: ControlNet[] = [];
     try {
       const diffusion = await StreamDiffusion.create(sessions, params, log);
       diffusion.latentPre = chains.latentPre;
       diffusion.latentPost = chains.latentPost;
-      const controlNets: ControlNet[] = [];
       for (const cfg of params.controlnets) {
         if (cfg.enabled === false) continue;
         controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
@@ -168,10 +169,18 @@ export class LocalPipeline {
         ip = await IpAdapter.open(sessions);
       }
       if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
+      for (const c of controlNets) {
+        const i = c.preprocessorInfo;
+        if (!i) continue;
+        const line = `FramePipeline.build() | preprocessor ${i.preprocessor} for ${c.modelId} [providers:${i.providers.join(',')}]${i.demo ? ' [DEMO model]' : ''}${i.providerNote ? ` (${i.providerNote})` : ''}`;
+        if (i.demo || i.providerNote) log.warn(line);
+        else log.info(line);
+      }
       const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, ...chains };
       this.#syncIp(e);
       return e;
     } catch (err) {
+      await Promise.allSettled(controlNets.map((c) => c.close()));
       await sessions.close();
       throw err;
     }
@@ -288,10 +297,13 @@ export class LocalPipeline {
     if (e.diffusion) {
       e.diffusion.latentPre = e.latentPre;
       e.diffusion.latentPost = e.latentPost;
-      // conditioning_scale is the only hot ControlNet field (classifyChanges).
+      // conditioning_scale and preprocessor_params are the hot ControlNet fields (classifyChanges).
       for (const c of e.controlNets) {
         const cfg = next.controlnets.find((x) => x.model_id === c.modelId);
-        if (cfg) c.scale = cfg.conditioning_scale;
+        if (!cfg) continue;
+        c.scale = cfg.conditioning_scale;
+        const was = prev.controlnets.find((x) => x.model_id === c.modelId);
+        if (JSON.stringify(was?.preprocessor_params ?? {}) !== JSON.stringify(cfg.preprocessor_params ?? {})) c.setPreprocessorParams(cfg.preprocessor_params ?? {});
       }
       await e.diffusion.apply(next);
       if (hot.includes('ip_adapter') || hot.includes('ip_adapter_style_image_url')) this.#syncIp(e);
@@ -328,7 +340,7 @@ export class LocalPipeline {
       const out = e.imagePost.apply(pre);
       e.imagePre.observeOutput(out);
       ms.postprocess = performance.now() - t1;
-      ms.encode = ms.unet = ms.math = ms.decode = ms.ort = 0;
+      ms.encode = ms.unet = ms.math = ms.decode = ms.control = ms.ort = 0;
       ms.total = performance.now() - t0;
       return out;
     }
@@ -351,6 +363,7 @@ export class LocalPipeline {
     ms.unet = d.unet;
     ms.math = d.math;
     ms.decode = d.decode;
+    ms.control = d.control;
     if (!img) {
       if (this.#pool.length < 4) this.#pool.push(data);
       return null;
@@ -393,6 +406,10 @@ export class LocalPipeline {
       lastRestartLogs: [],
       buildError: null,
       fallback: 'none',
+      preprocessors: e.controlNets.flatMap((c) => {
+        const i = c.preprocessorInfo;
+        return i ? [{ preprocessor: i.preprocessor, controlnet: c.modelId, demo: i.demo, providers: i.providers, providerNote: i.providerNote }] : [];
+      }),
       lastError: this.#st.lastError,
       lastErrorTime: this.#st.lastErrorTime,
       lag: e.diffusion?.lag ?? 0,
@@ -416,6 +433,7 @@ export class LocalPipeline {
     if (this.#closePromise) return this.#closePromise;
     this.#state = 'closed';
     this.#closePromise = (async () => {
+      await Promise.allSettled(this.#engine.controlNets.map((c) => c.close()));
       await this.#engine.sessions?.close();
       this.#log.info('close() | closed');
     })();

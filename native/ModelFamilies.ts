@@ -68,9 +68,11 @@ export const IP_ADAPTER_FAMILIES: ReadonlySet<ModelFamily> = new Set<ModelFamily
 
 /**
  * Preprocessors a ControlNet entry may name that this engine implements; any other name is
- * refused with UnsupportedProcessorError (depth/pose/hed/… need models we do not ship yet).
+ * refused with UnsupportedProcessorError. The first five are image processors; `depth_tensorrt`,
+ * `pose_tensorrt` and `soft_edge` run an ONNX model (native/preprocessors/, a real export or a
+ * labelled demo).
  */
-export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen']);
+export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen', 'depth_tensorrt', 'pose_tensorrt', 'soft_edge']);
 
 /** The family of a base model id; null for ids outside Daydream's four (custom/demo models). */
 export function familyOf(modelId: string): ModelFamily | null {

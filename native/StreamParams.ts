@@ -156,7 +156,7 @@ function outputScale(block: ProcessingBlock | null): number {
 
 /**
  * Splits changed keys into hot and reload, following ai-runner with two refinements from Daydream's
- * docs: ControlNets are hot only when just `conditioning_scale` changed; image_postprocessing that
+ * docs: ControlNets are hot only when just `conditioning_scale` or `preprocessor_params` changed; image_postprocessing that
  * changes the output size reloads. ip_adapter is hot whatever changes (the spec's "fully
  * hot-swappable").
  */
@@ -166,7 +166,8 @@ export function classifyChanges(a: StreamParams, b: StreamParams): { hot: (keyof
   for (const k of changedKeys(a, b)) {
     let isHot = HOT_KEYS.has(k);
     if (k === 'controlnets') {
-      const strip = (c: ControlNetParams[]) => JSON.stringify(c.map(({ conditioning_scale: _s, ...rest }) => rest));
+      // conditioning_scale and preprocessor_params are hot; the rest of an entry reloads.
+      const strip = (c: ControlNetParams[]) => JSON.stringify(c.map(({ conditioning_scale: _s, preprocessor_params: _p, ...rest }) => rest));
       isHot = a.controlnets.length === b.controlnets.length && strip(a.controlnets) === strip(b.controlnets);
     } else if (k === 'cached_attention') {
       isHot = (a.cached_attention?.enabled ?? false) === (b.cached_attention?.enabled ?? false);

@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { buildTinyModel, DEMO_MODEL_IDS, demoModelOptions } from './TinyModelBuilder.ts';
+import { buildTinyPreprocessors } from './TinyPreprocessors.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -28,3 +29,4 @@ for (const id of values['model-id'] ?? DEMO_MODEL_IDS) {
   });
   console.log(`wrote demo model ${id} → ${dir}`);
 }
+for (const dir of buildTinyPreprocessors(modelsDir)) console.log(`wrote demo preprocessor → ${dir}`);

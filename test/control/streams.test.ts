@@ -138,7 +138,13 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['lora_dict', { lora_dict: { 'some/lora': 0.8 } }, true],
   ['lora_dict with a string weight', { lora_dict: { my_lora: 'high' } }, false, 'params.lora_dict.my_lora', 'REQUEST/INVALID'],
   ['ControlNet compatible with sd-turbo', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', conditioning_scale: 0.7 }] }, true],
-  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
+  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
+  ['pose_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt', preprocessor_params: { threshold: 0.3 } }] }, true],
+  ['depth_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 392 } }] }, true],
+  ['soft_edge preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { safe: true } }] }, true],
+  ['depth_tensorrt detect_resolution not a multiple of 14', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 500 } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
+  ['soft_edge with an unknown param', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { sharpness: 2 } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
+  ['canny with bad thresholds', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', preprocessor_params: { low_threshold: 'low' } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
   ['TemporalNet for sd-turbo is refused until its 6-channel condition exists', { controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' }] }, false, 'params.controlnets[0].model_id', 'STREAMS/INVALID_PARAMS'],
   ['TemporalNet for dreamshaper-8 is refused', { model_id: 'Lykon/dreamshaper-8', controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-v1-5' }] }, false, 'params.controlnets[0].model_id', 'STREAMS/INVALID_PARAMS'],
   ['a disabled TemporalNet entry is accepted (not loaded)', { controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1', enabled: false }] }, true],
@@ -237,6 +243,8 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   t.equal(res.headers['x-params-update'], 'hot', 'a ControlNet scale change alone is hot');
   res = await patch({ params: { controlnets: [{ model_id: 'lllyasviel/control_v11p_sd15_canny', conditioning_scale: 0.9, preprocessor: 'canny' }] } });
   t.equal(res.headers['x-params-update'], 'reload', 'a ControlNet preprocessor change reloads');
+  res = await patch({ params: { controlnets: [{ model_id: 'lllyasviel/control_v11p_sd15_canny', conditioning_scale: 0.9, preprocessor: 'canny', preprocessor_params: { low_threshold: 50 } }] } });
+  t.equal(res.headers['x-params-update'], 'hot', 'a preprocessor_params change is hot');
   res = await patch({ params: { controlnets: [] } });
   t.equal(res.headers['x-params-update'], 'reload', 'removing a ControlNet reloads');
   res = await patch({ params: { ip_adapter: { scale: 0.8 } } });

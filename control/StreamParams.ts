@@ -163,7 +163,10 @@ const ControlNetSchema = z
     conditioning_scale: EngineFloat.optional().describe(`Typical 0.0–1.0; 0 disables. Default 1.0. ${BOUND_REASONS.float32}`),
     preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
-    preprocessor_params: z.record(z.string(), z.unknown()).optional(),
+    preprocessor_params: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Settings of the preprocessor, checked by its own schema (depth_tensorrt: detect_resolution; pose_tensorrt: detect_resolution, threshold; soft_edge: detect_resolution, safe; canny: low_threshold, high_threshold). Hot'),
     control_guidance_start: Finite.min(0).max(1).optional(),
     control_guidance_end: Finite.min(0).max(1).optional(),
   })

@@ -78,6 +78,8 @@ export class LocalPipeline {
   #engine!: Engine;
   #state: FramePipelineState = 'ready';
   #busy = false;
+  /** The frame being run, awaited by close(). */
+  #inflight: Promise<Frame | null> | null = null;
   #hotPending = false;
   #closePromise: Promise<void> | null = null;
   /** Background jobs (style image loads) whenIdle() waits for. */
@@ -318,7 +320,9 @@ export class LocalPipeline {
       assertFrame(frame);
       this.#st.framesIn++;
       await this.#sync();
-      const out = await this.#run(this.#engine, frame);
+      const run = this.#run(this.#engine, frame);
+      this.#inflight = run;
+      const out = await run;
       if (out) this.#st.framesOut++;
       return out;
     } catch (err) {
@@ -327,6 +331,7 @@ export class LocalPipeline {
       throw err;
     } finally {
       this.#busy = false;
+      this.#inflight = null;
     }
   }
 
@@ -433,6 +438,9 @@ export class LocalPipeline {
     if (this.#closePromise) return this.#closePromise;
     this.#state = 'closed';
     this.#closePromise = (async () => {
+      // A stream closed mid-frame: releasing sessions under a running ORT call aborted the whole
+      // process (an uncaught Napi::Error in the run's completion), so the frame finishes first.
+      await this.#inflight?.catch(() => null);
       await Promise.allSettled(this.#engine.controlNets.map((c) => c.close()));
       await this.#engine.sessions?.close();
       this.#log.info('close() | closed');

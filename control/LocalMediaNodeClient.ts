@@ -162,6 +162,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       lastRestartLogs: engine?.lastRestartLogs ?? [...book.lastRestartLogs],
       lastError: engine?.lastError ?? book.lastError,
       lastErrorTime: engine?.lastError ? engine.lastErrorTime : book.lastErrorTime,
+      pipelineError: typeof s.pipeline?.['buildError'] === 'string' ? s.pipeline['buildError'] : null,
       ingest:
         s.ingest && publisher
           ? { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: s.ingest.bytesSent, tracks }

@@ -8,6 +8,13 @@ import type { Metrics } from './Metrics.ts';
 
 const STAGES = ['decode', 'process', 'encode', 'node'] as const;
 
+/** The fields of native's FramePipelineStatus read here (the media status carries it untyped). */
+interface EngineStatus {
+  demo?: boolean;
+  stageMs?: Record<string, number>;
+  preprocessors?: { preprocessor: string; controlnet: string; demo: boolean; providers: string[] }[];
+}
+
 export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   const each = <L extends string>(name: string, help: string, labels: readonly L[], fill: (set: (l: Record<L, string>, v: number) => void) => void) =>
     metrics.gauge(name, help, labels, (g) => {
@@ -35,6 +42,28 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   perStream('reverie_media_ingest_packets_lost', 'RTP packets lost on ingest (from RTCP).', (s) => s.ingest?.packetsLost);
   perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher (SRTP on the wire).', (s) => s.ingest?.bytesReceived);
   perStream('reverie_media_ingest_bytes_sent', 'Bytes sent to the publisher (SRTCP feedback on the wire).', (s) => s.ingest?.bytesSent);
+  // The engine's own status (native FramePipeline.status()), when the stream runs one.
+  const engine = (s: NonNullable<ReturnType<MediaNode['status']>>) => s.pipeline as EngineStatus | null;
+  perStream('reverie_media_pipeline_demo', 'The stream runs a tiny random-weight DEMO base model: 1 or 0.', (s) => (engine(s) ? (engine(s)?.demo ? 1 : 0) : undefined));
+  each('reverie_media_pipeline_stage_ms', 'Per-stage time of the last frame inside the diffusion pipeline, ms (control = ControlNet preprocessors).', ['stream_id', 'stage'], (set) => {
+    for (const stream of node.streams()) {
+      const ms = engine(stream.status())?.stageMs;
+      if (!ms) continue;
+      for (const [stage, v] of Object.entries(ms)) if (typeof v === 'number' && Number.isFinite(v)) set({ stream_id: stream.streamId, stage }, v);
+    }
+  });
+  each(
+    'reverie_media_controlnet_preprocessor',
+    'Model-backed ControlNet preprocessors loaded (1 each), with the provider they run on and whether the model is a DEMO.',
+    ['stream_id', 'preprocessor', 'controlnet', 'provider', 'demo'],
+    (set) => {
+      for (const stream of node.streams()) {
+        for (const p of engine(stream.status())?.preprocessors ?? []) {
+          set({ stream_id: stream.streamId, preprocessor: p.preprocessor, controlnet: p.controlnet, provider: p.providers.join(','), demo: p.demo ? 'true' : 'false' }, 1);
+        }
+      }
+    },
+  );
   each('reverie_media_stage_latency_ms', 'Per-stage latency inside the node, ms (recent window).', ['stream_id', 'stage', 'quantile'], (set) => {
     for (const stream of node.streams()) {
       const latency = stream.status().latency;

@@ -84,6 +84,11 @@ export interface NodeStreamStatus {
   lastRestartLogs: string[];
   lastError: string | null;
   lastErrorTime: number | null;
+  /**
+   * Why the pipeline the params ask for could not be built, while a fallback (the previous pipeline
+   * or the image processors alone) keeps the output flowing; null or absent when none.
+   */
+  pipelineError?: string | null;
   ingest: IngestMetrics | null;
   viewers: number;
   /**

@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
+  checkControlNetPreprocessor,
   CONTROLNETS_BY_FAMILY,
   CONTROLNET_PREPROCESSORS as ENGINE_CONTROLNET_PREPROCESSORS,
   createProcessorChain,
@@ -17,12 +18,26 @@ import {
   LATENT_PROCESSOR_TYPES,
   MAX_FRAME_SIDE,
   type ModelFamily,
+  REFUSED_CONTROLNETS,
 } from '../native/index.ts';
 
 /** Spec: integers are bounded to ±(2^53 − 1) where bounds are stated. */
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
 const SafeInt = z.number().int().min(-MAX_INT).max(MAX_INT);
 const Finite = z.number().finite();
+/**
+ * Largest float32 magnitude. Numbers the spec leaves unbounded (guidance_scale, delta,
+ * conditioning_scale, IP-Adapter scale, thresholds, LoRA weights) are only held to this: the engine
+ * feeds them to float32 tensors, where anything larger becomes infinite and turns frames into NaN.
+ */
+export const FLOAT32_MAX = 3.4028234663852886e38;
+/** Why the remaining bounds exist (shown in the OpenAPI schema and docs/api.md). */
+export const BOUND_REASONS = {
+  float32: 'Any number the engine can hold in a float32 tensor (|x| ≤ 3.4e38); no other bound',
+  steps: '1 to 1000: the LCM grid picks this many distinct timesteps out of the 1000 the models were trained on',
+  weight: '≥ 0: blend weights are normalised by their sum, which negative weights can bring to zero',
+} as const;
+const EngineFloat = Finite.min(-FLOAT32_MAX).max(FLOAT32_MAX);
 /** Free text fields (prompts, ids): long enough for any real prompt, short enough to bound memory. */
 const TEXT_MAX = 2000;
 /** Entries of a weighted prompt or seed list (blending more than this is never useful live). */
@@ -116,7 +131,7 @@ export const IP_ADAPTER_WEIGHT_TYPES = [
 // ───────────────────────────── schema (shape and per-field bounds)
 
 const Dimension = z.number().int().min(384, 'must be at least 384').max(1024, 'must be at most 1024').multipleOf(64, 'must be divisible by 64');
-const Weight = Finite.min(0, 'weights must be ≥ 0');
+const Weight = Finite.min(0, 'weights must be ≥ 0').max(FLOAT32_MAX).describe(BOUND_REASONS.weight);
 
 const PromptSchema = z.union([
   z.string().max(TEXT_MAX),
@@ -179,10 +194,12 @@ const ProcessingBlockSchema = z.object({ enabled: z.boolean().optional(), proces
 const ControlNetSchema = z
   .object({
     model_id: z.enum(CONTROLNET_IDS),
-    conditioning_scale: Finite.min(0).max(2).optional().describe('Typical 0.0–1.0; 0 disables. Default 1.0'),
+    conditioning_scale: EngineFloat.optional().describe(`Typical 0.0–1.0; 0 disables. Default 1.0. ${BOUND_REASONS.float32}`),
     preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
-    preprocessor_params: FreeParams.optional(),
+    preprocessor_params: FreeParams.optional().describe(
+      'Settings of the preprocessor, checked by its own schema (depth_tensorrt: detect_resolution; pose_tensorrt: detect_resolution, threshold; soft_edge: detect_resolution, safe; canny: low_threshold, high_threshold). Hot',
+    ),
     control_guidance_start: Finite.min(0).max(1).optional(),
     control_guidance_end: Finite.min(0).max(1).optional(),
   })
@@ -190,7 +207,7 @@ const ControlNetSchema = z
 
 const IpAdapterSchema = z
   .object({
-    scale: Finite.min(0).max(2).optional(),
+    scale: EngineFloat.optional().describe(`Style strength. Default 1.0. ${BOUND_REASONS.float32}`),
     enabled: z.boolean().optional(),
     type: z.enum(['regular', 'faceid']).optional(),
     weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES).optional(),
@@ -211,15 +228,15 @@ export const ParamsInputSchema = z
     normalize_prompt_weights: z.boolean().optional(),
     normalize_seed_weights: z.boolean().optional(),
     negative_prompt: z.string().max(TEXT_MAX).optional(),
-    guidance_scale: Finite.min(0).max(20).optional(),
-    delta: Finite.min(0).max(1).optional(),
-    num_inference_steps: z.number().int().min(1).max(200).optional(),
+    guidance_scale: EngineFloat.optional().describe(`Default 1.0; CFG runs above 1. ${BOUND_REASONS.float32}`),
+    delta: EngineFloat.optional().describe(`Default 0.7. ${BOUND_REASONS.float32}`),
+    num_inference_steps: z.number().int().min(1).max(1000).optional().describe(`Default 50. ${BOUND_REASONS.steps}`),
     t_index_list: TIndexList.optional(),
     use_safety_checker: z.boolean().optional(),
-    safety_checker_threshold: Finite.min(0).max(1).optional(),
+    safety_checker_threshold: EngineFloat.optional().describe(`Default 0.5; frames scoring above it are blanked. ${BOUND_REASONS.float32}`),
     width: Dimension.optional(),
     height: Dimension.optional(),
-    lora_dict: z.record(z.string().min(1).max(512), Finite.min(-10).max(10)).nullable().optional(),
+    lora_dict: z.record(z.string().min(1).max(512), EngineFloat.describe(BOUND_REASONS.float32)).nullable().optional(),
     use_lcm_lora: z.boolean().optional(),
     lcm_lora_id: z.string().min(1).max(512).optional(),
     acceleration: z.enum(['none', 'xformers', 'tensorrt']).optional(),
@@ -228,7 +245,7 @@ export const ParamsInputSchema = z
     seed: SeedSchema.optional(),
     seed_interpolation_method: z.enum(['linear', 'slerp']).optional(),
     enable_similar_image_filter: z.boolean().optional(),
-    similar_image_filter_threshold: Finite.min(0).max(1).optional(),
+    similar_image_filter_threshold: EngineFloat.optional().describe(`Default 0.98; 1 or more never skips. ${BOUND_REASONS.float32}`),
     similar_image_filter_max_skip_frame: z.number().int().min(0).max(MAX_INT).optional(),
     skip_diffusion: z.boolean().optional(),
     image_preprocessing: ProcessingBlockSchema.nullable().optional(),
@@ -354,6 +371,21 @@ export const CONTROLNET_DEFAULTS = Object.freeze({
   control_guidance_end: 1.0,
 });
 
+/** Description of the response fields that are left out while unset (spec types them as object / string, never null). */
+const UNSET = 'Omitted while unset';
+
+/**
+ * The params as the Stream record and the status show them: every field with a value; the fields
+ * whose default is "unset" (`lora_dict`, the four processing blocks, `ip_adapter`,
+ * `ip_adapter_style_image_url`) are left out rather than `null`, since the spec types them as an
+ * object or a string. Input still takes `null` to reset a field.
+ */
+export type PublicStreamParams = { [K in keyof StreamParams]: null extends StreamParams[K] ? Exclude<StreamParams[K], null> | undefined : StreamParams[K] };
+
+export function publicParams(p: StreamParams): PublicStreamParams {
+  return Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null)) as PublicStreamParams;
+}
+
 /** Response schema of the full params (documents every field in the OpenAPI). */
 const FullProcessingBlock = z.object({ enabled: z.boolean(), processors: z.array(z.object({ type: z.string(), enabled: z.boolean(), params: z.record(z.string(), z.unknown()) })) });
 export const StreamParamsSchema = z
@@ -372,7 +404,7 @@ export const StreamParamsSchema = z
     safety_checker_threshold: z.number(),
     width: z.number().int(),
     height: z.number().int(),
-    lora_dict: z.record(z.string(), z.number()).nullable(),
+    lora_dict: z.record(z.string(), z.number()).optional().describe(UNSET),
     use_lcm_lora: z.boolean(),
     lcm_lora_id: z.string(),
     acceleration: z.enum(['none', 'xformers', 'tensorrt']),
@@ -384,10 +416,10 @@ export const StreamParamsSchema = z
     similar_image_filter_threshold: z.number(),
     similar_image_filter_max_skip_frame: z.number().int(),
     skip_diffusion: z.boolean(),
-    image_preprocessing: FullProcessingBlock.nullable(),
-    image_postprocessing: FullProcessingBlock.nullable(),
-    latent_preprocessing: FullProcessingBlock.nullable(),
-    latent_postprocessing: FullProcessingBlock.nullable(),
+    image_preprocessing: FullProcessingBlock.optional().describe(UNSET),
+    image_postprocessing: FullProcessingBlock.optional().describe(UNSET),
+    latent_preprocessing: FullProcessingBlock.optional().describe(UNSET),
+    latent_postprocessing: FullProcessingBlock.optional().describe(UNSET),
     controlnets: z.array(
       z.object({
         model_id: z.string(),
@@ -399,8 +431,11 @@ export const StreamParamsSchema = z
         control_guidance_end: z.number(),
       }),
     ),
-    ip_adapter: z.object({ scale: z.number(), enabled: z.boolean(), type: z.enum(['regular', 'faceid']), weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES) }).nullable(),
-    ip_adapter_style_image_url: z.string().nullable(),
+    ip_adapter: z
+      .object({ scale: z.number(), enabled: z.boolean(), type: z.enum(['regular', 'faceid']), weight_type: z.enum(IP_ADAPTER_WEIGHT_TYPES) })
+      .optional()
+      .describe(`${UNSET} (IP-Adapter off)`),
+    ip_adapter_style_image_url: z.string().optional().describe(`${UNSET} (the runtime's default style image)`),
   })
   .meta({ id: 'StreamParams' });
 
@@ -480,12 +515,21 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
     seen.add(c.model_id);
     if (!allowed.includes(c.model_id)) {
       at(`controlnets[${i}].model_id`, `${c.model_id} is not compatible with ${p.model_id} (${model.family}); allowed: ${allowed.join(', ')}`);
+    } else if (c.enabled && REFUSED_CONTROLNETS[c.model_id]) {
+      at(`controlnets[${i}].model_id`, `${c.model_id} is not supported by this runtime yet: ${REFUSED_CONTROLNETS[c.model_id]}`);
     }
     if (c.control_guidance_start > c.control_guidance_end) {
       at(`controlnets[${i}].control_guidance_start`, 'must not be after control_guidance_end');
     }
     if (c.enabled && !ENGINE_CONTROLNET_PREPROCESSORS.includes(c.preprocessor)) {
       at(`controlnets[${i}].preprocessor`, `${c.preprocessor} is not supported by this runtime yet (supported: ${ENGINE_CONTROLNET_PREPROCESSORS.join(', ')})`);
+    } else if (c.enabled) {
+      try {
+        // The engine's own parser: each preprocessor takes its own preprocessor_params.
+        checkControlNetPreprocessor(c);
+      } catch (err) {
+        at(`controlnets[${i}].preprocessor_params`, (err as Error).message);
+      }
     }
   });
 
@@ -545,8 +589,9 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
  * Hot keys: the spec's PATCH list, with the details of ai-runner's `_update_params_dynamic`
  * (reference §2.2): prompt/seed blending settings, the safety checker and the processing chains are
  * hot too — except an `image_postprocessing` change of the output scale (upscale), which changes
- * the resolution and so reloads. For `controlnets` only a change of conditioning_scale on the same
- * list is hot; for `ip_adapter` only enabled/scale/weight_type. Everything else reloads.
+ * the resolution and so reloads. For `controlnets` only a change of conditioning_scale or
+ * preprocessor_params on the same list is hot. `ip_adapter` is hot whatever changes, adding and removing it included (spec: "fully
+ * hot-swappable"). Everything else reloads.
  */
 export const HOT_KEYS: ReadonlySet<string> = new Set([
   'prompt',
@@ -604,11 +649,9 @@ export function classifyChanges(before: StreamParams, after: StreamParams): Clas
     if (same(before[key], after[key])) continue;
     let isHot = HOT_KEYS.has(key);
     if (key === 'controlnets') {
-      const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, ...rest }) => rest);
+      // conditioning_scale and preprocessor_params are hot; the rest of an entry reloads.
+      const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, preprocessor_params: _p, ...rest }) => rest);
       isHot = before.controlnets.length === after.controlnets.length && same(strip(before.controlnets), strip(after.controlnets));
-    } else if (key === 'ip_adapter') {
-      const strip = (x: IpAdapter) => ({ type: x.type });
-      isHot = before.ip_adapter !== null && after.ip_adapter !== null && same(strip(before.ip_adapter), strip(after.ip_adapter));
     } else if (key === 'image_postprocessing') {
       isHot = outputScale(before.image_postprocessing) === outputScale(after.image_postprocessing);
     }

@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
-import { buildTinyModel, type FetchImage } from '../native/index.ts';
+import { buildTinyModel, buildTinyPreprocessors, demoModelOptions, isCurrentDemoModel, type FetchImage } from '../native/index.ts';
 import { AddressPolicy } from '../webhooks/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
@@ -56,10 +56,20 @@ export function prepareModels(modelsDir: string, demoModels: boolean, logger: Lo
   const hasExport = (id: string) => existsSync(join(modelsDir, id, 'unet'));
   if (demoModels) {
     for (const id of MODEL_IDS) {
-      if (hasExport(id)) continue;
-      buildTinyModel(modelsDir, id);
-      logger.warn(`prepareModels() | no export of ${id} under ${modelsDir}: wrote a tiny DEMO model (random weights)`);
+      // Real exports are never touched; demo folders an older builder wrote (without ControlNet
+      // residual inputs or the IP-Adapter image encoder) are written again.
+      if (hasExport(id) && (!isDemoModel(join(modelsDir, id)) || isCurrentDemoModel(modelsDir, id))) continue;
+      const o = demoModelOptions(id);
+      buildTinyModel(modelsDir, id, o);
+      logger.warn(
+        `prepareModels() | no export of ${id} under ${modelsDir}: wrote a tiny DEMO model (random weights) [controlnets:${(o.controlNets ?? []).join(',') || '-'}] [ip_adapter:${o.imageEncoder ? 'yes' : 'no'}]`,
+      );
     }
+  }
+  if (demoModels) {
+    // Model-backed ControlNet preprocessors (depth_tensorrt, pose_tensorrt, soft_edge) without an
+    // export get demo models with the real I/O, labelled demo in status, logs and /metrics.
+    for (const dir of buildTinyPreprocessors(modelsDir)) logger.warn(`prepareModels() | no preprocessor export in ${dir}: wrote a tiny DEMO preprocessor model`);
   }
   const models = MODEL_IDS.filter(hasExport);
   const demo = models.some((id) => isDemoModel(join(modelsDir, id)));

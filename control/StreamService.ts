@@ -24,6 +24,8 @@ import {
   mergeParams,
   MODELS,
   paramsHash,
+  publicParams,
+  type PublicStreamParams,
   type BetaModelId,
   type Classification,
   type ModelId,
@@ -35,6 +37,13 @@ import {
 /** PATCH (and the beta prompt route) per account: spec "Limits", 300 a minute, sliding window. */
 export const UPDATE_RATE = { max: 300, windowMs: 60_000 } as const;
 
+/**
+ * The rate-limited update routes, each with its own budget of UPDATE_RATE:
+ * - `patch`: PATCH /v1/streams/{id} (spec: 300 requests a minute);
+ * - `prompts`: POST /beta/streams/{id}/prompts (spec: not shown; the same figure).
+ */
+export type UpdateRoute = 'patch' | 'prompts';
+
 export interface StreamView {
   id: string;
   stream_key: string;
@@ -42,7 +51,7 @@ export interface StreamView {
   output_playback_id: string;
   output_stream_url: string;
   gateway_host: string;
-  params: StreamParams;
+  params: PublicStreamParams;
   name: string;
   author: string;
   from_playground: boolean;
@@ -76,7 +85,8 @@ export interface UpdateOutcome {
  * - `DEGRADED_INPUT`: no input for 2 s, or input below 15 fps;
  * - `DEGRADED_INFERENCE`: an error in the last 15 s, a restart in the last 60 s, no output for 2 s,
  *   or output below min(10, 0.8 × input fps);
- * - `ERROR`: loading for more than 180 s.
+ * - `ERROR`: loading for more than 180 s, or the pipeline the params ask for cannot be built (a
+ *   fallback keeps the output flowing; `last_error` says why) until an update that builds.
  */
 export type RunnerState = 'OFFLINE' | 'LOADING' | 'ONLINE' | 'DEGRADED_INPUT' | 'DEGRADED_INFERENCE' | 'ERROR';
 
@@ -148,7 +158,7 @@ export class StreamService {
       output_playback_id: s.playbackId,
       output_stream_url: `${this.#publicUrl}/live/${s.playbackId}/whep`,
       gateway_host: s.gatewayHost,
-      params: s.params as unknown as StreamParams,
+      params: publicParams(s.params as unknown as StreamParams),
       name: s.name,
       author: s.accountId,
       from_playground: s.fromPlayground,
@@ -258,13 +268,20 @@ export class StreamService {
     }
   }
 
-  /** Counts one update against the account's sliding window; 429 with Retry-After when over. */
-  async checkUpdateRate(account: Account): Promise<void> {
+  /**
+   * Counts one update of the caller's own stream `id` against the route's sliding window; 429 with
+   * Retry-After when over. PATCH (spec: 300 a minute) and the beta prompt route each have their own
+   * budget. The ownership check comes first, so requests for another account's (or an unknown)
+   * stream answer 404 and spend nothing.
+   */
+  async checkUpdateRate(account: Account, id: string, route: UpdateRoute = 'patch'): Promise<void> {
+    await this.#own(account, id);
     const { max, windowMs } = this.#rate;
-    const r = await this.#store.rateLimits.hit(`streams.update:${account.id}`, max, windowMs);
+    const r = await this.#store.rateLimits.hit(`streams.${route}:${account.id}`, max, windowMs);
     if (r.allowed) return;
     const retryAfter = Math.max(1, Math.ceil(r.retryAfterMs / 1000));
-    throw streamError('STREAMS/RATE_LIMITED', `At most ${max} updates per ${windowMs / 1000} s per account; retry in ${retryAfter} s.`, {
+    const what = route === 'patch' ? 'PATCH updates' : 'prompt submissions';
+    throw streamError('STREAMS/RATE_LIMITED', `At most ${max} ${what} per ${windowMs / 1000} s per account; retry in ${retryAfter} s.`, {
       details: { retry_after_seconds: retryAfter, limit: max, window_seconds: windowMs / 1000 },
       headers: { 'retry-after': String(retryAfter) },
     });
@@ -353,7 +370,8 @@ export class StreamService {
     const base = {
       stream_id: stream.id,
       request_id: node?.ingest?.sessionId ?? '',
-      pipeline_id: MODELS[params.model_id].legacyPipelineId,
+      // One value wherever a pipeline_id appears (status and webhook events): the stream's pipeline.
+      pipeline_id: stream.pipeline,
       type: 'status' as const,
       pipeline: 'streamdiffusion',
       orchestrator_info: { address: stream.nodeId ?? '', url: nodeInfo?.publicUrl ?? '' },
@@ -366,8 +384,8 @@ export class StreamService {
         state: 'OFFLINE',
         inference_status: {
           pipeline: 'streamdiffusion',
-          last_params: params,
-          last_params_hash: paramsHash(params),
+          last_params: publicParams(params),
+          last_params_hash: paramsHash(publicParams(params)),
           input_fps: 0,
           output_fps: 0,
           restart_count: node?.restartCount ?? 0,
@@ -380,7 +398,7 @@ export class StreamService {
     }
     const now = this.#now();
     const state = runnerState(node, now);
-    const lastParams = node.lastParams;
+    const lastParams = publicParams(node.lastParams as unknown as StreamParams);
     return {
       ...base,
       state,
@@ -543,6 +561,8 @@ function ingestStats(node: NodeStreamStatus): IngestStatsView {
 /** ai-runner `_compute_current_state` over the node's live values (reference §2.5). */
 export function runnerState(s: NodeStreamStatus, now: number): RunnerState {
   if (s.state === 'idle') return 'OFFLINE';
+  // The requested pipeline cannot be built: a fallback serves, but the stream is not what was asked.
+  if (s.pipelineError) return 'ERROR';
   if (s.state === 'connecting') {
     const since = s.startTime ?? s.lastInputTime ?? now;
     return s.lastOutputTime === null && now - since > 180_000 ? 'ERROR' : 'LOADING';

@@ -12,6 +12,9 @@ import { ModelLoadError, UnsupportedProcessorError } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import { CONTROLNET_PREPROCESSORS } from './ModelFamilies.ts';
 import type { ModelSessions, ResidualInput } from './ModelSessions.ts';
+import { parsePreprocessorParams, type ModelPreprocessor } from './preprocessors/ModelPreprocessor.ts';
+import { isModelPreprocessor } from './preprocessors/PreprocessorModel.ts';
+import { openModelPreprocessor } from './preprocessors/Preprocessors.ts';
 import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
 import type { ControlNetParams } from './StreamParams.ts';
 
@@ -26,12 +29,19 @@ export function controlNetFile(modelsDir: string, modelId: string): string {
   return join(modelsDir, 'controlnet', modelId, 'model.onnx');
 }
 
-/** Throws UnsupportedProcessorError for a preprocessor this engine does not implement. */
-export function checkControlNetPreprocessor(cfg: ControlNetParams): void {
+/**
+ * Throws UnsupportedProcessorError for a preprocessor this engine does not implement, and
+ * InvalidProcessorParamsError for `preprocessor_params` that preprocessor does not take.
+ */
+export function checkControlNetPreprocessor(cfg: Pick<ControlNetParams, 'preprocessor' | 'preprocessor_params'>): void {
   const p = cfg.preprocessor ?? 'passthrough';
   if (!CONTROLNET_PREPROCESSORS.includes(p)) throw new UnsupportedProcessorError(p, 'image', CONTROLNET_PREPROCESSORS);
-  createProcessorChain({ processors: [{ type: p, params: cfg.preprocessor_params ?? {} }] }, 'image');
+  if (isModelPreprocessor(p)) parsePreprocessorParams(p, cfg.preprocessor_params ?? {});
+  else createProcessorChain({ processors: [{ type: p, params: cfg.preprocessor_params ?? {} }] }, 'image');
 }
+
+/** The control-image maker of one ControlNet: an image processor chain, or a model-backed preprocessor. */
+type Pre = { kind: 'chain'; chain: ProcessorChain<Frame> } | { kind: 'model'; model: ModelPreprocessor };
 
 export class ControlNet {
   readonly modelId: string;
@@ -42,7 +52,10 @@ export class ControlNet {
   guidanceEnd: number;
   readonly #session: ort.InferenceSession;
   readonly #sessions: ModelSessions;
-  readonly #pre: ProcessorChain<Frame>;
+  #pre: Pre;
+  readonly #preName: string;
+  /** ms the preprocessor took on the last frame (stageMs.control). */
+  lastPrepareMs = 0;
   readonly #outNames: string[];
   #cond = new Float32Array(0);
   #scaleBuf = new Float32Array(1);
@@ -52,8 +65,9 @@ export class ControlNet {
    */
   readonly #outputs = new Map<string, { tensors: ort.Tensor[]; fetches: Record<string, ort.Tensor> }>();
 
-  private constructor(modelId: string, session: ort.InferenceSession, sessions: ModelSessions, pre: ProcessorChain<Frame>, outNames: string[], cfg: ControlNetParams) {
+  private constructor(modelId: string, session: ort.InferenceSession, sessions: ModelSessions, pre: Pre, outNames: string[], cfg: ControlNetParams) {
     this.modelId = modelId;
+    this.#preName = cfg.preprocessor ?? 'passthrough';
     this.#session = session;
     this.#sessions = sessions;
     this.#pre = pre;
@@ -82,8 +96,26 @@ export class ControlNet {
         `ControlNet I/O mismatch: missing inputs [${missing.join(',')}], ${outNames.length} residual outputs for ${residuals.length} UNet residual inputs`,
       );
     }
-    const pre = createProcessorChain({ processors: [{ type: cfg.preprocessor ?? 'passthrough', params: cfg.preprocessor_params ?? {} }] }, 'image');
+    const name = cfg.preprocessor ?? 'passthrough';
+    const pre: Pre = isModelPreprocessor(name)
+      ? { kind: 'model', model: await openModelPreprocessor(modelsDir, name, cfg.preprocessor_params ?? {}) }
+      : { kind: 'chain', chain: createProcessorChain({ processors: [{ type: name, params: cfg.preprocessor_params ?? {} }] }, 'image') };
     return new ControlNet(cfg.model_id, session, sessions, pre, outNames, cfg);
+  }
+
+  /** The model-backed preprocessor's model info (demo, providers), or null for image-processor ones. */
+  get preprocessorInfo(): (ModelPreprocessor['info'] & { preprocessor: string }) | null {
+    return this.#pre.kind === 'model' ? { ...this.#pre.model.info, preprocessor: this.#preName } : null;
+  }
+
+  /** Hot: new `preprocessor_params` for the same preprocessor, from the next frame. Throws when invalid. */
+  setPreprocessorParams(params: Record<string, unknown>): void {
+    if (this.#pre.kind === 'model') this.#pre.model.setParams(params);
+    else this.#pre = { kind: 'chain', chain: createProcessorChain({ processors: [{ type: this.#preName, params }] }, 'image') };
+  }
+
+  async close(): Promise<void> {
+    if (this.#pre.kind === 'model') await this.#pre.model.close();
   }
 
   /**
@@ -95,9 +127,16 @@ export class ControlNet {
   }
 
   /** Builds the control image for this frame, replicated over `batch` entries ([B,3,H,W] in [0,1]). */
-  prepare(frame: Frame, batch: number): ort.Tensor {
-    const img = this.#pre.apply(frame);
-    this.#pre.observeOutput(img);
+  async prepare(frame: Frame, batch: number): Promise<ort.Tensor> {
+    const t0 = performance.now();
+    let img: Frame;
+    if (this.#pre.kind === 'model') {
+      img = await this.#pre.model.apply(frame);
+    } else {
+      img = this.#pre.chain.apply(frame);
+      this.#pre.chain.observeOutput(img);
+    }
+    this.lastPrepareMs = performance.now() - t0;
     const n = img.width * img.height;
     const size = 3 * n;
     if (this.#cond.length < batch * size) this.#cond = new Float32Array(batch * size);
@@ -143,7 +182,7 @@ export class ControlNet {
   }
 
   reset(): void {
-    this.#pre.reset();
+    if (this.#pre.kind === 'chain') this.#pre.chain.reset();
   }
 }
 

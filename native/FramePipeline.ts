@@ -10,7 +10,7 @@
  * keeps serving; the swap happens between two frames.
  */
 import type { Logger } from 'pino';
-import { InvalidStateError } from './errors.ts';
+import { InvalidStateError, NativeError } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import type { FetchImage } from './IpAdapter.ts';
 import { validParams } from './LocalPipeline.ts';
@@ -58,6 +58,8 @@ export interface StageMs {
   unet: number;
   math: number;
   decode: number;
+  /** ControlNet preprocessors (part of `unet`, which includes the ControlNet runs). */
+  control: number;
   postprocess: number;
   /** Sum of the raw ONNX Runtime `run` calls inside this frame (orchestration overhead = total − ort). */
   ort: number;
@@ -90,11 +92,28 @@ export interface FramePipelineStatus {
   framesSkipped: number;
   /** Output frames the safety checker flagged and blanked (black). */
   framesBlocked: number;
+  /**
+   * Model-backed ControlNet preprocessors loaded: which, whether a demo model, and the providers
+   * they really run on (a `_tensorrt` name falls back, with `providerNote` saying so).
+   */
+  preprocessors: { preprocessor: string; controlnet: string; demo: boolean; providers: ProviderName[]; providerNote: string | null }[];
   ipAdapter: IpAdapterState;
   ipAdapterError: string | null;
   stageMs: StageMs;
   /** Params the engine accepts but cannot honour yet (ControlNet, IP-Adapter, …): never silent. */
   unsupported: string[];
+  /**
+   * Why the pipeline the params ask for could not be built, while an older one (or, when even the
+   * first build failed, the image processors alone: `fallback`) keeps serving; null once a build
+   * of the requested params succeeds. The stream never goes dark for a build failure.
+   */
+  buildError: string | null;
+  /**
+   * - `none`: serving the pipeline built for the requested params (or a reload is in flight);
+   * - `previous`: a reload failed; the previously built pipeline keeps serving;
+   * - `processors`: the first build failed; image pre/post-processing alone (skip_diffusion) serve.
+   */
+  fallback: 'none' | 'previous' | 'processors';
 }
 
 export interface FramePipeline {
@@ -123,10 +142,40 @@ export interface FramePipeline {
   close(): Promise<void>;
 }
 
+/** Errors about the params themselves: the caller's to fix, so no fallback hides them. */
+const PARAMS_ERRORS: ReadonlySet<string> = new Set(['INVALID_PARAMS', 'UNSUPPORTED_PROCESSOR', 'INVALID_PROCESSOR_PARAMS']);
+
+/**
+ * Params that need no model: the image chains alone (skip_diffusion), what serves while the
+ * requested pipeline cannot be built.
+ */
+export function processorsOnly(p: StreamParams): StreamParams {
+  return { ...p, skip_diffusion: true, controlnets: [], ip_adapter: null, lora_dict: null, latent_preprocessing: null, latent_postprocessing: null };
+}
+
+/**
+ * Builds the pipeline for `o.params`. Invalid params throw. A pipeline that cannot be built (a
+ * model, ControlNet or image encoder missing or refused by the loader) does not: the image
+ * processors alone serve instead, `status().buildError` says why, and a later update that can be
+ * built swaps the full pipeline in (the stream never goes dark for it).
+ */
 export async function createFramePipeline(o: FramePipelineOptions): Promise<FramePipeline> {
   const params = validParams(mergeParams({ ...DEFAULT_STREAM_PARAMS, t_index_list: [...DEFAULT_STREAM_PARAMS.t_index_list] }, o.params));
   const log = o.logger.child({ module: 'native/FramePipeline' });
-  return new Pipeline(o, params, log, await PipelineHost.open(o, params, log));
+  try {
+    return new Pipeline(o, params, log, await PipelineHost.open(o, params, log));
+  } catch (err) {
+    const fallback = processorsOnly(params);
+    if ((err instanceof NativeError && PARAMS_ERRORS.has(err.code)) || params.skip_diffusion) throw err;
+    const msg = err instanceof Error ? err.message : String(err);
+    log.error({ err }, `create() | pipeline cannot be built, serving the image processors alone [model:${params.model_id}]`);
+    const host = await PipelineHost.open(o, fallback, log).catch(() => {
+      throw err;
+    });
+    const p = new Pipeline(o, fallback, log, host);
+    p.failedBuild(msg);
+    return p;
+  }
 }
 
 /** The values of `keys` in `p`: a patch carrying only those params. */
@@ -159,6 +208,8 @@ class Pipeline implements FramePipeline {
     lastRestartLogs: [] as string[],
     lastError: null as string | null,
     lastErrorTime: null as number | null,
+    buildError: null as string | null,
+    fallback: 'none' as FramePipelineStatus['fallback'],
     framesIn: 0,
     framesOut: 0,
     /** Skips and blocks of retired pipelines (each pipeline counts its own). */
@@ -179,6 +230,14 @@ class Pipeline implements FramePipeline {
     return this.#target;
   }
 
+  /** Records that the requested params could not be built and a processors-only pipeline serves. */
+  failedBuild(message: string): void {
+    this.#st.lastError = `pipeline cannot be built, serving the image processors alone: ${message}`;
+    this.#st.lastErrorTime = Date.now();
+    this.#st.buildError = message;
+    this.#st.fallback = 'processors';
+  }
+
   update(patch: Partial<StreamParams>): { hot: string[]; reload: string[] } {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
     const next = validParams(mergeParams(this.#target, patch));
@@ -190,6 +249,11 @@ class Pipeline implements FramePipeline {
       for (const host of [this.#serving, this.#swap]) if (host) this.#forward(host, pick(next, hot));
     }
     if (reload.length > 0) this.#startReload();
+    else if (this.#st.buildError !== null && !this.#reload && classifyChanges((this.#swap ?? this.#serving).builtParams, next).reload.length === 0) {
+      // The params now ask for what is served: the earlier build failure no longer applies.
+      this.#st.buildError = null;
+      this.#st.fallback = 'none';
+    }
     this.#log.info(`update() | [hot:${hot.join(',') || '-'}] [reload:${reload.join(',') || '-'}]`);
     return { hot, reload };
   }
@@ -243,6 +307,8 @@ class Pipeline implements FramePipeline {
       const old = this.#swap;
       this.#swap = host;
       if (old) this.#retire(old);
+      this.#st.buildError = null;
+      this.#st.fallback = 'none';
       note(`reload() | ready in ${Date.now() - started} ms, swapping at the next frame`);
     } catch (err) {
       await host.close();
@@ -251,6 +317,8 @@ class Pipeline implements FramePipeline {
       this.#log.error({ err }, 'reload() | failed');
       this.#st.lastError = msg;
       this.#st.lastErrorTime = Date.now();
+      this.#st.buildError = msg;
+      if (this.#st.fallback === 'none') this.#st.fallback = 'previous';
       // Keep serving what the old pipeline serves; hot keys requested meanwhile stay requested.
       const built = (this.#swap ?? this.#serving).builtParams;
       const { reload } = classifyChanges(built, this.#target);
@@ -333,6 +401,8 @@ class Pipeline implements FramePipeline {
       framesSkipped: st.framesSkipped + s.framesSkipped,
       framesBlocked: st.framesBlocked + s.framesBlocked,
       stageMs: { ...s.stageMs },
+      buildError: st.buildError,
+      fallback: st.fallback,
     };
   }
 

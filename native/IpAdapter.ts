@@ -34,6 +34,11 @@ export class IpAdapter {
     this.#sessions = sessions;
   }
 
+  /** Whether the model folder ships an image encoder. */
+  static available(sessions: ModelSessions): boolean {
+    return existsSync(join(sessions.info.modelDir, 'image_encoder', 'model.onnx'));
+  }
+
   static async open(sessions: ModelSessions): Promise<IpAdapter> {
     const file = join(sessions.info.modelDir, 'image_encoder', 'model.onnx');
     if (!existsSync(file)) throw new ModelLoadError(sessions.info.modelDir, 'ip_adapter needs image_encoder/model.onnx');

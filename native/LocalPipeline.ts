@@ -78,6 +78,8 @@ export class LocalPipeline {
   #engine!: Engine;
   #state: FramePipelineState = 'ready';
   #busy = false;
+  /** The frame being run, awaited by close(). */
+  #inflight: Promise<Frame | null> | null = null;
   #hotPending = false;
   #closePromise: Promise<void> | null = null;
   /** Background jobs (style image loads) whenIdle() waits for. */
@@ -91,7 +93,7 @@ export class LocalPipeline {
     framesOut: 0,
     framesSkipped: 0,
     framesBlocked: 0,
-    stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, postprocess: 0, ort: 0, total: 0 },
+    stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, control: 0, postprocess: 0, ort: 0, total: 0 },
   };
 
   /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
@@ -149,11 +151,12 @@ export class LocalPipeline {
       ...(this.#o.settings ? { settings: this.#o.settings } : {}),
       logger: log,
     });
+    // Declared outside the try: their preprocessor sessions are closed if a later part fails.
+    const controlNets: ControlNet[] = [];
     try {
       const diffusion = await StreamDiffusion.create(sessions, params, log);
       diffusion.latentPre = chains.latentPre;
       diffusion.latentPost = chains.latentPost;
-      const controlNets: ControlNet[] = [];
       for (const cfg of params.controlnets) {
         if (cfg.enabled === false) continue;
         controlNets.push(await ControlNet.open(sessions, this.#o.modelsDir, cfg));
@@ -161,15 +164,25 @@ export class LocalPipeline {
       diffusion.controlNets = controlNets;
       const safety = await SafetyChecker.open(sessions);
       let ip: IpAdapter | null = null;
-      // Loaded whenever ip_adapter is set (even disabled): `enabled` is hot.
-      if (params.ip_adapter && supportsIpAdapter(params.model_id)) {
+      // Kept ready on every model that supports it, so adding, removing or changing ip_adapter is a
+      // hot change (spec: "fully hot-swappable"). Asked for on a model folder without an image
+      // encoder, the build fails; otherwise its absence only shows when ip_adapter is added.
+      if (supportsIpAdapter(params.model_id) && (params.ip_adapter || IpAdapter.available(sessions))) {
         ip = await IpAdapter.open(sessions);
       }
       if (controlNets.length > 0) log.info(`FramePipeline.build() | controlnets loaded [ids:${controlNets.map((c) => c.modelId).join(',')}]`);
+      for (const c of controlNets) {
+        const i = c.preprocessorInfo;
+        if (!i) continue;
+        const line = `FramePipeline.build() | preprocessor ${i.preprocessor} for ${c.modelId} [providers:${i.providers.join(',')}]${i.demo ? ' [DEMO model]' : ''}${i.providerNote ? ` (${i.providerNote})` : ''}`;
+        if (i.demo || i.providerNote) log.warn(line);
+        else log.info(line);
+      }
       const e: Engine = { params, sessions, diffusion, filter, controlNets, ...NO_EXTRAS, safety, ip, ...chains };
       this.#syncIp(e);
       return e;
     } catch (err) {
+      await Promise.allSettled(controlNets.map((c) => c.close()));
       await sessions.close();
       throw err;
     }
@@ -183,9 +196,18 @@ export class LocalPipeline {
     const d = e.diffusion;
     const cfg = e.params.ip_adapter;
     const on = !!(e.ip && d && cfg && cfg.enabled !== false && Number(cfg.scale ?? 1) !== 0);
+    if (d && cfg && cfg.enabled !== false && !e.ip) {
+      d.setIpTokens(null);
+      e.ipState = 'error';
+      e.ipError = supportsIpAdapter(e.params.model_id) ? 'ip_adapter needs image_encoder/model.onnx in the model folder' : `${e.params.model_id} does not support ip_adapter`;
+      return;
+    }
     if (!on || !e.ip || !d) {
       d?.setIpTokens(null);
-      if (!e.ip || !cfg || cfg.enabled === false) e.ipState = 'off';
+      if (!e.ip || !cfg || cfg.enabled === false) {
+        e.ipState = 'off';
+        e.ipError = null;
+      }
       return;
     }
     const url = e.params.ip_adapter_style_image_url;
@@ -277,10 +299,13 @@ export class LocalPipeline {
     if (e.diffusion) {
       e.diffusion.latentPre = e.latentPre;
       e.diffusion.latentPost = e.latentPost;
-      // conditioning_scale is the only hot ControlNet field (classifyChanges).
+      // conditioning_scale and preprocessor_params are the hot ControlNet fields (classifyChanges).
       for (const c of e.controlNets) {
         const cfg = next.controlnets.find((x) => x.model_id === c.modelId);
-        if (cfg) c.scale = cfg.conditioning_scale;
+        if (!cfg) continue;
+        c.scale = cfg.conditioning_scale;
+        const was = prev.controlnets.find((x) => x.model_id === c.modelId);
+        if (JSON.stringify(was?.preprocessor_params ?? {}) !== JSON.stringify(cfg.preprocessor_params ?? {})) c.setPreprocessorParams(cfg.preprocessor_params ?? {});
       }
       await e.diffusion.apply(next);
       if (hot.includes('ip_adapter') || hot.includes('ip_adapter_style_image_url')) this.#syncIp(e);
@@ -295,7 +320,9 @@ export class LocalPipeline {
       assertFrame(frame);
       this.#st.framesIn++;
       await this.#sync();
-      const out = await this.#run(this.#engine, frame);
+      const run = this.#run(this.#engine, frame);
+      this.#inflight = run;
+      const out = await run;
       if (out) this.#st.framesOut++;
       return out;
     } catch (err) {
@@ -304,6 +331,7 @@ export class LocalPipeline {
       throw err;
     } finally {
       this.#busy = false;
+      this.#inflight = null;
     }
   }
 
@@ -317,7 +345,7 @@ export class LocalPipeline {
       const out = e.imagePost.apply(pre);
       e.imagePre.observeOutput(out);
       ms.postprocess = performance.now() - t1;
-      ms.encode = ms.unet = ms.math = ms.decode = ms.ort = 0;
+      ms.encode = ms.unet = ms.math = ms.decode = ms.control = ms.ort = 0;
       ms.total = performance.now() - t0;
       return out;
     }
@@ -340,6 +368,7 @@ export class LocalPipeline {
     ms.unet = d.unet;
     ms.math = d.math;
     ms.decode = d.decode;
+    ms.control = d.control;
     if (!img) {
       if (this.#pool.length < 4) this.#pool.push(data);
       return null;
@@ -380,6 +409,12 @@ export class LocalPipeline {
       restartCount: 0,
       lastRestartTime: null,
       lastRestartLogs: [],
+      buildError: null,
+      fallback: 'none',
+      preprocessors: e.controlNets.flatMap((c) => {
+        const i = c.preprocessorInfo;
+        return i ? [{ preprocessor: i.preprocessor, controlnet: c.modelId, demo: i.demo, providers: i.providers, providerNote: i.providerNote }] : [];
+      }),
       lastError: this.#st.lastError,
       lastErrorTime: this.#st.lastErrorTime,
       lag: e.diffusion?.lag ?? 0,
@@ -403,6 +438,10 @@ export class LocalPipeline {
     if (this.#closePromise) return this.#closePromise;
     this.#state = 'closed';
     this.#closePromise = (async () => {
+      // A stream closed mid-frame: releasing sessions under a running ORT call aborted the whole
+      // process (an uncaught Napi::Error in the run's completion), so the frame finishes first.
+      await this.#inflight?.catch(() => null);
+      await Promise.allSettled(this.#engine.controlNets.map((c) => c.close()));
       await this.#engine.sessions?.close();
       this.#log.info('close() | closed');
     })();

@@ -41,6 +41,25 @@ export const CONTROLNETS_BY_FAMILY: Readonly<Record<ModelFamily, readonly string
   ]),
 });
 
+/**
+ * ControlNets the API knows but this engine refuses, with the reason (a 400 naming the field).
+ * TemporalNet2 conditions on 6 channels (the previous output frame and the optical flow to the
+ * current one); we compute no flow yet and feeding it 3 channels would be wrong, not degraded.
+ */
+export const REFUSED_CONTROLNETS: Readonly<Record<string, string>> = Object.freeze(
+  Object.fromEntries(
+    ['daydreamlive/TemporalNet2-stable-diffusion-2-1', 'daydreamlive/TemporalNet2-stable-diffusion-v1-5', 'daydreamlive/TemporalNet2-stable-diffusion-xl-base-1.0'].map((id) => [
+      id,
+      'TemporalNet2 needs a 6-channel condition (previous frame + optical flow) that this runtime does not compute yet',
+    ]),
+  ),
+);
+
+/** ControlNet ids of `modelId` that this engine runs (controlNetsFor minus REFUSED_CONTROLNETS). */
+export function runnableControlNetsFor(modelId: string): string[] {
+  return controlNetsFor(modelId).filter((id) => !(id in REFUSED_CONTROLNETS));
+}
+
 /** Most ControlNets enabled at once per family (SDXL: 3, ai-runner); undefined = no limit. */
 export const MAX_ENABLED_CONTROLNETS: Readonly<Partial<Record<ModelFamily, number>>> = Object.freeze({ sdxl: 3 });
 
@@ -49,9 +68,11 @@ export const IP_ADAPTER_FAMILIES: ReadonlySet<ModelFamily> = new Set<ModelFamily
 
 /**
  * Preprocessors a ControlNet entry may name that this engine implements; any other name is
- * refused with UnsupportedProcessorError (depth/pose/hed/… need models we do not ship yet).
+ * refused with UnsupportedProcessorError. The first five are image processors; `depth_tensorrt`,
+ * `pose_tensorrt` and `soft_edge` run an ONNX model (native/preprocessors/, a real export or a
+ * labelled demo).
  */
-export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen']);
+export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen', 'depth_tensorrt', 'pose_tensorrt', 'soft_edge']);
 
 /** The family of a base model id; null for ids outside Daydream's four (custom/demo models). */
 export function familyOf(modelId: string): ModelFamily | null {

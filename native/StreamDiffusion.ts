@@ -22,8 +22,10 @@ import type { CfgType, StreamParams } from './StreamParams.ts';
 /** Milliseconds spent per stage on the last frame. */
 export interface DiffusionStageMs {
   encode: number;
-  /** UNet plus ControlNet runs. */
+  /** UNet plus ControlNet runs (their preprocessors included; `control` says how much of it those took). */
   unet: number;
+  /** ControlNet preprocessors (canny, depth, pose, soft edge …) on this frame. */
+  control: number;
   /** Elementwise scheduler math and buffer shifts. */
   math: number;
   decode: number;
@@ -136,7 +138,7 @@ export class StreamDiffusion {
   readonly latentHeight: number;
   /** Floats in one latent (C·h·w). */
   readonly latentSize: number;
-  readonly stageMs: DiffusionStageMs = { encode: 0, unet: 0, math: 0, decode: 0 };
+  readonly stageMs: DiffusionStageMs = { encode: 0, unet: 0, control: 0, math: 0, decode: 0 };
   latentPre: ProcessorChain<LatentTensor> = IDENTITY_CHAIN;
   latentPost: ProcessorChain<LatentTensor> = IDENTITY_CHAIN;
   /** Loaded ControlNets (set by the pipeline at build; their scales are hot). */
@@ -395,6 +397,7 @@ export class StreamDiffusion {
     let t1 = performance.now();
     this.stageMs.encode = t1 - t0;
     this.stageMs.unet = 0;
+    this.stageMs.control = 0;
     this.stageMs.math = 0;
 
     const x0 = this.#params.use_denoising_batch ? await this.#batchStep(z, frame) : await this.#sequentialStep(z, frame);
@@ -438,7 +441,9 @@ export class StreamDiffusion {
         // guidance window get nothing from it.
         let sum: Float32Array[] | null = null;
         for (const c of active) {
-          const outs = (await c.run(sampleT, tsT, ehs, c.prepare(frame as Frame, B))).map((t) => t.data as Float32Array);
+          const cond = await c.prepare(frame as Frame, B);
+          this.stageMs.control += c.lastPrepareMs;
+          const outs = (await c.run(sampleT, tsT, ehs, cond)).map((t) => t.data as Float32Array);
           for (let b = 0; b < B; b++) {
             if (c.activeAt(tIdx[b] as number, steps)) continue;
             for (const o of outs) o.fill(0, (b * o.length) / B, ((b + 1) * o.length) / B);

@@ -7,7 +7,7 @@ import type { Acceleration } from './ModelSessions.ts';
 import type { InterpolationMethod } from './Blend.ts';
 import type { ProcessingBlock } from './processors/ProcessorChain.ts';
 import { InvalidParamsError, UnsupportedProcessorError } from './errors.ts';
-import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, supportsIpAdapter } from './ModelFamilies.ts';
+import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter } from './ModelFamilies.ts';
 
 /**
  * RCFG mode (engine setting, not in Daydream's public schema; upstream default 'self'):
@@ -127,6 +127,9 @@ export const HOT_KEYS: ReadonlySet<keyof StreamParams> = new Set<keyof StreamPar
   'image_postprocessing',
   'latent_preprocessing',
   'latent_postprocessing',
+  // Spec: IP-Adapter is "fully hot-swappable": adding, removing (null), enabling, scale, type,
+  // weight_type. Models that support it keep the image encoder loaded (LocalPipeline).
+  'ip_adapter',
   'ip_adapter_style_image_url',
   'cfg_type',
 ]);
@@ -153,8 +156,9 @@ function outputScale(block: ProcessingBlock | null): number {
 
 /**
  * Splits changed keys into hot and reload, following ai-runner with two refinements from Daydream's
- * docs: ControlNets are hot only when just `conditioning_scale` changed; ip_adapter only for
- * enabled/scale/weight_type; image_postprocessing that changes the output size reloads.
+ * docs: ControlNets are hot only when just `conditioning_scale` or `preprocessor_params` changed; image_postprocessing that
+ * changes the output size reloads. ip_adapter is hot whatever changes (the spec's "fully
+ * hot-swappable").
  */
 export function classifyChanges(a: StreamParams, b: StreamParams): { hot: (keyof StreamParams)[]; reload: (keyof StreamParams)[] } {
   const hot: (keyof StreamParams)[] = [];
@@ -162,11 +166,9 @@ export function classifyChanges(a: StreamParams, b: StreamParams): { hot: (keyof
   for (const k of changedKeys(a, b)) {
     let isHot = HOT_KEYS.has(k);
     if (k === 'controlnets') {
-      const strip = (c: ControlNetParams[]) => JSON.stringify(c.map(({ conditioning_scale: _s, ...rest }) => rest));
+      // conditioning_scale and preprocessor_params are hot; the rest of an entry reloads.
+      const strip = (c: ControlNetParams[]) => JSON.stringify(c.map(({ conditioning_scale: _s, preprocessor_params: _p, ...rest }) => rest));
       isHot = a.controlnets.length === b.controlnets.length && strip(a.controlnets) === strip(b.controlnets);
-    } else if (k === 'ip_adapter') {
-      const strip = (x: Record<string, unknown> | null) => JSON.stringify(x ? { ...x, enabled: 0, scale: 0, weight_type: 0 } : null);
-      isHot = a.ip_adapter !== null && b.ip_adapter !== null && strip(a.ip_adapter) === strip(b.ip_adapter);
     } else if (k === 'cached_attention') {
       isHot = (a.cached_attention?.enabled ?? false) === (b.cached_attention?.enabled ?? false);
     } else if (k === 'image_postprocessing') {
@@ -186,8 +188,9 @@ export function checkParams(p: StreamParams): void {
     if (!Number.isInteger(v) || v < 0 || v > p.num_inference_steps) throw new InvalidParamsError(`t_index_list[${i}]=${v} not in [0, ${p.num_inference_steps}]`);
     if (i > 0 && v < (p.t_index_list[i - 1] as number)) throw new InvalidParamsError('t_index_list must be non-decreasing');
   }
-  if (!Number.isInteger(p.num_inference_steps) || p.num_inference_steps < 1 || p.num_inference_steps > 100) {
-    throw new InvalidParamsError(`num_inference_steps ${p.num_inference_steps} not in 1..100`);
+  // The LCM grid takes N distinct timesteps out of the 1000 training ones (LcmScheduler).
+  if (!Number.isInteger(p.num_inference_steps) || p.num_inference_steps < 1 || p.num_inference_steps > 1000) {
+    throw new InvalidParamsError(`num_inference_steps ${p.num_inference_steps} not in 1..1000`);
   }
   for (const [k, v] of [['width', p.width], ['height', p.height]] as const) {
     if (!Number.isInteger(v) || v < 64 || v > 2048) throw new InvalidParamsError(`${k} ${v} out of range`);
@@ -214,6 +217,8 @@ function checkControlNets(p: StreamParams): void {
   for (const [i, c] of p.controlnets.entries()) {
     if (!allowed.includes(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is not allowed on ${p.model_id} (allowed: ${allowed.join(', ')})`);
     if (seen.has(c.model_id)) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id} is listed twice`);
+    const refused = REFUSED_CONTROLNETS[c.model_id];
+    if (refused && c.enabled !== false) throw new InvalidParamsError(`controlnets[${i}].model_id ${c.model_id}: ${refused}`);
     seen.add(c.model_id);
     if (typeof c.conditioning_scale !== 'number' || !Number.isFinite(c.conditioning_scale)) throw new InvalidParamsError(`controlnets[${i}].conditioning_scale must be a finite number`);
     for (const k of ['control_guidance_start', 'control_guidance_end'] as const) {

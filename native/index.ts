@@ -40,12 +40,27 @@ export {
   MAX_ENABLED_CONTROLNETS,
   IP_ADAPTER_FAMILIES,
   CONTROLNET_PREPROCESSORS,
+  REFUSED_CONTROLNETS,
   familyOf,
   controlNetsFor,
+  runnableControlNetsFor,
   supportsIpAdapter,
 } from './ModelFamilies.ts';
-export { buildTinyModel, buildTinyLora, DEMO_MODEL_IDS, type TinyModelOptions } from './tiny/TinyModelBuilder.ts';
+export {
+  buildTinyModel,
+  buildTinyLora,
+  DEMO_MODEL_IDS,
+  DEMO_MODEL_VERSION,
+  demoModelOptions,
+  isCurrentDemoModel,
+  type TinyModelOptions,
+} from './tiny/TinyModelBuilder.ts';
 export { type FetchImage, STYLE_IMAGE_MAX_BYTES, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
+export { checkControlNetPreprocessor } from './ControlNet.ts';
+export { PREPROCESSOR_PARAMS, parsePreprocessorParams } from './preprocessors/ModelPreprocessor.ts';
+export { MODEL_PREPROCESSOR_NAMES, PREPROCESSOR_CONTRACTS, PreprocessorModel, type ModelPreprocessorName, type PreprocessorContract } from './preprocessors/PreprocessorModel.ts';
+export { openModelPreprocessor } from './preprocessors/Preprocessors.ts';
+export { buildTinyPreprocessors } from './tiny/TinyPreprocessors.ts';
 export { readSafetensors, writeSafetensors, loraFile } from './LoraMerge.ts';
 export {
   NativeError,

@@ -201,9 +201,10 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): Fastif
           body: PatchBody,
           response: { 200: StreamSchema, ...errors },
         },
-        // Counted before the body is validated: invalid requests spend the budget too.
+        // Counted for the caller's own streams (404 first otherwise), before the body is validated:
+        // invalid requests spend the budget too.
         preValidation: async (req) => {
-          if (req.account) await service.checkUpdateRate(req.account);
+          if (req.account) await service.checkUpdateRate(req.account, (req.params as { id: string }).id, 'patch');
         },
       },
       async (req, reply) => {
@@ -224,7 +225,7 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): Fastif
           response: { 200: PromptResultSchema, ...errors },
         },
         preValidation: async (req) => {
-          if (req.account) await service.checkUpdateRate(req.account);
+          if (req.account) await service.checkUpdateRate(req.account, (req.params as { id: string }).id, 'prompts');
         },
       },
       async (req, reply) => {

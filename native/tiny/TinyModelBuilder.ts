@@ -11,9 +11,10 @@
  *   tokenizer/{vocab.json,merges.txt,special_tokens_map.json,tokenizer_config.json},
  *   text_encoder/model.onnx, unet/model.onnx, vae_encoder/model.onnx, vae_decoder/model.onnx
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LcmScheduler } from '../LcmScheduler.ts';
+import { runnableControlNetsFor, supportsIpAdapter } from '../ModelFamilies.ts';
 import { writeSafetensors } from '../LoraMerge.ts';
 import { SeededRandom } from '../SeededNoise.ts';
 import { OnnxGraph } from '../OnnxGraph.ts';
@@ -49,6 +50,49 @@ export interface TinyModelOptions {
 
 /** Real Daydream model ids; the CLI writes a demo model under each unless told otherwise. */
 export const DEMO_MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'] as const;
+
+/**
+ * Version of what a demo model folder holds (model_index.json `_demo_version`). Raised whenever the
+ * builder writes different parts, so a start-up rewrites demo folders an older build left
+ * (2: every runnable ControlNet of the family with a residual-input UNet, and the IP-Adapter image
+ * encoder on families that take one).
+ */
+export const DEMO_MODEL_VERSION = 2;
+
+/**
+ * What a demo model of `modelId` needs so every ControlNet and IP-Adapter the API accepts for it runs
+ * out of the box: its family's runnable ControlNets (and a UNet with residual inputs), and an image
+ * encoder where the family takes an IP-Adapter.
+ */
+export function demoModelOptions(modelId: string): TinyModelOptions {
+  return { controlNets: runnableControlNetsFor(modelId), imageEncoder: supportsIpAdapter(modelId) };
+}
+
+/**
+ * Whether `<modelsDir>/<modelId>` is a demo model written by this builder's current version with
+ * the parts `demoModelOptions` asks for; false for real exports and for older demo folders.
+ */
+export function isCurrentDemoModel(modelsDir: string, modelId: string): boolean {
+  try {
+    const index = JSON.parse(readFileSync(join(modelsDir, modelId, 'model_index.json'), 'utf8')) as { _demo?: unknown; _demo_version?: unknown };
+    if (index._demo !== true || index._demo_version !== DEMO_MODEL_VERSION) return false;
+  } catch {
+    return false;
+  }
+  const o = demoModelOptions(modelId);
+  if (o.imageEncoder && !existsSync(join(modelsDir, modelId, 'image_encoder', 'model.onnx'))) return false;
+  return (o.controlNets ?? []).every((id) => existsSync(join(modelsDir, 'controlnet', id, 'model.onnx')));
+}
+
+/** A real (non-demo) ControlNet export under `dir`: never overwritten by a demo. */
+function isRealExport(dir: string): boolean {
+  if (!existsSync(join(dir, 'model.onnx'))) return false;
+  try {
+    return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { _demo?: unknown })._demo !== true;
+  } catch {
+    return true;
+  }
+}
 
 /** Writes one tiny model under `<modelsDir>/<modelId>/`; returns that directory. */
 export function buildTinyModel(modelsDir: string, modelId: string, options: TinyModelOptions = {}): string {
@@ -87,6 +131,7 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
   write('vae_decoder', 'model.onnx', vaeDecoder(o, randn));
   for (const [i, id] of o.controlNets.entries()) {
     const cnDir = join(modelsDir, 'controlnet', id);
+    if (isRealExport(cnDir)) continue;
     mkdirSync(cnDir, { recursive: true });
     const cnRng = new SeededRandom(o.seed + 7919 * (i + 1));
     writeFileSync(join(cnDir, 'model.onnx'), controlNet(o, gaussian(cnRng)));
@@ -116,6 +161,7 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
       {
         _class_name: 'OnnxStableDiffusionPipeline',
         _demo: true,
+        _demo_version: DEMO_MODEL_VERSION,
         _note: demoNote,
         _model_id: modelId,
         text_encoder: ['onnx', 'tiny'],

@@ -38,15 +38,16 @@ t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other 
   t.same(classifyChanges(base(), base()), { mode: 'none', hot: [], reload: [] });
 });
 
-t.test('ControlNets: only a conditioning_scale change on the same list is hot; IP-Adapter: only enabled/scale/weight_type', async (t) => {
+t.test('ControlNets: only a conditioning_scale change on the same list is hot; IP-Adapter: every change is hot', async (t) => {
   const cn = base({ controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth' }] as never });
   t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', conditioning_scale: 0.3 }] })).mode, 'hot');
   t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', enabled: false }] })).mode, 'reload', 'enabled is not the scale');
   t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth' }, { model_id: 'lllyasviel/control_v11p_sd15_canny' }] })).mode, 'reload', 'adding reloads');
   const ip = base({ ip_adapter: { scale: 1 } as never });
   t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: { scale: 0.2, enabled: false, weight_type: 'ease in' } })).mode, 'hot');
-  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: { type: 'faceid' } })).mode, 'reload', 'type reloads');
-  t.equal(classifyChanges(base(), ip).mode, 'reload', 'turning the adapter on from nothing loads it');
+  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: { type: 'faceid' } })).mode, 'hot', 'a type change is hot');
+  t.equal(classifyChanges(base(), ip).mode, 'hot', 'adding it is hot (spec: fully hot-swappable)');
+  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: null })).mode, 'hot', 'removing it is hot');
 });
 
 t.test('mergeParams fills defaults, replaces arrays whole and resets null fields', async (t) => {

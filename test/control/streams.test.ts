@@ -5,7 +5,8 @@
  * and its filter, status while offline, list, delete, placement and account scoping.
  */
 import t from 'tap';
-import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT } from '../../control/StreamParams.ts';
+import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT, publicParams } from '../../control/StreamParams.ts';
+import { streamStartedEvent } from '../../webhooks/index.ts';
 import { makeStreamApp, PUBLIC_URL, type StreamTestApp } from './streamApp.ts';
 
 type Json = Record<string, any>;
@@ -38,7 +39,13 @@ t.test('POST /v1/streams answers 201 with the full Stream record, every default 
   t.ok(Math.abs(Date.parse(s.created_at) - Date.now()) < 10_000, 'created_at is an ISO timestamp of now');
   t.equal(s.pipeline, 'streamdiffusion');
   t.same(Object.keys(s).sort(), ['author', 'created_at', 'from_playground', 'gateway_host', 'id', 'is_smoke_test', 'name', 'output_playback_id', 'output_stream_url', 'params', 'pipeline', 'stream_key', 'whip_url']);
-  t.same(s.params, { ...DEFAULT_PARAMS, prompt: 'a red fox' }, 'params = Daydream defaults + what was sent');
+  t.same(s.params, publicParams({ ...DEFAULT_PARAMS, prompt: 'a red fox' }), 'params = Daydream defaults + what was sent');
+  // The spec types lora_dict, the processing blocks and ip_adapter as objects and the style image
+  // URL as a string: unset ones are left out, never null.
+  t.same(Object.entries(s.params).filter(([, v]) => v === null), [], 'no param is null');
+  for (const k of ['lora_dict', 'image_preprocessing', 'image_postprocessing', 'latent_preprocessing', 'latent_postprocessing', 'ip_adapter', 'ip_adapter_style_image_url']) {
+    t.notOk(k in s.params, `unset ${k} is omitted`);
+  }
   t.equal(s.params.num_inference_steps, 50);
   t.same(s.params.t_index_list, [12, 20, 32]);
 
@@ -47,7 +54,7 @@ t.test('POST /v1/streams answers 201 with the full Stream record, every default 
 
   const empty = await create(a, h, {});
   t.equal(empty.status, 201, 'every create field is optional');
-  t.same(empty.body.params, DEFAULT_PARAMS);
+  t.same(empty.body.params, publicParams(DEFAULT_PARAMS));
 
   const nested = await create(a, h, {
     params: {
@@ -125,20 +132,29 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['acceleration unknown', { acceleration: 'cuda' }, false, 'params.acceleration', 'REQUEST/INVALID'],
   ['prompt_interpolation_method unknown', { prompt_interpolation_method: 'cubic' }, false, 'params.prompt_interpolation_method', 'REQUEST/INVALID'],
   ['seed_interpolation_method slerp', { seed_interpolation_method: 'slerp' }, true],
-  ['similar_image_filter_threshold above 1', { similar_image_filter_threshold: 1.5 }, false, 'params.similar_image_filter_threshold', 'REQUEST/INVALID'],
+  ['similar_image_filter_threshold above 1 (never skips)', { similar_image_filter_threshold: 1.5 }, true],
+  ['similar_image_filter_threshold beyond float32', { similar_image_filter_threshold: 1e39 }, false, 'params.similar_image_filter_threshold', 'REQUEST/INVALID'],
   ['unknown field', { colour: 'red' }, false, 'params', 'REQUEST/INVALID'],
   ['lora_dict', { lora_dict: { 'some/lora': 0.8 } }, true],
   ['lora_dict with a string weight', { lora_dict: { my_lora: 'high' } }, false, 'params.lora_dict.my_lora', 'REQUEST/INVALID'],
   ['ControlNet compatible with sd-turbo', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', conditioning_scale: 0.7 }] }, true],
-  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
-  ['TemporalNet for sd-turbo', { controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' }] }, true],
+  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
+  ['pose_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt', preprocessor_params: { threshold: 0.3 } }] }, true],
+  ['depth_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 392 } }] }, true],
+  ['soft_edge preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { safe: true } }] }, true],
+  ['depth_tensorrt detect_resolution not a multiple of 14', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 500 } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
+  ['soft_edge with an unknown param', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { sharpness: 2 } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
+  ['canny with bad thresholds', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', preprocessor_params: { low_threshold: 'low' } }] }, false, 'params.controlnets[0].preprocessor_params', 'STREAMS/INVALID_PARAMS'],
+  ['TemporalNet for sd-turbo is refused until its 6-channel condition exists', { controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' }] }, false, 'params.controlnets[0].model_id', 'STREAMS/INVALID_PARAMS'],
+  ['TemporalNet for dreamshaper-8 is refused', { model_id: 'Lykon/dreamshaper-8', controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-v1-5' }] }, false, 'params.controlnets[0].model_id', 'STREAMS/INVALID_PARAMS'],
+  ['a disabled TemporalNet entry is accepted (not loaded)', { controlnets: [{ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1', enabled: false }] }, true],
   ['ControlNet of SDXL on sd-turbo', { controlnets: [{ model_id: 'xinsir/controlnet-depth-sdxl-1.0' }] }, false, 'params.controlnets[0].model_id', 'STREAMS/INVALID_PARAMS'],
   ['ControlNet listed twice', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers' }, { model_id: 'thibaud/controlnet-sd21-hed-diffusers' }] }, false, 'params.controlnets[1].model_id', 'STREAMS/INVALID_PARAMS'],
   ['ControlNet id unknown', { controlnets: [{ model_id: 'someone/controlnet' }] }, false, 'params.controlnets[0].model_id', 'REQUEST/INVALID'],
   ['ControlNet preprocessor unknown', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'sobel' }] }, false, 'params.controlnets[0].preprocessor', 'REQUEST/INVALID'],
   ['ControlNet guidance start after end', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', control_guidance_start: 0.8, control_guidance_end: 0.2 }] }, false, 'params.controlnets[0].control_guidance_start', 'STREAMS/INVALID_PARAMS'],
   ['ControlNet guidance end above 1', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', control_guidance_end: 1.2 }] }, false, 'params.controlnets[0].control_guidance_end', 'REQUEST/INVALID'],
-  ['SD1.5 ControlNets on dreamshaper-8', { model_id: 'Lykon/dreamshaper-8', controlnets: [{ model_id: 'lllyasviel/control_v11f1e_sd15_tile' }, { model_id: 'daydreamlive/TemporalNet2-stable-diffusion-v1-5' }] }, true],
+  ['SD1.5 ControlNets on dreamshaper-8', { model_id: 'Lykon/dreamshaper-8', controlnets: [{ model_id: 'lllyasviel/control_v11f1e_sd15_tile' }, { model_id: 'lllyasviel/control_v11f1p_sd15_depth' }] }, true],
   ['SDXL ControlNets on sdxl-turbo', { model_id: 'stabilityai/sdxl-turbo', controlnets: [{ model_id: 'xinsir/controlnet-canny-sdxl-1.0' }, { model_id: 'xinsir/controlnet-tile-sdxl-1.0' }] }, true],
   ['IP-Adapter on sd-turbo', { ip_adapter: { scale: 0.5 } }, false, 'params.ip_adapter', 'STREAMS/INVALID_PARAMS'],
   ['IP-Adapter on sdxl-turbo', { model_id: 'stabilityai/sdxl-turbo', ip_adapter: { scale: 0.5, weight_type: 'style transfer' } }, true],
@@ -156,7 +172,16 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['processor entry missing type', { latent_postprocessing: { processors: [{ enabled: true }] } }, false, 'params.latent_postprocessing.processors[0].type', 'REQUEST/INVALID'],
   ['guidance_scale', { guidance_scale: 7.5 }, true],
   ['guidance_scale not a number', { guidance_scale: 'high' }, false, 'params.guidance_scale', 'REQUEST/INVALID'],
-  ['delta above 1', { delta: 1.5 }, false, 'params.delta', 'REQUEST/INVALID'],
+  // Bounds the spec does not state are kept only where the engine cannot work outside them.
+  ['guidance_scale above 20', { guidance_scale: 25 }, true],
+  ['guidance_scale beyond float32', { guidance_scale: 1e39 }, false, 'params.guidance_scale', 'REQUEST/INVALID'],
+  ['delta above 1', { delta: 1.5 }, true],
+  ['num_inference_steps 1000', { num_inference_steps: 1000 }, true],
+  ['num_inference_steps 1001', { num_inference_steps: 1001 }, false, 'params.num_inference_steps', 'REQUEST/INVALID'],
+  ['conditioning_scale above 2', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', conditioning_scale: 3 }] }, true],
+  ['IP-Adapter scale above 2', { model_id: 'Lykon/dreamshaper-8', ip_adapter: { scale: 2.5 } }, true],
+  ['LoRA weight above 10', { lora_dict: { 'some/lora': 12 } }, true],
+  ['safety_checker_threshold above 1', { safety_checker_threshold: 1.2 }, true],
   ['booleans', { use_safety_checker: false, do_add_noise: false, skip_diffusion: true, use_denoising_batch: false, enable_similar_image_filter: true }, true],
   ['boolean as a string', { skip_diffusion: 'yes' }, false, 'params.skip_diffusion', 'REQUEST/INVALID'],
 ];
@@ -218,6 +243,8 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   t.equal(res.headers['x-params-update'], 'hot', 'a ControlNet scale change alone is hot');
   res = await patch({ params: { controlnets: [{ model_id: 'lllyasviel/control_v11p_sd15_canny', conditioning_scale: 0.9, preprocessor: 'canny' }] } });
   t.equal(res.headers['x-params-update'], 'reload', 'a ControlNet preprocessor change reloads');
+  res = await patch({ params: { controlnets: [{ model_id: 'lllyasviel/control_v11p_sd15_canny', conditioning_scale: 0.9, preprocessor: 'canny', preprocessor_params: { low_threshold: 50 } }] } });
+  t.equal(res.headers['x-params-update'], 'hot', 'a preprocessor_params change is hot');
   res = await patch({ params: { controlnets: [] } });
   t.equal(res.headers['x-params-update'], 'reload', 'removing a ControlNet reloads');
   res = await patch({ params: { ip_adapter: { scale: 0.8 } } });
@@ -228,7 +255,10 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   res = await patch({ params: { width: 640 } });
   t.equal(res.headers['x-params-update'], 'none', 'the same value again changes nothing');
   res = await patch({ params: { ip_adapter: null } });
-  t.equal(res.json().params.ip_adapter, null, 'null resets a field to its default');
+  t.notOk('ip_adapter' in res.json().params, 'null resets a field to its default (unset: omitted)');
+  t.equal(res.headers['x-params-update'], 'hot', 'removing the IP-Adapter is hot');
+  res = await patch({ params: { ip_adapter: { scale: 0.5 } } });
+  t.equal(res.headers['x-params-update'], 'hot', 'adding the IP-Adapter is hot');
 
   res = await patch({ params: { num_inference_steps: 10 } });
   t.equal(res.statusCode, 400, 'steps below the stored t_index_list are refused');
@@ -257,6 +287,10 @@ t.test('PATCH is rate limited to 300 a minute per account: 429 with Retry-After 
   const s = (await create(a, h, {})).body;
   const o = (await create(a, other, {})).body;
   const patch = (headers: Json, id: string, i: number) => a.app.inject({ method: 'PATCH', url: `/v1/streams/${id}`, headers, payload: { params: { seed: i } } });
+  const prompt = (headers: Json, id: string) =>
+    a.app.inject({ method: 'POST', url: `/beta/streams/${id}/prompts`, headers, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { prompt: 'x' } } });
+  // Requests for a stream that is not the caller's are 404 and spend nothing of the caller's budget.
+  for (let i = 0; i < 20; i++) t.equal((await patch(h, o.id, i)).statusCode, 404);
   for (let i = 0; i < 300; i++) {
     const res = await patch(h, s.id, i);
     if (res.statusCode !== 200) {
@@ -271,10 +305,30 @@ t.test('PATCH is rate limited to 300 a minute per account: 429 with Retry-After 
   t.equal(over.headers['retry-after'], '30', 'Retry-After: the first 150 leave the window in 30 s');
   t.same(over.json().details, { retry_after_seconds: 30, limit: 300, window_seconds: 60 }, 'and in the envelope');
   t.equal((await patch(other, o.id, 1)).statusCode, 200, 'another account has its own budget');
-  const beta = await a.app.inject({ method: 'POST', url: `/beta/streams/${s.id}/prompts`, headers: h, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { prompt: 'x' } } });
-  t.equal(beta.statusCode, 429, 'the beta prompt route shares the budget');
+  t.equal((await patch(h, o.id, 1)).statusCode, 404, "over its budget, the caller still gets 404 for another account's stream");
+  t.equal((await prompt(h, s.id)).statusCode, 200, 'the beta prompt route has a budget of its own');
   clock += 30_000;
   t.equal((await patch(h, s.id, 2)).statusCode, 200, 'a sliding window: allowed again once the oldest leave');
+});
+
+t.test('the beta prompt route has its own 300-a-minute budget, which PATCH does not spend', { timeout: 60_000 }, async (t) => {
+  const clock = Date.parse('2026-03-01T12:00:00Z');
+  const a = await makeStreamApp(t, { now: () => clock });
+  const h = await a.auth();
+  const s = (await create(a, h, {})).body;
+  const prompt = (i: number) =>
+    a.app.inject({ method: 'POST', url: `/beta/streams/${s.id}/prompts`, headers: h, payload: { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { seed: i } } });
+  for (let i = 0; i < 300; i++) {
+    const res = await prompt(i);
+    if (res.statusCode !== 200) {
+      t.fail(`prompt ${i + 1} answered ${res.statusCode}`);
+      break;
+    }
+  }
+  const over = await prompt(1);
+  t.equal(over.statusCode, 429, 'the 301st prompt inside a minute is refused');
+  t.match(over.json().error, /prompt submissions/);
+  t.equal((await a.app.inject({ method: 'PATCH', url: `/v1/streams/${s.id}`, headers: h, payload: { params: { seed: 5 } } })).statusCode, 200, 'PATCH keeps its own budget');
 });
 
 t.test("another account's stream is 404 STREAMS/NOT_FOUND on every route", { timeout: 30_000 }, async (t) => {
@@ -360,7 +414,9 @@ t.test('GET /v1/streams/{id}/status answers the envelope; with no live pipeline 
   t.equal(body.success, true);
   t.equal(body.error, null);
   const d = body.data;
-  t.match(d, { stream_id: s.id, request_id: '', pipeline_id: 'pip_SD-turbo', type: 'status', pipeline: 'streamdiffusion', state: 'OFFLINE', demo: true });
+  t.match(d, { stream_id: s.id, request_id: '', pipeline_id: 'streamdiffusion', type: 'status', pipeline: 'streamdiffusion', state: 'OFFLINE', demo: true });
+  const record = await a.store.streams.get(s.id);
+  t.equal(d.pipeline_id, streamStartedEvent(record!).data.pipeline_id, 'status pipeline_id is the one webhook events carry');
   t.same(d.orchestrator_info, { address: 'local', url: PUBLIC_URL });
   t.notOk('last_state_update_time' in d, 'no state timestamp when OFFLINE');
   for (const k of ['start_time', 'last_params_update_time', 'last_input_time', 'last_output_time', 'last_restart_time']) t.notOk(k in d.inference_status, `no ${k} when OFFLINE`);

@@ -108,7 +108,8 @@ void t.test('ControlNets outside the family, duplicates and unimplemented prepro
   const p = await open(t);
   t.throws(() => p.update({ controlnets: [cn({ model_id: 'lllyasviel/control_v11p_sd15_canny' })] }), { code: 'INVALID_PARAMS' });
   t.throws(() => p.update({ controlnets: [cn(), cn()] }), { code: 'INVALID_PARAMS' });
-  t.throws(() => p.update({ controlnets: [cn({ preprocessor: 'depth_tensorrt' })] }), { code: 'UNSUPPORTED_PROCESSOR' });
+  t.throws(() => p.update({ controlnets: [cn({ preprocessor: 'hed' })] }), { code: 'UNSUPPORTED_PROCESSOR' });
+  t.throws(() => p.update({ controlnets: [cn({ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' })] }), /6-channel/, 'TemporalNet2 is refused');
   t.same(p.params.controlnets, []);
 });
 

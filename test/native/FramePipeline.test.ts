@@ -159,6 +159,39 @@ void t.test('a failed reload keeps the old pipeline and records the error', { ti
   t.ok(s.lastRestartLogs.some((l) => l.includes('failed')));
   t.equal(p.params.model_id, 'demo/tiny', 'requested params revert to what is served');
   t.ok(await p.process(frame(4)), 'still serving');
+  t.match(s.buildError, /missing\/model/, 'the build error stays reported while the old pipeline serves');
+  t.equal(s.fallback, 'previous');
+  p.update({ model_id: 'demo/tiny', seed: 5 });
+  await p.whenIdle();
+  t.equal(p.status().buildError, null, 'a later update that builds clears it');
+});
+
+void t.test('a pipeline that cannot be built at creation serves the image processors alone, reports why, and recovers on a later update', { timeout: 60_000 }, async (t) => {
+  const blur = { processors: [{ type: 'blur', params: { radius: 2 } }] };
+  const p = await open(t, { model_id: 'missing/model', image_postprocessing: blur });
+  let s = p.status();
+  t.equal(s.fallback, 'processors');
+  t.match(s.buildError, /missing\/model/, 'the reason');
+  t.match(s.lastError, /cannot be built/);
+  t.same(s.providers, [], 'no model loaded');
+  const input = frame(1);
+  const out = await p.process(input);
+  t.ok(out, 'frames keep coming out (no Stream Batch lag)');
+  const blurred = createProcessorChain(blur, 'image').apply(frame(1));
+  t.ok(out && Buffer.compare(out.data, blurred.data) === 0, 'the image processors still run on them');
+  // The control plane sends the full params on each update; one that can be built swaps in.
+  p.update({ ...p.params, model_id: 'demo/tiny', skip_diffusion: false });
+  await p.whenIdle();
+  await run(p, [2, 3, 4]);
+  s = p.status();
+  t.equal(s.fallback, 'none');
+  t.equal(s.buildError, null, 'recovered');
+  t.equal(s.demo, true, 'the diffusion pipeline serves again');
+  t.equal(s.modelId, 'demo/tiny');
+});
+
+void t.test('invalid params still throw at creation (no fallback hides a client error)', { timeout: 60_000 }, async (t) => {
+  await t.rejects(createFramePipeline({ modelsDir: dir, params: { ...base, t_index_list: [30, 10] }, logger }), { code: 'INVALID_PARAMS' });
 });
 
 void t.test('tensorrt acceleration without TensorRT falls back to cpu and says so', { timeout: 60_000 }, async (t) => {
@@ -177,4 +210,14 @@ void t.test('bad updates throw synchronously and change nothing', { timeout: 60_
   await p.close();
   await p.close();
   await t.rejects(p.process(frame(1)), { code: 'INVALID_STATE' });
+});
+
+void t.test('num_inference_steps runs up to the 1000 training timesteps (the API allows what the engine runs)', { timeout: 60_000 }, async (t) => {
+  const p = await open(t, { num_inference_steps: 200, t_index_list: [10, 40] });
+  const out = await run(p, [1, 2, 3]);
+  t.ok(out[1] && out[2], 'frames come out at 200 steps');
+  const hot = p.update({ num_inference_steps: 1000 });
+  t.same(hot.hot, ['num_inference_steps'], 'a hot change');
+  t.ok(await p.process(frame(4)), 'and at 1000');
+  t.throws(() => p.update({ num_inference_steps: 1001 }), /1\.\.1000/, 'beyond the training timesteps is refused');
 });

@@ -62,3 +62,23 @@ void t.test('https style images go through the caller’s fetchImage with the 5 
 void t.test('IP-Adapter is refused on families without one (sd-turbo)', { timeout: 60_000 }, async (t) => {
   await t.rejects(createFramePipeline({ modelsDir: dir, params: { ...base, model_id: 'stabilityai/sd-turbo', ip_adapter: { enabled: true, scale: 1 } }, logger }), { code: 'INVALID_PARAMS' });
 });
+
+void t.test('IP-Adapter is fully hot-swappable: adding it, changing its type and removing it apply on the next frames without a reload', { timeout: 60_000 }, async (t) => {
+  const none = await settle(await open(t, {}));
+  const p = await open(t, { ip_adapter_style_image_url: dataUrl });
+  const before = await settle(p);
+  t.ok(none && before && Buffer.compare(none.data, before.data) === 0, 'without ip_adapter the style image is unused');
+  t.same(p.update({ ip_adapter: { enabled: true, scale: 1, type: 'regular', weight_type: 'linear' } }), { hot: ['ip_adapter'], reload: [] }, 'adding it is hot');
+  await p.process(input); // applies the hot change and starts encoding the style image
+  const added = await settle(p);
+  t.equal(p.status().ipAdapter, 'ready', String(p.status().ipAdapterError));
+  t.ok(added && none && Buffer.compare(added.data, none.data) !== 0, 'the next frame carries the style');
+  t.same(p.update({ ip_adapter: { enabled: true, scale: 1, type: 'faceid', weight_type: 'linear' } }), { hot: ['ip_adapter'], reload: [] }, 'changing type is hot');
+  await settle(p);
+  t.ok(p.status().unsupported.includes('ip_adapter.type=faceid'), 'faceid is reported as not honoured');
+  t.same(p.update({ ip_adapter: null }), { hot: ['ip_adapter'], reload: [] }, 'removing it is hot');
+  const removed = await settle(p);
+  t.equal(p.status().ipAdapter, 'off');
+  t.ok(removed && none && Buffer.compare(removed.data, none.data) === 0, 'the next frame is the same as never having had it');
+  t.equal(p.status().restartCount, 0, 'no reload happened');
+});

@@ -1,0 +1,109 @@
+/**
+ * Live, everything real under the default start (demo models and demo preprocessors written by
+ * prepareModels): a stream with a depth ControlNet fed by depth_tensorrt, headless Chromium
+ * publishing its fake camera over WHIP, a second Chromium page playing the output over WHEP. The
+ * engine says the preprocessor is a demo on CPU (TensorRT is not in this build) and times it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import t from 'tap';
+import { createAccountWithKey } from '../../control/ApiKeys.ts';
+import { buildApp } from '../../control/buildApp.ts';
+import { loadConfig } from '../../control/config.ts';
+import { Metrics } from '../../control/Metrics.ts';
+import { startStreamRoles } from '../../control/StreamRoles.ts';
+import { createStore, FsBlobStore } from '../../store/index.ts';
+import { launchChromium } from '../helpers/chromium.ts';
+import { PEER_PAGE, type PeerPage } from '../media/harness.ts';
+
+type W = Window & PeerPage;
+type Json = Record<string, any>;
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+t.test('a depth ControlNet with depth_tensorrt: Chromium publishes, another page plays the output', { timeout: 180_000 }, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-depth-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
+  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const store = await createStore({ dataDir });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'] });
+  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
+  app.get('/peer.html', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
+  await app.listen({ port, host: '127.0.0.1' });
+  t.teardown(async () => {
+    await app.close();
+    await roles.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const { key } = await createAccountWithKey(store, 'internal');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+  };
+
+  const created = await api('POST', '/v1/streams', {
+    params: {
+      model_id: 'stabilityai/sd-turbo',
+      prompt: 'a lighthouse',
+      width: 384,
+      height: 384,
+      t_index_list: [20],
+      controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', conditioning_scale: 0.8, preprocessor_params: { detect_resolution: 280 } }],
+    },
+  });
+  t.equal(created.status, 201, JSON.stringify(created.body.details ?? ''));
+  const s = created.body;
+
+  const ctx = await launchChromium(t);
+  const pubPage = await ctx.newPage();
+  await pubPage.goto(`${base}/peer.html`);
+  const pub = await pubPage.evaluate((o) => (window as unknown as W).publish(o), { url: s.whip_url as string, token: s.stream_key as string, codec: 'VP8' as const, width: 320, height: 240 });
+  t.equal(pub.status, 201, `WHIP 201 (${pub.status === 201 ? 'ok' : pub.body})`);
+
+  const viewPage = await ctx.newPage();
+  await viewPage.goto(`${base}/peer.html`);
+  const play = await viewPage.evaluate((url) => (window as unknown as W).play({ url }), s.output_stream_url as string);
+  t.equal(play.status, 201, `WHEP 201 (${play.status === 201 ? 'ok' : play.body})`);
+  const frames = await viewPage.evaluate(() => (window as unknown as W).waitFrames(10, 60_000));
+  t.ok(frames >= 10, `the viewer decoded ${frames} output frames`);
+  const fs = await viewPage.evaluate(() => (window as unknown as W).frameStats());
+  t.equal(fs.width, 384, 'at the stream size');
+  t.ok(fs.meanLuma > 5, `not a black picture (mean luma ${fs.meanLuma.toFixed(1)})`);
+
+  const engine = roles.node?.getStream(s.id)?.status().pipeline as Json | null;
+  t.ok(engine, 'the stream runs the diffusion pipeline');
+  t.equal(engine?.['buildError'], null, 'built as asked');
+  t.match(engine?.['preprocessors'], [{ preprocessor: 'depth_tensorrt', controlnet: 'thibaud/controlnet-sd21-depth-diffusers', demo: true, providers: ['cpu'] }], 'a demo depth model on cpu, said so');
+  t.match(engine?.['preprocessors']?.[0]?.providerNote, /asked for tensorrt; running on cpu/);
+  t.ok((engine?.['stageMs']?.['control'] ?? 0) > 0, `the preprocessor's per-frame cost is in the stage timings (${Number(engine?.['stageMs']?.['control']).toFixed(1)} ms)`);
+  const st = (await api('GET', `/v1/streams/${s.id}/status`)).body.data;
+  t.not(st.state, 'ERROR');
+  t.equal(st.demo, true);
+
+  // A hot preprocessor_params change: no restart, frames keep playing.
+  const hot = await api('PATCH', `/v1/streams/${s.id}`, { params: { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', conditioning_scale: 0.8, preprocessor_params: { detect_resolution: 140 } }] } });
+  t.equal(hot.headers.get('x-params-update'), 'hot');
+  const more = await viewPage.evaluate((n) => (window as unknown as W).waitFrames(n, 30_000), frames + 10);
+  t.ok(more >= frames + 10, 'output keeps playing');
+  t.equal((roles.node?.getStream(s.id)?.status().pipeline as Json | null)?.['restartCount'], 0, 'no reload');
+  const scrape = await fetch(`${base}/metrics`);
+  const text = await scrape.text();
+  t.match(text, /reverie_media_controlnet_preprocessor\{[^}]*preprocessor="depth_tensorrt"[^}]*demo="true"[^}]*\} 1/, '/metrics labels the preprocessor demo');
+});

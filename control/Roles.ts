@@ -88,14 +88,27 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
  * and deliveries), read at scrape. In scale-out every process reports the same shared queues:
  * aggregate with `max by (queue, state)`, not `sum`.
  */
-function registerQueueMetrics(metrics: Metrics, store: Store): void {
+export function registerQueueMetrics(metrics: Metrics, store: Store): void {
   metrics.gauge('reverie_queue_jobs', 'Jobs in a store queue by state: ready (waiting for a worker), delayed (retry or timer not yet due), leased (being worked on).', ['queue', 'state'], async (g) => {
+    // A store outage must not fail or stall the whole scrape (Redis holds commands while it
+    // reconnects, ≈ 10 s): a queue whose stats do not come within 1 s is left out of this scrape.
+    const within = async (queue: string) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([store.queue.stats(queue), new Promise<null>((resolve) => (timer = setTimeout(resolve, 1000, null)))]);
+      } catch {
+        return null;
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+    const queues = [RENDER_QUEUE, EVENTS_QUEUE, DELIVER_QUEUE];
+    const all = await Promise.all(queues.map(within));
     g.reset();
-    for (const queue of [RENDER_QUEUE, EVENTS_QUEUE, DELIVER_QUEUE]) {
-      // A store outage must not fail the whole scrape: the queue's series are left out for it.
-      const stats = await store.queue.stats(queue).catch(() => null);
-      if (!stats) continue;
+    queues.forEach((queue, i) => {
+      const stats = all[i];
+      if (!stats) return;
       for (const state of ['ready', 'delayed', 'leased'] as const) g.set({ queue, state }, stats[state]);
-    }
+    });
   });
 }

@@ -14,6 +14,9 @@ import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { loadConfig } from '../../control/config.ts';
 import { registerMediaMetrics } from '../../control/MediaMetrics.ts';
 import { Metrics } from '../../control/Metrics.ts';
+import { registerQueueMetrics } from '../../control/Roles.ts';
+import { createStore } from '../../store/index.ts';
+import { startRedis } from '../helpers/redis.ts';
 import { startServer } from '../../control/Server.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { freePort } from '../helpers/net.ts';
@@ -115,4 +118,23 @@ t.test('media metrics of a live stream: stage histograms in seconds, frame and b
   }
   t.ok((value(families.get('reverie_media_output_frames_total'), 'reverie_media_output_frames_total', { stream_id: STREAM_ID }) ?? 0) >= 20, 'output frames counted');
   t.ok((value(families.get('reverie_media_ingest_received_bytes_total'), 'reverie_media_ingest_received_bytes_total', { stream_id: STREAM_ID }) ?? 0) > 10_000, 'ingest bytes counted');
+});
+
+t.test('queue depth comes from the shared store, and a Redis outage leaves it out instead of stalling the scrape', { timeout: 60_000 }, async (t) => {
+  const redis = await startRedis(t);
+  const store = await createStore({ dataDir: mkdtempSync(join(tmpdir(), 'rv-qm-')), redisUrl: redis.url, redisPrefix: `rv-qm-${process.pid}:` });
+  t.teardown(() => store.close());
+  await store.queue.enqueue({ queue: 'songs.render', id: 'job-1', payload: { songId: 'sng_x' }, runAtMs: Date.now() });
+  const metrics = new Metrics({ defaultMetrics: false });
+  registerQueueMetrics(metrics, store);
+  let text = await metrics.registry.metrics();
+  t.same(lintExposition(text).problems, []);
+  t.match(text, /reverie_queue_jobs\{queue="songs.render",state="ready"\} 1/, 'the queued render is counted');
+  await redis.stop({ signal: 'SIGKILL' });
+  const started = performance.now();
+  text = await metrics.registry.metrics();
+  const ms = performance.now() - started;
+  t.ok(ms < 4000, `the scrape answered in ${ms.toFixed(0)} ms (queues read at once, 1 s bound), not after Redis' hold`);
+  t.notMatch(text, /reverie_queue_jobs\{/, 'no stale queue numbers during the outage');
+  t.same(lintExposition(text).problems, [], 'still a valid exposition');
 });

@@ -1,10 +1,14 @@
 /**
- * The media node's live numbers on /metrics, read at scrape time from each stream's status (no
- * timers of our own). Labels carry the stream id; a node holds few streams, so cardinality stays
- * bounded by its capacity.
+ * The media node's live numbers on /metrics, read at scrape time from each stream (no timers of
+ * our own). Names follow Prometheus' conventions: base units (seconds, bytes), `_total` on
+ * counters, histograms rather than precomputed quantiles (so Prometheus can aggregate across
+ * streams and nodes). Labels carry the stream id; a node holds few streams, so cardinality stays
+ * bounded by its capacity. A stream's series end with the stream; Prometheus treats a later
+ * stream's fresh counters as new series, not as resets.
  */
-import type { MediaNode } from '../media/index.ts';
-import type { Metrics } from './Metrics.ts';
+import type { Counter, Gauge } from 'prom-client';
+import { STAGE_BUCKETS_S, type LiveStream, type MediaNode } from '../media/index.ts';
+import type { CollectedMetric, Metrics } from './Metrics.ts';
 
 const STAGES = ['decode', 'process', 'encode', 'node'] as const;
 
@@ -16,43 +20,56 @@ interface EngineStatus {
 }
 
 export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
-  const each = <L extends string>(name: string, help: string, labels: readonly L[], fill: (set: (l: Record<L, string>, v: number) => void) => void) =>
-    metrics.gauge(name, help, labels, (g) => {
+  const gauge = <L extends string>(name: string, help: string, labels: readonly L[], fill: (set: (l: Record<L, string>, v: number) => void) => void) =>
+    metrics.gauge(name, help, labels, (g: Gauge<L>) => {
       g.reset();
       fill((l, v) => g.set(l, v));
     });
-
-  each('reverie_media_streams', 'Streams held by this media node.', [], (set) => set({}, node.streamCount));
-  const perStream = (name: string, help: string, value: (s: NonNullable<ReturnType<MediaNode['status']>>) => number | undefined) =>
-    each(name, help, ['stream_id'], (set) => {
+  // A counter whose value is a running total kept elsewhere (the stream's own counts), copied in at scrape.
+  const total = (name: string, help: string, value: (s: LiveStream) => number | undefined) =>
+    metrics.counter(name, help, ['stream_id'], (c: Counter<'stream_id'>) => {
+      c.reset();
+      for (const stream of node.streams()) {
+        const v = value(stream);
+        if (v !== undefined && Number.isFinite(v) && v >= 0) c.inc({ stream_id: stream.streamId }, v);
+      }
+    });
+  const perStream = (name: string, help: string, value: (s: ReturnType<LiveStream['status']>) => number | undefined) =>
+    gauge(name, help, ['stream_id'], (set) => {
       for (const stream of node.streams()) {
         const v = value(stream.status());
         if (v !== undefined && Number.isFinite(v)) set({ stream_id: stream.streamId }, v);
       }
     });
-  perStream('reverie_media_input_fps', 'Decoded input frames per second.', (s) => s.inputFps);
-  perStream('reverie_media_output_fps', 'Encoded output frames per second.', (s) => s.outputFps);
+
+  gauge('reverie_media_streams', 'Streams held by this media node.', [], (set) => set({}, node.streamCount));
+  perStream('reverie_media_input_fps', 'Frames per second received from the publisher over the last second.', (s) => s.inputFps);
+  perStream('reverie_media_output_fps', 'Frames per second encoded for viewers over the last second.', (s) => s.outputFps);
   perStream('reverie_media_viewers', 'WHEP viewers of the stream.', (s) => s.viewers);
-  each('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) => {
+  gauge('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) => {
     for (const stream of node.streams()) {
       for (const [codec, n] of Object.entries(stream.status().viewersByCodec)) set({ stream_id: stream.streamId, codec }, n);
     }
   });
   perStream('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', (s) => (s.vp8.running ? 1 : 0));
-  perStream('reverie_media_ingest_packets_lost', 'RTP packets lost on ingest (from RTCP).', (s) => s.ingest?.packetsLost);
-  perStream('reverie_media_ingest_bytes_received', 'Bytes received from the publisher (SRTP on the wire).', (s) => s.ingest?.bytesReceived);
-  perStream('reverie_media_ingest_bytes_sent', 'Bytes sent to the publisher (SRTCP feedback on the wire).', (s) => s.ingest?.bytesSent);
+  total('reverie_media_input_frames_total', 'Whole frames received from the publisher.', (s) => s.status().framesIn);
+  total('reverie_media_output_frames_total', 'Frames encoded for viewers.', (s) => s.status().framesOut);
+  total('reverie_media_dropped_frames_total', 'Decoded frames dropped because a later stage was busy (latest frame wins).', (s) => s.status().framesDropped);
+  total('reverie_media_ingest_packets_lost_total', 'RTP packets lost on ingest (from the publisher session RTCP).', (s) => s.status().ingest?.packetsLost);
+  total('reverie_media_ingest_received_bytes_total', 'Bytes received from the publisher (SRTP on the wire).', (s) => s.status().ingest?.bytesReceived);
+  total('reverie_media_ingest_sent_bytes_total', 'Bytes sent to the publisher (SRTCP feedback on the wire).', (s) => s.status().ingest?.bytesSent);
+
   // The engine's own status (native FramePipeline.status()), when the stream runs one.
   const engine = (s: NonNullable<ReturnType<MediaNode['status']>>) => s.pipeline as EngineStatus | null;
   perStream('reverie_media_pipeline_demo', 'The stream runs a tiny random-weight DEMO base model: 1 or 0.', (s) => (engine(s) ? (engine(s)?.demo ? 1 : 0) : undefined));
-  each('reverie_media_pipeline_stage_ms', 'Per-stage time of the last frame inside the diffusion pipeline, ms (control = ControlNet preprocessors).', ['stream_id', 'stage'], (set) => {
+  gauge('reverie_media_pipeline_stage_seconds', 'Per-stage time of the last frame inside the diffusion pipeline, seconds (control = ControlNet preprocessors).', ['stream_id', 'stage'], (set) => {
     for (const stream of node.streams()) {
       const ms = engine(stream.status())?.stageMs;
       if (!ms) continue;
-      for (const [stage, v] of Object.entries(ms)) if (typeof v === 'number' && Number.isFinite(v)) set({ stream_id: stream.streamId, stage }, v);
+      for (const [stage, v] of Object.entries(ms)) if (typeof v === 'number' && Number.isFinite(v)) set({ stream_id: stream.streamId, stage }, v / 1000);
     }
   });
-  each(
+  gauge(
     'reverie_media_controlnet_preprocessor',
     'Model-backed ControlNet preprocessors loaded (1 each), with the provider they run on and whether the model is a DEMO.',
     ['stream_id', 'preprocessor', 'controlnet', 'provider', 'demo'],
@@ -64,15 +81,37 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
       }
     },
   );
-  each('reverie_media_stage_latency_ms', 'Per-stage latency inside the node, ms (recent window).', ['stream_id', 'stage', 'quantile'], (set) => {
-    for (const stream of node.streams()) {
-      const latency = stream.status().latency;
-      for (const stage of STAGES) {
-        const sum = latency[stage];
-        if (!sum) continue;
-        set({ stream_id: stream.streamId, stage, quantile: '0.5' }, sum.p50);
-        set({ stream_id: stream.streamId, stage, quantile: '0.95' }, sum.p95);
+
+  metrics.collector(stageHistogram(node));
+}
+
+/**
+ * `reverie_media_stage_duration_seconds{stream_id,stage}`: each stream's cumulative per-stage
+ * histograms (media/StageTimer), written out in Prometheus' histogram form at scrape.
+ */
+function stageHistogram(node: MediaNode): { name: string; get(): CollectedMetric } {
+  const name = 'reverie_media_stage_duration_seconds';
+  return {
+    name,
+    get() {
+      const values: CollectedMetric['values'] = [];
+      for (const stream of node.streams()) {
+        const totals = stream.latencyTotals();
+        for (const stage of STAGES) {
+          const t = totals[stage];
+          if (t.count === 0) continue;
+          const labels = { stream_id: stream.streamId, stage };
+          let cumulative = 0;
+          STAGE_BUCKETS_S.forEach((le, i) => {
+            cumulative += t.buckets[i] ?? 0;
+            values.push({ metricName: `${name}_bucket`, labels: { ...labels, le }, value: cumulative });
+          });
+          values.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: t.count });
+          values.push({ metricName: `${name}_sum`, labels, value: t.sumS });
+          values.push({ metricName: `${name}_count`, labels, value: t.count });
+        }
       }
-    }
-  });
+      return { name, help: 'Time a frame spends in each stage inside the node (decode, process, encode; node = decoded to encoded), seconds.', type: 'histogram', values };
+    },
+  };
 }

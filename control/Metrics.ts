@@ -3,7 +3,16 @@
  * tests can build several apps in one process. Other parts register their own gauges on
  * `registry` through the helpers here.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+
+/** What a custom collector hands the registry at scrape: the text format's lines as values. */
+export interface CollectedMetric {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge' | 'histogram';
+  /** `metricName` defaults to `name`; histogram lines use `<name>_bucket` (with `le`), `_sum`, `_count`. */
+  values: { metricName?: string; labels: Record<string, string | number>; value: number }[];
+}
 
 export class Metrics {
   readonly registry = new Registry();
@@ -11,7 +20,12 @@ export class Metrics {
   readonly httpDuration: Histogram<'method' | 'route'>;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'reverie_' });
+    if (opts.defaultMetrics ?? true) {
+      collectDefaultMetrics({ register: this.registry, prefix: 'reverie_' });
+      // prom-client names three gauges `…_total`, which `promtool check metrics` rejects (only
+      // counters end in _total). They count libuv handles/requests, rarely worth a dashboard.
+      for (const gauge of ['active_resources_total', 'active_handles_total', 'active_requests_total']) this.registry.removeSingleMetric(`reverie_nodejs_${gauge}`);
+    }
     this.httpRequests = new Counter({
       name: 'reverie_http_requests_total',
       help: 'HTTP requests answered, by route pattern and status.',
@@ -40,10 +54,25 @@ export class Metrics {
     });
   }
 
-  counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+  counter<L extends string>(name: string, help: string, labelNames: readonly L[] = [], collect?: (c: Counter<L>) => void | Promise<void>): Counter<L> {
     const existing = this.registry.getSingleMetric(name);
     if (existing) return existing as Counter<L>;
-    return new Counter<L>({ name, help, labelNames: [...labelNames], registers: [this.registry] });
+    return new Counter<L>({
+      name,
+      help,
+      labelNames: [...labelNames],
+      registers: [this.registry],
+      ...(collect ? { collect(this: Counter<L>) { return collect(this); } } : {}),
+    });
+  }
+
+  /**
+   * A metric written out by our own code at scrape (prom-client's metric interface: `get()`
+   * returns the values). For numbers another object already keeps in histogram form.
+   */
+  collector(metric: { name: string; get(): CollectedMetric | Promise<CollectedMetric> }): void {
+    if (this.registry.getSingleMetric(metric.name)) return;
+    this.registry.registerMetric(metric as unknown as Metric);
   }
 
   histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]): Histogram<L> {

@@ -9,7 +9,8 @@ import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BlobStore, Store } from '../store/index.ts';
 import type { FetchImage } from '../native/index.ts';
-import { createWebhooks } from '../webhooks/index.ts';
+import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
+import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './Metrics.ts';
 import type { Services } from './Services.ts';
@@ -38,6 +39,7 @@ export interface RoleHandles {
 export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Promise<RoleHandles> {
   const closers: (() => Promise<void>)[] = [];
   const services: Services = {};
+  registerQueueMetrics(deps.metrics, deps.store);
   const has = (role: Config['roles'][number]) => config.roles.includes(role);
 
   const webhooks = createWebhooks({
@@ -79,4 +81,34 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
       return closing;
     },
   };
+}
+
+/**
+ * `reverie_queue_jobs{queue,state}`: jobs in the store's queues (song renders, webhook events
+ * and deliveries), read at scrape. In scale-out every process reports the same shared queues:
+ * aggregate with `max by (queue, state)`, not `sum`.
+ */
+export function registerQueueMetrics(metrics: Metrics, store: Store): void {
+  metrics.gauge('reverie_queue_jobs', 'Jobs in a store queue by state: ready (waiting for a worker), delayed (retry or timer not yet due), leased (being worked on).', ['queue', 'state'], async (g) => {
+    // A store outage must not fail or stall the whole scrape (Redis holds commands while it
+    // reconnects, ≈ 10 s): a queue whose stats do not come within 1 s is left out of this scrape.
+    const within = async (queue: string) => {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([store.queue.stats(queue), new Promise<null>((resolve) => (timer = setTimeout(resolve, 1000, null)))]);
+      } catch {
+        return null;
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+    const queues = [RENDER_QUEUE, EVENTS_QUEUE, DELIVER_QUEUE];
+    const all = await Promise.all(queues.map(within));
+    g.reset();
+    queues.forEach((queue, i) => {
+      const stats = all[i];
+      if (!stats) return;
+      for (const state of ['ready', 'delayed', 'leased'] as const) g.set({ queue, state }, stats[state]);
+    });
+  });
 }

@@ -101,8 +101,13 @@ export async function startServer(config: Readonly<Config>, opts: { logger?: Log
   return { app, store, url, firstKey, close };
 }
 
-/** Installs SIGINT/SIGTERM handlers that close the server once, then exit. */
-export function closeOnSignals(server: RunningServer, logger: Logger): void {
+/**
+ * Installs SIGINT/SIGTERM handlers that drain the server once, then exit 0. The drain has a
+ * deadline (`DRAIN_TIMEOUT`, seconds): past it the process logs what it was still doing and exits
+ * 1, so an orchestrator's SIGKILL never lands first and cuts the logs short. A second signal exits
+ * at once.
+ */
+export function closeOnSignals(server: Pick<RunningServer, 'close'>, logger: Logger, drainTimeoutS: number): void {
   let signalled = false;
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.on(sig, () => {
@@ -111,7 +116,12 @@ export function closeOnSignals(server: RunningServer, logger: Logger): void {
         process.exit(1);
       }
       signalled = true;
-      logger.info({ sig }, 'shutting down');
+      logger.info({ sig, drainTimeoutS }, 'shutting down: readiness off, draining');
+      const deadline = setTimeout(() => {
+        logger.error({ sig, drainTimeoutS }, `drain did not finish within DRAIN_TIMEOUT (${drainTimeoutS} s): exiting with work still open`);
+        process.exit(1);
+      }, drainTimeoutS * 1000);
+      deadline.unref();
       server.close().then(
         () => process.exit(0),
         () => process.exit(1),

@@ -72,6 +72,9 @@ export function prepareModels(modelsDir: string, demoModels: boolean, logger: Lo
     for (const dir of buildTinyPreprocessors(modelsDir)) logger.warn(`prepareModels() | no preprocessor export in ${dir}: wrote a tiny DEMO preprocessor model`);
   }
   const models = MODEL_IDS.filter(hasExport);
+  if (models.length === 0) {
+    logger.warn(`prepareModels() | no model export under ${modelsDir} and DEMO_MODELS is off: this media node takes no streams (export models, see docs/models.md, or set DEMO_MODELS=true)`);
+  }
   const demo = models.some((id) => isDemoModel(join(modelsDir, id)));
   return { models, demo };
 }

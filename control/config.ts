@@ -75,8 +75,16 @@ export const ConfigEnvSchema = z.object({
    * Write tiny random-weight demo models for every model_id that has no real export under
    * MODELS_DIR (the embedded default does, so the live path runs end to end without weights).
    * Status, logs and the API say plainly when a stream runs on a demo model.
+   * Default: on when MODELS_DIR is unset (models live under DATA_DIR), off when it is set, so demo
+   * models are never written into an operator's production model volume unless asked for.
    */
-  DEMO_MODELS: bool.default(true),
+  DEMO_MODELS: bool.optional(),
+  /**
+   * Seconds a SIGTERM/SIGINT drain may take (readiness off, listeners closed, streams ended, song
+   * renders and deliveries handed back) before the process exits anyway with status 1. Keep it
+   * below the orchestrator's kill grace period (Kubernetes: 30 s by default).
+   */
+  DRAIN_TIMEOUT: z.coerce.number().min(1).max(3600).default(25),
   /** Secret for signed download links; default: generated once and kept in DATA_DIR. */
   LINK_SIGNING_SECRET: z.string().min(32).optional(),
   /** When set, /metrics answers only `Authorization: Bearer <token>` (it names every live stream). */
@@ -130,6 +138,8 @@ export interface Config {
   modelsDir: string;
   allowLoopbackTargets: boolean;
   demoModels: boolean;
+  /** Seconds a signal-triggered drain may take before the process exits anyway. */
+  drainTimeoutS: number;
   extraCaFile: string | null;
   linkSigningSecret: string | null;
   metricsToken: string | null;
@@ -189,7 +199,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyLimit: e.BODY_LIMIT,
     modelsDir: e.MODELS_DIR ? resolve(e.MODELS_DIR) : resolve(dataDir, 'models'),
     allowLoopbackTargets: e.ALLOW_LOOPBACK_TARGETS,
-    demoModels: e.DEMO_MODELS,
+    demoModels: e.DEMO_MODELS ?? !e.MODELS_DIR,
+    drainTimeoutS: e.DRAIN_TIMEOUT,
     extraCaFile: e.EXTRA_CA_FILE ?? null,
     linkSigningSecret: e.LINK_SIGNING_SECRET ?? null,
     metricsToken: e.METRICS_TOKEN ?? null,

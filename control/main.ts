@@ -11,6 +11,19 @@ import { formatDoctor, runDoctor } from './Doctor.ts';
 import { closeOnSignals, createLogger, startServer } from './Server.ts';
 import { createStore, PLANS, type Plan } from '../store/index.ts';
 
+const SERVE_USAGE = `usage: reverie serve [--roles api,media,worker] [--port N] [--host H] [--data-dir DIR] [--<variable> VALUE …]
+
+Runs the service: every role on the embedded store by default, or the roles named with REDIS_URL
+set (scale-out). Each environment variable of the README's configuration table has a flag, which
+wins over the variable: WEBRTC_UDP_PORT_RANGE=40000-40999 → --webrtc-udp-port-range 40000-40999.
+
+Flags:
+${CONFIG_VARIABLES.map((v) => `  --${v.toLowerCase().replace(/_/g, '-')}`).join('\n')}
+  -h, --help          this text
+
+Health: GET /livez (the process answers), GET /readyz (ready and its store reachable).
+SIGTERM/SIGINT drains within DRAIN_TIMEOUT seconds, then exits.`;
+
 const USAGE = `usage: reverie <command>
   serve [--roles api,media,worker] [--port N] [--host H] [--data-dir DIR]
         [--<variable> VALUE …]
@@ -43,9 +56,17 @@ switch (command) {
     const flag = (variable: string) => variable.toLowerCase().replace(/_/g, '-');
     let parsed: ReturnType<typeof parseArgs>;
     try {
-      parsed = parseArgs({ args: rest, options: Object.fromEntries(CONFIG_VARIABLES.map((v) => [flag(v), { type: 'string' as const }])), strict: true });
+      parsed = parseArgs({
+        args: rest,
+        options: { ...Object.fromEntries(CONFIG_VARIABLES.map((v) => [flag(v), { type: 'string' as const }])), help: { type: 'boolean', short: 'h' } },
+        strict: true,
+      });
     } catch (err) {
-      fail(`reverie: ${(err as Error).message}\n${USAGE}`);
+      fail(`reverie: ${(err as Error).message}\n${SERVE_USAGE}`);
+    }
+    if (parsed.values['help']) {
+      process.stdout.write(`${SERVE_USAGE}\n`);
+      break;
     }
     const overrides: Record<string, string> = {};
     for (const v of CONFIG_VARIABLES) {
@@ -55,14 +76,15 @@ switch (command) {
     const cfg = config(overrides as Partial<ConfigEnv>);
     const logger = createLogger(cfg);
     const server = await startServer(cfg, { logger });
-    closeOnSignals(server, logger);
+    closeOnSignals(server, logger, cfg.drainTimeoutS);
     const lines = [
       `Reverie is running (${server.store.kind} store, roles: ${cfg.roles.join(', ')})`,
       `  API          ${server.url}`,
       `  songs        ${server.url}${cfg.musicBasePath}/songs`,
       `  streams      ${server.url}/v1/streams`,
       `  API docs     ${server.url}/docs   (OpenAPI: ${server.url}/openapi.json)`,
-      `  health       ${server.url}/healthz   metrics: ${server.url}/metrics`,
+      `  pages        songs ${server.url}/web/songs.html   live playground ${server.url}/web/playground.html`,
+      `  health       ${server.url}/livez  ${server.url}/readyz   metrics: ${server.url}/metrics`,
     ];
     if (server.firstKey) lines.push('', `  Your API key (shown once, keep it): ${server.firstKey}`, `  try: curl -H "Authorization: Bearer ${server.firstKey}" ${server.url}${cfg.musicBasePath}/usage`);
     process.stdout.write(`${lines.join('\n')}\n`);

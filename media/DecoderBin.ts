@@ -14,8 +14,11 @@
  * either in place; the decoder keeps its reference frames, so no key frame is needed.
  *
  * appsrc is leaky-downstream and bounded so a stalled decoder drops the oldest frames (the next
- * PLI recovers) instead of growing a queue. The source picture is stretched to W×H (no borders,
- * square pixels): the diffusion stage works on the full canvas.
+ * PLI recovers) instead of growing a queue. A source picture of another shape than W×H is
+ * letterboxed (scaled to fit, square pixels, black bars; videoscale `add-borders`), never
+ * stretched: a 16:9 or 4:3 camera into a 512² stream keeps its proportions, and nothing the
+ * streamer framed is cut off. (Cropping would need the crop re-set on every size change; bars
+ * follow the output caps by themselves.)
  */
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
@@ -61,7 +64,7 @@ export class DecoderBin {
         : `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=8 caps="video/x-h264,stream-format=byte-stream,alignment=au" ` +
           `! h264parse ! avdec_h264 max-threads=${opts.threads}`;
     const launch =
-      `${decode} ! videoconvert ! videoscale add-borders=false ` +
+      `${decode} ! videoconvert ! videoscale add-borders=true ` +
       `! capsfilter name=out caps="${this.#caps(this.#format)}" ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
     this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, nice: opts.nice ?? 0, ...(opts.onError ? { onError: opts.onError } : {}) });

@@ -39,7 +39,7 @@ import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { RtmpPush, type RtmpPushStatus } from './RtmpPush.ts';
-import { RateMeter, StageTimer } from './StageTimer.ts';
+import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
 import { Vp8Packetizer } from './Vp8Packetizer.ts';
@@ -826,6 +826,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       rtmp: this.#rtmp?.status() ?? null,
       pipeline: this.#processor?.status?.() ?? null,
     };
+  }
+
+  /** Cumulative per-stage latency histograms since the stream was made, for /metrics. */
+  latencyTotals(): Record<'decode' | 'process' | 'encode' | 'node', StageTotals> {
+    return { decode: this.#decodeT.totals(), process: this.#processT.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
   }
 
   /** Raw node-internal latency samples (ms), for benchmarks. */

@@ -8,6 +8,7 @@ export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type IngestGrant, type In
 export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
+export { STAGE_BUCKETS_S, type StageTotals } from './StageTimer.ts';
 export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';

@@ -433,13 +433,33 @@ async function openWithFallback(
     if (usable.some((p) => p !== 'cpu')) return result(usable, null, await open(usable));
   } catch (err) {
     if (err instanceof ModelLoadError) throw err;
-    const note = `providers ${usable.join(',')} failed (${(err as Error).message}); running on cpu`;
-    logger.warn({ err }, `ModelSessions.load() | ${note}`);
+    const note = `providers ${usable.join(',')} failed (${firstLine((err as Error).message)}); running on cpu`;
+    warnOnce(logger, `providers-failed:${usable.join(',')}`, `ModelSessions.load() | ${note}`);
     return result(['cpu'], note, await open(['cpu']));
   }
   const note = `providers ${wanted.filter((p) => p !== 'cpu').join(',')} not available in this onnxruntime-node build; running on cpu`;
-  logger.warn(`ModelSessions.load() | ${note}`);
+  warnOnce(logger, `providers-missing:${wanted.join(',')}`, `ModelSessions.load() | ${note}`);
   return result(['cpu'], note, await open(['cpu']));
+}
+
+/**
+ * Provider fallbacks already logged at warn in this thread. A node without TensorRT falls back on
+ * every stream it opens; operators need one line saying so, not one (with a stack) per stream.
+ * The `once` field lets PipelineHost apply the same rule across pipeline worker threads; later
+ * repeats go out at debug. The per-stream status still carries the note.
+ */
+const warned = new Set<string>();
+function warnOnce(logger: Logger, key: string, msg: string): void {
+  if (warned.has(key)) {
+    logger.debug({ once: key }, msg);
+    return;
+  }
+  warned.add(key);
+  logger.warn({ once: key }, `${msg} (logged once per process)`);
+}
+
+function firstLine(s: string): string {
+  return s.split('\n', 1)[0]!.slice(0, 300);
 }
 
 /** Lets queued macrotasks (a serving pipeline's ORT runs) go first. */

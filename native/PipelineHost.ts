@@ -50,6 +50,8 @@ export type WorkerMessage =
 
 /** pino's numeric levels → method names. */
 const LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+/** `once` keys of worker log lines already written at their level, for the whole process. */
+const loggedOnce = new Set<string>();
 
 /**
  * Starts PipelineWorker. Under tsx (`.ts` sources) `--import tsx` in execArgv does not register
@@ -230,6 +232,12 @@ export class PipelineHost {
   #writeLog(line: string): void {
     try {
       const { level, msg, ...rest } = JSON.parse(line) as { level: number; msg?: string } & Record<string, unknown>;
+      // A line marked `once` (ModelSessions' provider fallback) is written at its level the first
+      // time in this process and at debug after that: each pipeline runs in its own thread.
+      if (typeof rest['once'] === 'string') {
+        if (loggedOnce.has(rest['once'])) return this.#log.debug(rest, msg ?? '');
+        loggedOnce.add(rest['once']);
+      }
       this.#log[LEVELS[level] ?? 'info'](rest, msg ?? '');
     } catch {
       this.#log.info(line.trim());

@@ -48,13 +48,18 @@ export interface SongRenderWorkerOptions {
   maxAttempts?: number;
   /** Wait before a failed render is tried again, ms. Default 5 s. */
   retryDelayMs?: number;
+  /** Told how each render attempt ended and how long it took, seconds (for /metrics). */
+  onRender?: (outcome: RenderOutcome, seconds: number) => void;
 }
+
+/** How a render attempt ended: `done`, `retried` (failed, will run again), `failed` (song failed). */
+export type RenderOutcome = 'done' | 'retried' | 'failed';
 
 /** Progress is written at most this often, ms: polling clients see it move without flooding the store. */
 const PROGRESS_EVERY_MS = 250;
 
 export class SongRenderWorker {
-  readonly #o: Required<Omit<SongRenderWorkerOptions, 'now'>> & { now: () => number };
+  readonly #o: Required<Omit<SongRenderWorkerOptions, 'now' | 'onRender'>> & { now: () => number; onRender?: SongRenderWorkerOptions['onRender'] };
   readonly #loop: JobLoop;
   readonly #log: Logger;
 
@@ -153,15 +158,18 @@ export class SongRenderWorker {
       await store.queue.ack(job);
       // Readers following a partial file keep their open descriptor; new ones get the final file.
       for (const n of streaming) await blobs.delete(partialMp3Key(song.id, n)).catch(() => false);
+      this.#o.onRender?.('done', (performance.now() - started) / 1000);
       this.#log.info({ songId: song.id, ms: Math.round(performance.now() - started), takes: takes.length }, `handle() | rendered [songId:${song.id}]`);
     } catch (err) {
       this.#log.error({ err, songId: song.id, attempt: job.attempts }, `handle() | render failed [songId:${song.id}]`);
       if (job.attempts >= maxAttempts) {
         await store.songs.fail(song.id, { error: 'render_failed', message: `The song could not be rendered: ${(err as Error).message}` }, iso());
         await store.queue.ack(job);
+        this.#o.onRender?.('failed', (performance.now() - started) / 1000);
       } else {
         await store.songs.update(song.id, { status: 'queued', progress: 0 });
         await store.queue.retry(job, now() + this.#o.retryDelayMs);
+        this.#o.onRender?.('retried', (performance.now() - started) / 1000);
       }
     } finally {
       clearInterval(renewal);

@@ -2,6 +2,7 @@
 // output (WHEP, LL-HLS fallback), change params live (PATCH /v1/streams/{id}) and chart the status
 // (GET /v1/streams/{id}/status every second). Talks only to the public Area B API and the
 // stream's own WHIP/WHEP/HLS URLs.
+import { describeState } from '/web/streamState.js';
 import { hangUp, playHls, playLive, playbackUrls, publishWhip } from '/web/watch.js';
 
 const $ = (id) => document.getElementById(id);
@@ -15,7 +16,7 @@ let viewer = null;
 let camera = null;
 let statusTimer = null;
 // Exposed for tests and for the curious: the last status and the PATCHes sent.
-window.playground = { status: null, patches: 0, mode: 'off' };
+window.playground = { status: null, patches: 0, mode: 'off', copied: null };
 
 function showError(err) {
   $('error').hidden = !err;
@@ -39,9 +40,17 @@ function setPill(id, text) {
 
 function showStream() {
   const on = stream !== null;
-  for (const id of ['live', 'controls', 'statusCard', 'end', 'streamInfo']) $(id).hidden = !on;
+  for (const id of ['live', 'controls', 'statusCard', 'end', 'streamInfo', 'obs']) $(id).hidden = !on;
   if (!on) return;
   $('streamInfo').textContent = `Stream ${stream.id} — playback id ${stream.output_playback_id}.`;
+  // What OBS (or any WHIP client) needs: the server URL and the bearer token.
+  $('whipUrl').value = stream.whip_url ?? '';
+  $('streamKey').value = stream.stream_key ?? '';
+  // Previews take the stream's shape; the server letterboxes other shapes into it (docs/pages.md).
+  const w = Number(stream.params?.width) || 512;
+  const h = Number(stream.params?.height) || 512;
+  document.documentElement.style.setProperty('--stream-aspect', `${w} / ${h}`);
+  $('streamSize').textContent = `${w}×${h}`;
   $('share').href = `/web/watch.html?v=${encodeURIComponent(stream.output_playback_id)}`;
   $('livePrompt').value = typeof stream.params?.prompt === 'string' ? stream.params.prompt : $('prompt').value;
   if (stream.params?.seed !== undefined && typeof stream.params.seed === 'number') $('seed').value = stream.params.seed;
@@ -50,6 +59,25 @@ function showStream() {
   $('guidanceOut').textContent = $('guidance').value;
   $('deltaOut').textContent = $('delta').value;
   startStatus();
+}
+
+// Copy buttons: the clipboard API where the page may use it, else select-and-copy.
+for (const button of document.querySelectorAll('button[data-copy]')) {
+  button.addEventListener('click', async () => {
+    const input = $(button.dataset.copy);
+    try {
+      await navigator.clipboard.writeText(input.value);
+    } catch {
+      const type = input.type;
+      input.type = 'text';
+      input.select();
+      document.execCommand('copy');
+      input.type = type;
+    }
+    button.textContent = 'Copied';
+    window.playground.copied = input.value;
+    setTimeout(() => (button.textContent = 'Copy'), 1500);
+  });
 }
 
 $('create').onclick = async () => {
@@ -193,21 +221,36 @@ function spark(id, values) {
   g.strokeStyle = getComputedStyle(document.documentElement).getPropertyValue('--accent') || '#7c5cff';
   g.lineWidth = 2;
   g.beginPath();
+  // Gaps (unmeasured points) break the line instead of dropping it to 0.
+  let pen = false;
   values.forEach((v, i) => {
+    if (!Number.isFinite(v)) {
+      pen = false;
+      return;
+    }
     const x = (i / (MAX_POINTS - 1)) * w;
-    const y = h - 2 - ((Number.isFinite(v) ? v : 0) / max) * (h - 4);
-    if (i === 0) g.moveTo(x, y);
-    else g.lineTo(x, y);
+    const y = h - 2 - (v / max) * (h - 4);
+    if (pen) g.lineTo(x, y);
+    else g.moveTo(x, y);
+    pen = true;
   });
   g.stroke();
 }
 
+/**
+ * Adds a point to a chart. A value that is not measured (NaN: no publisher, not watching, no RTCP
+ * yet) is not drawn as 0: the chart stays hidden until it has a measurement, and shows '–' (not
+ * 0.0) while the measurement is missing later.
+ */
 function push(name, value, label, digits = 1) {
   const s = series[name];
   s.push(value);
   if (s.length > MAX_POINTS) s.shift();
+  const measured = s.some(Number.isFinite);
+  $(`f-${name}`).hidden = !measured;
   $(`v-${name}`).textContent = Number.isFinite(value) ? value.toFixed(digits) : '–';
-  spark(`c-${name}`, s);
+  if (measured) spark(`c-${name}`, s);
+  $('noMetrics').hidden = Object.values(series).some((v) => v.some(Number.isFinite));
 }
 
 /** The WHEP viewer's own playout delay: jitter buffer + decode, from getStats (ms). */
@@ -231,16 +274,26 @@ async function pollStatus() {
     const inf = data?.inference_status ?? {};
     const stats = data?.gateway_status?.ingest_metrics?.stats ?? {};
     const video = (stats.track_stats ?? []).find((t) => t.type === 'video') ?? (stats.track_stats ?? [])[0] ?? {};
-    setPill('state', data?.state ?? (inf.output_fps > 0 ? 'live' : 'waiting'));
-    push('in', inf.input_fps ?? NaN);
-    push('out', inf.output_fps ?? NaN);
+    const words = describeState(data, Date.now());
+    setPill('state', words.word);
+    $('state').dataset.tone = words.tone;
+    $('state').dataset.state = data?.state ?? '';
+    $('state').title = data?.state ?? '';
+    $('stateDetail').textContent = words.detail;
+    $('demoBadge').hidden = data?.demo !== true;
+    // Rates exist only while a pipeline runs; ingest numbers only with a publisher's RTCP.
+    const running = data?.state && data.state !== 'OFFLINE';
+    const hasTrack = Object.keys(video).length > 0;
+    push('in', running ? (inf.input_fps ?? NaN) : NaN);
+    push('out', running ? (inf.output_fps ?? NaN) : NaN);
     push('lat', await viewerDelayMs(), 0);
-    push('rtt', Number.isFinite(video.rtt) ? video.rtt * (video.rtt < 10 ? 1000 : 1) : NaN, 0);
-    push('loss', video.packet_loss_pct ?? NaN, 'loss', 2);
+    push('rtt', hasTrack && Number.isFinite(video.rtt) && video.rtt > 0 ? video.rtt * (video.rtt < 10 ? 1000 : 1) : NaN, 0);
+    push('loss', hasTrack && Number.isFinite(video.packet_loss_pct) ? video.packet_loss_pct : NaN, 'loss', 2);
     $('quality').textContent = stats.conn_quality ?? '–';
     $('lastError').textContent = inf.last_error ? `Last error: ${inf.last_error}` : '';
   } catch (err) {
-    setPill('state', 'status unavailable');
+    setPill('state', 'Status unavailable');
+    $('state').dataset.tone = 'warn';
     $('lastError').textContent = err.message;
   }
 }

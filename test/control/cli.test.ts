@@ -46,14 +46,58 @@ t.test('serve prints URLs and a key on first start, serves, and exits 0 on SIGTE
   t.ok(key, 'prints a ready-to-use key');
   t.match(banner, /\/docs/, 'points at the API docs');
 
-  const health = await fetch(`${url}/healthz`);
-  t.equal(health.status, 200);
+  t.match(banner, /\/web\/songs\.html/, 'names the songs page');
+  t.match(banner, /\/readyz/, 'names the readiness URL');
+  for (const path of ['/livez', '/readyz', '/healthz']) t.equal((await fetch(`${url}${path}`)).status, 200, `${path} answers 200`);
   const usage = await fetch(`${url}/music/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
   t.equal(usage.status, 200, 'the printed key works');
 
   child.kill('SIGTERM');
   const [code] = (await once(child, 'exit')) as [number | null];
   t.equal(code, 0, 'graceful shutdown exits 0');
+});
+
+t.test('serve --help prints usage with every flag and exits 0', { timeout: 60_000 }, async (t) => {
+  for (const flag of ['--help', '-h']) {
+    const { stdout } = await run(process.execPath, [...CLI, 'serve', flag], { env: { ...process.env } });
+    t.match(stdout, /^usage: reverie serve/, `${flag}: usage first`);
+    t.match(stdout, /--webrtc-udp-port-range/, `${flag}: lists the variable flags`);
+    t.match(stdout, /--drain-timeout/);
+  }
+  const bad = await run(process.execPath, [...CLI, 'serve', '--no-such-flag'], { env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
+  t.equal((bad as { code: number }).code, 2, 'an unknown flag is a usage error');
+  t.match((bad as { stderr: string }).stderr, /usage: reverie serve/);
+});
+
+t.test('a drain that outlasts DRAIN_TIMEOUT ends the process with 1 and one line saying so', { timeout: 60_000 }, async (t) => {
+  // A server whose close never finishes (a stuck render, a hung socket): the real signal handler.
+  const script = `
+    import pino from 'pino';
+    import { closeOnSignals } from ${JSON.stringify(join(ROOT, 'control/Server.ts'))};
+    closeOnSignals({ close: () => new Promise(() => {}) }, pino(), 1);
+    setInterval(() => {}, 1000);
+    process.stdout.write('armed\\n');
+  `;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  let out = '';
+  let sent = false;
+  let signalledAt = 0;
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.includes('armed') && !sent) {
+      sent = true; // one signal: a second one means "exit now"
+      signalledAt = performance.now();
+      child.kill('SIGTERM');
+    }
+  });
+  const [code] = (await once(child, 'exit')) as [number | null];
+  const s = (performance.now() - signalledAt) / 1000;
+  t.equal(code, 1, 'exits 1');
+  t.ok(s >= 0.9 && s < 6, `at the 1 s deadline, not hung and not at once (${s.toFixed(1)} s after SIGTERM)`);
+  t.match(out, /drain did not finish within DRAIN_TIMEOUT \(1 s\)/);
 });
 
 t.test('keys create --plan free --json prints {key, account}', { timeout: 60_000 }, async (t) => {

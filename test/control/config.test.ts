@@ -52,3 +52,16 @@ t.test('the README documents every variable', async (t) => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   for (const v of CONFIG_VARIABLES) t.match(readme, `| \`${v}\` |`, `${v} is in the README table`);
 });
+
+t.test('demo models are on for the embedded default and off when MODELS_DIR names a model volume', async (t) => {
+  t.equal(loadConfig({}).demoModels, true, 'no MODELS_DIR: demo models under DATA_DIR');
+  t.equal(loadConfig({ MODELS_DIR: '/srv/models' }).demoModels, false, 'MODELS_DIR set: never written into it by default');
+  t.equal(loadConfig({ MODELS_DIR: '/srv/models', DEMO_MODELS: 'true' }).demoModels, true, 'unless asked for');
+  t.equal(loadConfig({ DEMO_MODELS: 'false' }).demoModels, false);
+});
+
+t.test('DRAIN_TIMEOUT is seconds, 25 by default, and a bad value is named', async (t) => {
+  t.equal(loadConfig({}).drainTimeoutS, 25);
+  t.equal(loadConfig({ DRAIN_TIMEOUT: '5' }).drainTimeoutS, 5);
+  t.throws(() => loadConfig({ DRAIN_TIMEOUT: '0' }), new ConfigError('invalid DRAIN_TIMEOUT: Too small: expected number to be >=1 (got "0")', 'DRAIN_TIMEOUT'));
+});

@@ -1,11 +1,14 @@
 /**
  * Operability: /openapi.json is a valid OpenAPI 3.1 document (checked by an independent
- * validator) covering both areas; /healthz is 200 when ready and 503 while not; /metrics is
+ * validator) covering both areas; /livez is 200 whenever the process answers, /readyz (and its
+ * older name /healthz) is 200 when ready and its store answers, 503 otherwise; /metrics is
  * Prometheus text with our request counters; request ids come back in X-Request-Id.
  */
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
 import { makeApp } from '../helpers/app.ts';
+import { startRedis } from '../helpers/redis.ts';
+import { createStore } from '../../store/index.ts';
 import { songServices } from '../helpers/songs.ts';
 import { webhookServices } from '../helpers/webhooks.ts';
 
@@ -30,16 +33,50 @@ t.test('GET /openapi.json is a valid OpenAPI 3.1 document with both areas', asyn
   t.ok([200, 302].includes(page.statusCode), 'a readable docs page is served');
 });
 
-t.test('/healthz is 200 when ready and 503 while starting or draining', async (t) => {
+t.test('/readyz and /healthz are 503 while starting or draining, 200 when ready; /livez is 200 throughout', async (t) => {
   let ready = false;
   const { app } = await makeApp(t, { services: () => ({ isReady: () => ready }) });
-  let res = await app.inject({ method: 'GET', url: '/healthz' });
-  t.equal(res.statusCode, 503);
-  t.equal(res.json().status, 'unavailable');
+  for (const url of ['/readyz', '/healthz']) {
+    const res = await app.inject({ method: 'GET', url });
+    t.equal(res.statusCode, 503, `${url} while not ready`);
+    t.match(res.json(), { status: 'unavailable', reason: /starting or draining/ });
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/livez' })).statusCode, 200, 'alive while not ready');
   ready = true;
-  res = await app.inject({ method: 'GET', url: '/healthz' });
-  t.equal(res.statusCode, 200);
-  t.match(res.json(), { status: 'ok', store: 'embedded' });
+  for (const url of ['/readyz', '/healthz']) {
+    const res = await app.inject({ method: 'GET', url });
+    t.equal(res.statusCode, 200, `${url} when ready`);
+    t.match(res.json(), { status: 'ok', store: 'embedded' });
+  }
+});
+
+t.test('a Redis outage makes /readyz 503 within a probe timeout but leaves /livez 200 (no restart storm)', { timeout: 60_000 }, async (t) => {
+  const redis = await startRedis(t);
+  const { app } = await makeApp(t, {
+    services: async ({ dataDir }) => {
+      const store = await createStore({ dataDir, redisUrl: redis.url, redisPrefix: `rv-ready-${process.pid}:` });
+      t.teardown(() => store.close());
+      return { store };
+    },
+  });
+  t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready while Redis answers');
+  await redis.stop({ signal: 'SIGKILL' });
+  const started = performance.now();
+  const res = await app.inject({ method: 'GET', url: '/readyz' });
+  const ms = performance.now() - started;
+  t.equal(res.statusCode, 503, 'unready during the outage');
+  t.match(res.json().reason, /store unreachable/);
+  // 800 ms ping timeout plus scheduling on a loaded machine; the point is it does not wait out
+  // ioredis' reconnect hold (≈ 10 s), which would time every probe out.
+  t.ok(ms < 4000, `answered in ${ms.toFixed(0)} ms (ping bounded at 800 ms), not after Redis' 10 s hold`);
+  const live = await app.inject({ method: 'GET', url: '/livez' });
+  t.equal(live.statusCode, 200, 'still alive');
+  t.equal(live.json().status, 'ok');
+  await redis.restart();
+  let back = 0;
+  // Poll (not sleep): ioredis reconnects on its own schedule.
+  for (let i = 0; i < 100 && back !== 200; i++) back = (await app.inject({ method: 'GET', url: '/readyz' })).statusCode;
+  t.equal(back, 200, 'ready again once Redis is back');
 });
 
 t.test('/metrics exposes request counters by route; responses carry X-Request-Id', async (t) => {

@@ -2,7 +2,8 @@
  * Decode bin (real GStreamer) on the ingest path: our H.264 RTP (EncoderBin → H264Packetizer with
  * FU-A fragments) goes through H264Depacketizer, which must give back the encoder's access units
  * byte for byte, and the decoder turns them into frames of the stream size with the picture's
- * colour preserved. `configure` changes layout and size in place, without a key frame.
+ * colour preserved. `configure` changes layout and size in place, without a key frame. A picture
+ * of another shape is letterboxed into the stream size, never stretched.
  */
 import pino from 'pino';
 import t from 'tap';
@@ -26,13 +27,13 @@ function solid(w: number, h: number, [r, g, b]: [number, number, number]): Uint8
 }
 
 /** An encoder whose access units go packetize → depacketize → `onAu`. */
-function chain(t: { teardown(fn: () => unknown): void }, onAu: (au: EncodedAccessUnit, rebuilt: Buffer, keyframe: boolean) => void) {
+function chain(t: { teardown(fn: () => unknown): void }, onAu: (au: EncodedAccessUnit, rebuilt: Buffer, keyframe: boolean) => void, size = { width: 160, height: 120 }) {
   const pk = new H264Packetizer({ ssrc: 1234, payloadType: 96, maxPayload: 300 });
   const depack = new H264Depacketizer();
   let ts = 0;
   let maxPayload = 0;
   const enc = new EncoderBin({
-    width: 160, height: 120, fps: 30, bitrateKbps: 800, keyIntFrames: 300, keyUnitMinIntervalMs: 100, logger,
+    width: size.width, height: size.height, fps: 30, bitrateKbps: 800, keyIntFrames: 300, keyUnitMinIntervalMs: 100, logger,
     onAccessUnit: (au) => {
       ts += 3000;
       for (const p of pk.packetize(au.nals, ts)) {
@@ -106,3 +107,33 @@ t.test('configure switches to I420 and to a new size in place, with no key frame
   t.equal(keyframes, 1, 'the decoder needed no new key frame');
   t.equal(dec.format, 'I420');
 });
+
+for (const [label, width, height, barRows] of [
+  ['16:9', 192, 108, 21],
+  ['4:3', 160, 120, 12],
+] as const) {
+  t.test(`a ${label} camera is letterboxed into a square stream: black bars, picture not stretched`, { timeout: 30_000 }, async (t) => {
+    const frames: Buffer[] = [];
+    const W = 96;
+    const dec = new DecoderBin({ codec: 'H264', width: W, height: W, threads: 1, logger, onFrame: (f) => frames.push(Buffer.from(f)) });
+    t.teardown(() => dec.close());
+    const { enc } = chain(t, (_au, rebuilt) => dec.push(rebuilt), { width, height });
+    const white = solid(width, height, [235, 235, 235]);
+    for (let i = 0; i < 15; i++) {
+      enc.push({ width, height, data: white, ptsMs: i });
+      await tick();
+    }
+    // The decoder's own output is the signal; poll it (each push is a frame interval apart).
+    for (let i = 0; i < 50 && frames.length < 5; i++) await tick();
+    const last = frames.at(-1);
+    t.equal(last?.length, W * W * 3, 'stream size');
+    const rowMean = (y: number) => {
+      let sum = 0;
+      for (let x = 0; x < W; x++) sum += last?.[(y * W + x) * 3] ?? 0;
+      return sum / W;
+    };
+    // Expected picture height: 96 × height / width; bars split the rest (± a row of scaler rounding).
+    for (const y of [0, barRows - 3, W - barRows + 2, W - 1]) t.ok(rowMean(y) < 30, `row ${y} is a black bar (${rowMean(y).toFixed(0)})`);
+    for (const y of [barRows + 3, W / 2, W - barRows - 4]) t.ok(rowMean(y) > 200, `row ${y} is picture (${rowMean(y).toFixed(0)})`);
+  });
+}

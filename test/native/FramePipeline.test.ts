@@ -202,6 +202,20 @@ void t.test('tensorrt acceleration without TensorRT falls back to cpu and says s
   t.equal(s.demo, true);
 });
 
+void t.test('a node without TensorRT logs the cpu fallback once, one line without a stack, however many streams open', { timeout: 60_000 }, async (t) => {
+  const lines: { level: number; msg: string; err?: unknown; stack?: unknown }[] = [];
+  const capture = pino({ level: 'debug' }, { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[number]) });
+  for (let i = 0; i < 3; i++) {
+    const p = await createFramePipeline({ modelsDir: dir, params: { ...base, acceleration: 'tensorrt' }, logger: capture });
+    t.teardown(() => p.close());
+    t.match(p.status().providerNote, /cpu/, `stream ${i} still says it runs on cpu`);
+  }
+  const fallbacks = lines.filter((l) => /running on cpu/.test(l.msg));
+  t.equal(fallbacks.filter((l) => l.level >= 40).length, 1, 'one warn line for three streams');
+  t.equal(fallbacks.filter((l) => l.level < 40).length, 2, 'the repeats go out at debug');
+  t.notOk(fallbacks.some((l) => l.err !== undefined || l.stack !== undefined), 'no stack trace');
+});
+
 void t.test('bad updates throw synchronously and change nothing', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
   t.throws(() => p.update({ t_index_list: [30, 10] }), { code: 'INVALID_PARAMS' });

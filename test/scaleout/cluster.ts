@@ -89,6 +89,8 @@ export class Cluster {
         REDIS_URL: this.redis.url,
         DATA_DIR: this.dataDir,
         MODELS_DIR: modelsDir,
+        // The test cluster has no real exports: ask for demo models (off by default with MODELS_DIR).
+        DEMO_MODELS: '1',
         LOG_LEVEL: process.env['SCALEOUT_LOG'] ?? 'warn',
         RENDER_WORKERS: '1',
         ALLOW_LOOPBACK_TARGETS: '1',

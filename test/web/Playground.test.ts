@@ -3,7 +3,10 @@
  * the real server (startServer: embedded store, streams API, media node, web routes): the
  * playground creates a stream, publishes the camera over WHIP, plays the output over WHEP, changes
  * the prompt and a processor live and charts the status; the viewer page plays the same output.
- * Screenshots go to test/artifacts/ (gitignored).
+ * Also what a first-time user sees: the WHIP URL and stream key with copy buttons (what OBS
+ * needs), the DEMO badge, the state in words, no charts of things not measured yet, a 4:3 camera
+ * letterboxed (not stretched) into the square stream, and the viewer's poster and status line
+ * while it waits. Screenshots go to test/artifacts/ (gitignored).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -62,7 +65,29 @@ async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => b
 }
 
 interface PlaygroundWindow {
-  playground: { status: { inference_status?: { output_fps?: number; input_fps?: number; last_params?: { prompt?: unknown }; last_params_update_time?: number } } | null; patches: number; mode: string };
+  playground: { status: { state?: string; demo?: boolean; inference_status?: { output_fps?: number; input_fps?: number; last_params?: { prompt?: unknown }; last_params_update_time?: number } } | null; patches: number; mode: string; copied: string | null };
+}
+
+/** Mean luminance of pixel rows of a <video>'s current frame, top to bottom, at the given fractions of its height. */
+async function rowLuma(page: Page, selector: string, fractions: number[]): Promise<number[]> {
+  return page.$eval(
+    selector,
+    (v: HTMLVideoElement, fr: number[]) => {
+      const c = document.createElement('canvas');
+      c.width = v.videoWidth;
+      c.height = v.videoHeight;
+      const g = c.getContext('2d', { willReadFrequently: true });
+      if (!g || c.width === 0) return fr.map(() => NaN);
+      g.drawImage(v, 0, 0);
+      return fr.map((f) => {
+        const d = g.getImageData(0, Math.min(c.height - 1, Math.floor(f * c.height)), c.width, 1).data;
+        let sum = 0;
+        for (let i = 0; i < d.length; i += 4) sum += 0.299 * (d[i] ?? 0) + 0.587 * (d[i + 1] ?? 0) + 0.114 * (d[i + 2] ?? 0);
+        return sum / (d.length / 4);
+      });
+    },
+    fractions,
+  );
 }
 
 t.test('playground: create a stream, publish the camera, see the output, change prompt and processor live, see status; the viewer page plays it', { timeout: 180_000 }, async (t) => {
@@ -96,6 +121,39 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   const info = await page.textContent('#streamInfo');
   t.match(info, /Stream str_\S+ — playback id \S+/, 'the page shows the new stream');
 
+  // What OBS needs, with copy buttons; the key is masked.
+  await page.waitForSelector('#obs:not([hidden])');
+  const whipUrl = await page.inputValue('#whipUrl');
+  t.match(whipUrl, new RegExp(`^${server.url}/live/\\S+/whip$`), `the WHIP URL is shown (${whipUrl})`);
+  t.match(await page.inputValue('#streamKey'), /\S{16,}/, 'the stream key is shown');
+  t.equal(await page.getAttribute('#streamKey', 'type'), 'password', 'masked until copied');
+  await page.click('button[data-copy="whipUrl"]');
+  t.equal(await page.evaluate(() => (window as unknown as PlaygroundWindow).playground.copied), whipUrl, 'Copy copies the WHIP URL');
+  await page.click('button[data-copy="streamKey"]');
+  t.equal(await page.evaluate(() => (window as unknown as PlaygroundWindow).playground.copied), await page.inputValue('#streamKey'), 'Copy copies the stream key');
+
+  // Before anything is published: the state in words, the DEMO badge, no charts of unmeasured numbers.
+  await page.waitForFunction(() => document.getElementById('state')?.dataset['state'] === 'OFFLINE', undefined, { timeout: 10_000 });
+  t.equal(await page.textContent('#state'), 'Waiting for video', 'OFFLINE reads as words');
+  await page.waitForSelector('#demoBadge:not([hidden])', { timeout: 10_000 });
+  t.match(await page.textContent('#demoBadge'), /DEMO/, 'a demo model is labelled as such');
+  for (const f of ['in', 'out', 'lat', 'rtt', 'loss']) t.ok(await page.$eval(`#f-${f}`, (e) => (e as HTMLElement).hidden), `${f}: not charted before it is measured`);
+  t.notOk(await page.$eval('#noMetrics', (e) => (e as HTMLElement).hidden), 'and the page says why');
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-0-created.png'), fullPage: true });
+
+  // The viewer page opened before the stream is live: poster and a waiting line, no error.
+  const playbackId = (await page.getAttribute('#share', 'href'))?.split('v=')[1] ?? '';
+  const early = await ctx.newPage();
+  await early.goto(`${server.url}/web/watch.html?v=${playbackId}`);
+  t.equal(await early.getAttribute('#video', 'poster'), '/web/poster.svg', 'a poster while waiting');
+  await early.waitForFunction(() => /Waiting for the stream/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 20_000 });
+  t.equal(await early.getAttribute('#status', 'data-state'), 'waiting');
+  t.ok(await early.$eval('#error', (e) => (e as HTMLElement).hidden), 'waiting is not shown as an error');
+  t.equal((await fetch(`${server.url}/web/poster.svg`)).status, 200, 'the poster is served');
+  await early.screenshot({ path: join(ARTIFACTS, 'watch-waiting.png'), fullPage: true });
+  // Closed before publishing: on a busy 2-core machine a second early viewer slows the playground's own.
+  await early.close();
+
   // 2. Publish the camera; the page starts watching the output over WHEP by itself.
   await page.click('#publish');
   await eventually('output over WHEP', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'whep', 30_000);
@@ -112,6 +170,8 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   );
   t.ok((st?.inference_status?.output_fps ?? 0) > 0, `status: output ${st?.inference_status?.output_fps} fps, input ${st?.inference_status?.input_fps} fps`);
   t.not(await page.textContent('#v-out'), '–', 'the output fps sparkline has a value');
+  t.notOk(await page.$eval('#f-out', (e) => (e as HTMLElement).hidden), 'measured numbers are charted');
+  t.notOk(await page.$eval('#f-lat', (e) => (e as HTMLElement).hidden), 'the viewer delay too, once watching');
 
   // 4. Change the prompt live: the PATCH goes out and the status reports the new params.
   const before = st?.inference_status?.last_params_update_time ?? 0;
@@ -131,6 +191,16 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   const plain = await videoStats(page, '#output');
   await page.check('#skipDiffusion');
   await page.waitForFunction(() => /Applied skip_diffusion/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
+  // The camera (640×480, 4:3) passes through unchanged now: letterboxed into the 512² stream, so
+  // the top and bottom eighths are black bars and the middle is picture — not stretched to fill.
+  const rows = await eventually('letterboxed passthrough', () => rowLuma(page, '#output', [0.02, 0.08, 0.5, 0.92, 0.98]), (r) => r[0]! < 20 && r[4]! < 20 && r[2]! > 40, 30_000);
+  t.ok(rows[0]! < 20 && rows[1]! < 20 && rows[3]! < 20 && rows[4]! < 20, `black bars top and bottom (${rows.map((r) => r.toFixed(0)).join(', ')})`);
+  t.ok(rows[2]! > 40, 'picture in the middle');
+  // The pipeline restart of that change: whatever state the API reports, the page shows words.
+  const shown = await page.evaluate(() => ({ text: document.getElementById('state')?.textContent, state: document.getElementById('state')?.dataset['state'], tone: document.getElementById('state')?.dataset['tone'] }));
+  t.not(shown.text, shown.state, `the state is in words (${shown.state} → "${shown.text}")`);
+  if (shown.state === 'DEGRADED_INFERENCE') t.not(shown.tone, 'error', 'a reload after a change is not shown as an error');
+  await page.screenshot({ path: join(ARTIFACTS, 'playground-1b-letterbox.png'), fullPage: true });
   await page.check('#processors input[data-proc="canny"]');
   await page.waitForFunction(() => /Applied image_preprocessing/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
   const edges = await eventually('canny output', () => videoStats(page, '#output'), (s) => s.extreme > 0.8, 30_000);
@@ -151,6 +221,7 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   await viewer.waitForFunction(() => document.body.dataset['mode'] === 'whep', undefined, { timeout: 30_000 });
   const v = await eventually('viewer frames', () => videoStats(viewer, '#video'), (s) => s.frames > 10, 20_000);
   t.ok(v.frames > 10, `watch.html plays over WHEP (${v.frames} frames)`);
+  t.match(await viewer.textContent('#status'), /Live · WebRTC/, 'the status line says how it plays');
   await viewer.screenshot({ path: join(ARTIFACTS, 'watch-whep.png'), fullPage: true });
 
   // 8. …and LL-HLS when asked (?hls=1), as it does when WHEP fails.

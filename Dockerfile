@@ -1,0 +1,55 @@
+# syntax=docker/dockerfile:1
+# CPU image of Reverie: every role in one process on the embedded store by default; with
+# REDIS_URL and ROLES (or `serve --roles …`) one role of a scale-out (compose.yaml shows both).
+#
+#   docker build -t reverie .
+#   docker run -p 8080:8080 -p 40000-40099:40000-40099/udp -v reverie-data:/data reverie
+#
+# Debian 12 (bookworm) like our machines, so setup/debian-packages.txt is the package list here
+# too: the build stage installs `run` + `build` packages and compiles the native addons (our
+# GStreamer addon, better-sqlite3); the runtime stage has only the `run` packages.
+ARG NODE_IMAGE=node:22-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY setup/ setup/
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(setup/packages run build) \
+ && rm -rf /var/lib/apt/lists/*
+COPY package.json package-lock.json .npmrc ./
+COPY media/gst/ media/gst/
+# Runtime dependencies only (tsx included: the server runs its TypeScript through it).
+RUN npm ci --omit=dev --no-audit --no-fund
+
+FROM ${NODE_IMAGE}
+WORKDIR /app
+COPY setup/ setup/
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(setup/packages run) \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /app/node_modules node_modules/
+COPY --from=build /app/media/gst/build media/gst/build/
+COPY . .
+# The image's user `node` (uid 1000) owns only the data volume.
+RUN mkdir -p /data && chown node:node /data
+USER node
+
+# Listen on every interface; WebRTC on a fixed UDP range so it can be published (one port per
+# publisher or viewer session: 100 here). Behind Docker's NAT browsers need the host's address:
+# set WEBRTC_ANNOUNCED_ADDRESSES (docs/operations.md, "Ports and NAT").
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    DATA_DIR=/data \
+    WEBRTC_UDP_PORT_RANGE=40000-40099
+VOLUME ["/data"]
+EXPOSE 8080/tcp 40000-40099/udp
+
+# Readiness, not just liveness: the container is healthy once it serves and its store answers.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+
+# SIGTERM drains (DRAIN_TIMEOUT, 25 s) before the engine's 10 s default kill: compose sets stop_grace_period.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["node", "bin/reverie.js"]
+CMD ["serve"]

@@ -92,10 +92,13 @@ export function streamError(
 }
 
 /**
- * Text from inside the server (engine errors, restart logs) made fit for a client: absolute file
- * paths become `…/<file name>`, so a status or error never reveals where models and data live.
- * URLs are left alone (a path after a host or scheme is not a file path).
+ * Text from inside the server (engine errors, restart logs) made fit for a client: an absolute file
+ * path keeps only its last two parts (`…/control_v11p_sd15_canny/model.onnx`: what is missing, not
+ * where models and data live). URLs are left alone (a path after a host or scheme is not a file path).
  */
 export function withoutPaths(text: string): string {
-  return text.replace(/(?<![\w.:/~-])\/(?:[\w.@+~-]+\/)+([\w.@+~-]*)/g, (_m, base: string) => `…/${base}`);
+  return text.replace(/(?<![\w./~-])\/(?:[\w.@+~-]+\/)+[\w.@+~-]*/g, (path) => {
+    const parts = path.split('/').filter(Boolean);
+    return `…/${parts.slice(parts.length > 2 ? -2 : -1).join('/')}`;
+  });
 }

@@ -21,11 +21,14 @@ for (const [area, catalogue] of [['Area A', MUSIC_ERRORS], ['Area B', STREAM_ERR
 t.test('client-visible text carries no file paths; URLs and plain words are kept', async (t) => {
   t.equal(
     withoutPaths('ControlNet thibaud/controlnet-sd21-canny-diffusers needs /var/lib/reverie/models/stabilityai/sd-turbo/unet/model.onnx with residual inputs'),
-    'ControlNet thibaud/controlnet-sd21-canny-diffusers needs …/model.onnx with residual inputs',
+    'ControlNet thibaud/controlnet-sd21-canny-diffusers needs …/unet/model.onnx with residual inputs',
   );
-  t.equal(withoutPaths("ENOENT: no such file or directory, open '/home/op/.cache/x/lora.safetensors'"), "ENOENT: no such file or directory, open '…/lora.safetensors'");
-  t.equal(withoutPaths('at /work/main/native/Engine.ts:120:7'), 'at …/Engine.ts:120:7');
+  t.equal(withoutPaths("ENOENT: no such file or directory, open '/home/op/.cache/x/lora.safetensors'"), "ENOENT: no such file or directory, open '…/x/lora.safetensors'");
+  t.equal(withoutPaths('at /work/main/native/Engine.ts:120:7'), 'at …/native/Engine.ts:120:7');
   t.equal(withoutPaths('fetch https://cdn.example.com/a/b/style.png failed'), 'fetch https://cdn.example.com/a/b/style.png failed');
   t.equal(withoutPaths('prompt was a/b/c and 1/2'), 'prompt was a/b/c and 1/2');
-  t.notMatch(withoutPaths('(/tmp/rv-x/models/a) and /opt/x/y'), /\/tmp|\/opt/);
+  t.notMatch(withoutPaths('(/tmp/rv-x/models/a) and /opt/x/y and /srv/z'), /\/tmp|\/opt|\/srv|rv-x/);
+  t.equal(withoutPaths('load failed [dir:/tmp/rv-1/models/Lykon/dreamshaper-8]'), 'load failed [dir:…/Lykon/dreamshaper-8]');
+  t.equal(withoutPaths('see http://127.0.0.1:8080/a/b/c and rtmp://h.example.com/app/key'), 'see http://127.0.0.1:8080/a/b/c and rtmp://h.example.com/app/key');
+  t.equal(withoutPaths('missing /tmp/m/Lykon/dreamshaper-8/controlnet/control_v11f1e_sd15_tile/model.onnx'), 'missing …/control_v11f1e_sd15_tile/model.onnx', 'names what is missing');
 });

@@ -83,7 +83,7 @@ t.test('8 OBS-like publishers on one node under the defaults: all ONLINE, input 
 t.test('overload: more publishers than the node can encode stay attached, report true rates, share output evenly, and recover', { timeout: 300_000 }, async (t) => {
   const server = await node(t, { MEDIA_CAPACITY: '64' });
   const pubs = startObsPublishers(t);
-  const n = 36;
+  const n = 24;
   const made = await streams(t, server, pubs, n);
   await new Promise((r) => setTimeout(r, 8000));
   const rows = await watch(server, made.map((m) => m.id), 30);

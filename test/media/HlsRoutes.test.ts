@@ -225,10 +225,16 @@ t.test('the LL-HLS playlist follows the HLS spec across reloads; blocking reload
   t.ok(Number(/h264,(\d+)/.exec(dec.stdout)?.[1]) >= 10, `segment holds ${/h264,(\d+)/.exec(dec.stdout)?.[1]} decodable video frames`);
   // An independent part on its own (with init) is a decodable fragment too.
   // Not the newest one: it may still be the part the packager is completing for this reload.
-  const independents = pl.parts.filter((p) => p.independent);
+  // On a loaded machine the playlist read above may be old enough that its parts have left the
+  // window: take them from a fresh playlist, and fetch the part right away (status checked).
+  const fresh = parse(await (await fetch(`${base}/index.m3u8`)).text());
+  const independents = fresh.parts.filter((p) => p.independent);
   const lastPart = independents.at(-2) ?? independents.at(-1);
+  t.ok(lastPart, 'the live playlist lists independent parts');
   if (lastPart) {
-    const part = Buffer.from(await (await fetch(`${base}/${lastPart.uri}`)).arrayBuffer());
+    const res = await fetch(`${base}/${lastPart.uri}`);
+    t.equal(res.status, 200, `part ${lastPart.uri} is served`);
+    const part = Buffer.from(await res.arrayBuffer());
     writeFileSync(join(dir, 'part.mp4'), Buffer.concat([init, part]));
     const p = await run('ffprobe', ['-v', 'error', '-count_frames', '-select_streams', 'v', '-show_entries', 'stream=nb_read_frames', '-of', 'csv=p=0', join(dir, 'part.mp4')]);
     t.ok(Number(p.stdout.trim()) >= 1, `an INDEPENDENT part decodes alone (${p.stdout.trim()} video frames)`);

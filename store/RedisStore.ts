@@ -624,6 +624,19 @@ class Subscriber implements Bus {
     private readonly logger?: Logger,
   ) {
     client.on('message', (channel: string, message: string) => this.onMessage(channel, message));
+    // After a reconnect, subscribe again to every channel we hold. ioredis resubscribes what it
+    // remembers, but in CI a 15 s Redis outage (longer than its per-command retry budget) once
+    // left a node deaf to its RPC channel: our own list is the truth, and SUBSCRIBE is idempotent.
+    let connectedBefore = false;
+    client.on('ready', () => {
+      if (!connectedBefore || this.closed) {
+        connectedBefore = true;
+        return;
+      }
+      const channels = [...this.handlers.keys(), ...[...this.watched.keys()].map((q) => `${this.prefix}notify:${q}`)];
+      if (channels.length === 0) return;
+      client.subscribe(...channels).catch((err: unknown) => this.logger?.warn({ err }, 'subscriber | resubscribe after reconnect failed'));
+    });
   }
 
   private onMessage(channel: string, message: string): void {

@@ -139,15 +139,18 @@ export function applyLimiter(
   }
   // 4. Release (gain rises exponentially, never above the attack curve); loops run twice.
   const rel = 1 - Math.exp(-1 / Math.max(1, o.release));
-  let g = 1;
-  const passes = o.circular ? 2 : 1;
-  for (let pass = 0; pass < passes - 1; pass++) {
+  // A loop's gain enters its first sample where its last sample left it: one silent pass first.
+  const warmUp = (): number => {
+    let w = 1;
+    if (!o.circular) return w;
     for (let i = 0; i < n; i++) {
       const target = req[i] as number;
-      g = g + (1 - g) * rel;
-      if (target < g) g = target;
+      w = w + (1 - w) * rel;
+      if (target < w) w = target;
     }
-  }
+    return w;
+  };
+  let g = warmUp();
   for (let i = 0; i < n; i++) {
     const target = req[i] as number;
     g = g + (1 - g) * rel;
@@ -158,14 +161,7 @@ export function applyLimiter(
   }
   if (gainOut) {
     // Same recursion again, only for stem renders: keeps the loop above free of a store per sample.
-    g = 1;
-    for (let pass = 0; pass < passes - 1; pass++) {
-      for (let i = 0; i < n; i++) {
-        const target = req[i] as number;
-        g = g + (1 - g) * rel;
-        if (target < g) g = target;
-      }
-    }
+    g = warmUp();
     for (let i = 0; i < n; i++) {
       const target = req[i] as number;
       g = g + (1 - g) * rel;

@@ -84,8 +84,8 @@ export function isCurrentDemoModel(modelsDir: string, modelId: string): boolean 
   return (o.controlNets ?? []).every((id) => existsSync(join(modelsDir, 'controlnet', id, 'model.onnx')));
 }
 
-/** A real (non-demo) ControlNet export under `dir`: never overwritten by a demo. */
-function isRealExport(dir: string): boolean {
+/** A real (non-demo) export under `dir` (a model.onnx whose config is not `_demo`): never overwritten by a demo. */
+export function isRealExport(dir: string): boolean {
   if (!existsSync(join(dir, 'model.onnx'))) return false;
   try {
     return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { _demo?: unknown })._demo !== true;

@@ -6,7 +6,8 @@
  * says `"_demo": true`, so status, logs and /metrics label them demo. A folder holding a real
  * export is never overwritten.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { isRealExport } from './TinyModelBuilder.ts';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OnnxGraph } from '../OnnxGraph.ts';
 import { MODEL_PREPROCESSOR_NAMES, preprocessorDir, type ModelPreprocessorName } from '../preprocessors/PreprocessorModel.ts';
@@ -30,14 +31,6 @@ export function buildTinyPreprocessors(modelsDir: string, names: readonly ModelP
   return written;
 }
 
-function isRealExport(dir: string): boolean {
-  if (!existsSync(join(dir, 'model.onnx'))) return false;
-  try {
-    return (JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as { _demo?: unknown })._demo !== true;
-  } catch {
-    return true;
-  }
-}
 
 /** pixel_values [B,3,H,W] (ImageNet-normalised) → predicted_depth [B,H,W]: blurred luminance ("brighter is nearer"). */
 function depth(): Uint8Array {

@@ -46,6 +46,8 @@ export interface RedisStoreOptions extends StoreOptions {
   prefix?: string;
   /** How long `ping()` waits before calling Redis unreachable; default 2000 ms. */
   pingTimeoutMs?: number;
+  /** ms between the bus's self-checks (a probe published to its own channel); default 5000. */
+  busSelfCheckMs?: number;
 }
 
 /** Flat HGETALL reply (or an ioredis object) → record; `_` fields are index bookkeeping. */
@@ -145,7 +147,7 @@ export class RedisStore implements Store {
       },
     };
     this.ctx = ctx;
-    const subscriber = new Subscriber(sub, redis, ctx.prefix, options.logger);
+    const subscriber = new Subscriber(sub, redis, ctx.prefix, options.logger, options.busSelfCheckMs ?? 5_000);
     this.subscriber = subscriber;
     this.pingTimeoutMs = options.pingTimeoutMs ?? 2000;
     this.accounts = new Accounts(ctx);
@@ -614,29 +616,54 @@ class Subscriber implements Bus {
   readonly work = new WorkSignal();
   private readonly handlers = new Map<string, Set<(message: unknown) => void>>();
   private readonly watched = new Map<string, Promise<void>>();
+  /** Our own channel: the self-check publishes here and counts who received it. */
+  private readonly probe: string;
+  private readonly selfCheck: NodeJS.Timeout;
   private chain: Promise<unknown> = Promise.resolve();
   private closed = false;
 
+  /** `client` is connected already: every `ready` it emits from now on is a reconnect. */
   constructor(
     readonly client: Redis,
     private readonly commands: Redis,
     private readonly prefix: string,
-    private readonly logger?: Logger,
+    private readonly logger: Logger | undefined,
+    selfCheckMs: number,
   ) {
     client.on('message', (channel: string, message: string) => this.onMessage(channel, message));
-    // After a reconnect, subscribe again to every channel we hold. ioredis resubscribes what it
-    // remembers, but in CI a 15 s Redis outage (longer than its per-command retry budget) once
-    // left a node deaf to its RPC channel: our own list is the truth, and SUBSCRIBE is idempotent.
-    let connectedBefore = false;
-    client.on('ready', () => {
-      if (!connectedBefore || this.closed) {
-        connectedBefore = true;
-        return;
-      }
-      const channels = [...this.handlers.keys(), ...[...this.watched.keys()].map((q) => `${this.prefix}notify:${q}`)];
-      if (channels.length === 0) return;
-      client.subscribe(...channels).catch((err: unknown) => this.logger?.warn({ err }, 'subscriber | resubscribe after reconnect failed'));
-    });
+    this.probe = `${prefix}bus:self:${randomUUID()}`;
+    this.serial(() => client.subscribe(this.probe)).catch((err: unknown) => this.logger?.warn({ err }, 'subscriber | probe subscribe failed; the self-check will retry'));
+    // ioredis resubscribes what it remembers after a reconnect, but a subscriber connection that
+    // comes back deaf says nothing: our own list is the truth, and SUBSCRIBE is idempotent.
+    client.on('ready', () => this.resubscribe('reconnected'));
+    // Pub/sub has no acknowledgement. PUBLISH answers how many subscribers received a message,
+    // so a probe to our own channel that reaches nobody proves this connection went deaf
+    // (seen after a 15 s Redis outage under load): subscribe again to everything we hold.
+    this.selfCheck = setInterval(() => void this.check(), selfCheckMs);
+    this.selfCheck.unref();
+  }
+
+  /** Every channel this process listens on: the probe, the handlers' and the watched queues'. */
+  private channels(): string[] {
+    return [this.probe, ...this.handlers.keys(), ...[...this.watched.keys()].map((q) => `${this.prefix}notify:${q}`)];
+  }
+
+  private resubscribe(why: string): void {
+    if (this.closed) return;
+    const channels = this.channels();
+    this.serial(() => this.client.subscribe(...channels)).catch((err: unknown) =>
+      this.logger?.warn({ err }, `subscriber | subscribe again failed [why:${why}] [channels:${channels.length}]`),
+    );
+  }
+
+  /** One self-check: resolves true when the probe reached us (or could not be sent: nothing to judge). */
+  async check(): Promise<boolean> {
+    if (this.closed || this.client.status !== 'ready' || this.commands.status !== 'ready') return true;
+    const received = await this.commands.publish(this.probe, '1').catch(() => null);
+    if (received !== 0) return true;
+    this.logger?.warn(`subscriber | deaf (a probe to our own channel reached nobody): subscribing again [channels:${this.channels().length}]`);
+    this.resubscribe('deaf');
+    return false;
   }
 
   private onMessage(channel: string, message: string): void {
@@ -696,9 +723,11 @@ class Subscriber implements Bus {
     await this.serial(async () => {
       let set = this.handlers.get(full);
       if (!set) {
+        // Listed only once Redis confirmed it: a failed SUBSCRIBE must not leave an empty set
+        // that makes the next subscribe() skip its own SUBSCRIBE.
+        await this.client.subscribe(full);
         set = new Set();
         this.handlers.set(full, set);
-        await this.client.subscribe(full);
       }
       set.add(own);
     });
@@ -720,6 +749,7 @@ class Subscriber implements Bus {
 
   close(): void {
     this.closed = true;
+    clearInterval(this.selfCheck);
     this.work.close();
     this.handlers.clear();
   }

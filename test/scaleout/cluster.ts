@@ -176,7 +176,7 @@ export class Cluster {
 
   /** The last lines each process printed (warnings and errors at the default level): what a timeout message needs. */
   #tails(): string {
-    return [...this.procs].map((p) => `--- ${p.name} (${p.roles}):\n${p.output().slice(-3_000)}`).join('\n');
+    return [...this.procs].map((p) => `--- ${p.name} (${p.roles}):\n${tail(p.output())}`).join('\n');
   }
 
   /** Webhook events received so far (parsed bodies with the delivery id header). */
@@ -186,4 +186,20 @@ export class Cluster {
       return { id: body['id'] as string, headerId: String(r.headers['reverie-webhook-id']), type: body['type'] as string, data: body['data'] as Json };
     });
   }
+}
+
+/**
+ * A process's last 2 500 characters of log without the reconnect noise: during a Redis outage
+ * every client logs a connection error per retry, which would push out the lines that tell
+ * what went wrong. Those become one count.
+ */
+function tail(output: string): string {
+  const lines = output.split('\n');
+  const noise = lines.filter((l) => l.includes('redis | connection error')).length;
+  const kept = lines
+    .filter((l) => !l.includes('redis | connection error'))
+    .map((l) => l.replace(/"stack":"(?:[^"\\]|\\.)*",?/g, ''))
+    .join('\n')
+    .slice(-2_500);
+  return `${noise > 0 ? `(${noise} "redis | connection error" lines left out)\n` : ''}${kept}`;
 }

@@ -11,8 +11,15 @@ import { Cluster, type Json } from './cluster.ts';
 
 t.test('Redis outages of 2, 6 and 15 s end no stream; the publisher goes on; a dead node is still detected', { timeout: 300_000 }, async (t) => {
   const c = await Cluster.start(t, { appendonly: true });
-  const media1 = await c.spawn('media1', 'media');
-  const [media2, api] = await Promise.all([c.spawn('media2', 'media'), c.spawn('api', 'api'), c.spawn('worker1', 'worker', { RENDER_WORKERS: '0' }), c.spawn('worker2', 'worker', { RENDER_WORKERS: '0' })]);
+  // Info-level logs (a few lines a second): a failure's tails then say what each process did.
+  const info = { LOG_LEVEL: process.env['SCALEOUT_LOG'] ?? 'info' };
+  const media1 = await c.spawn('media1', 'media', info);
+  const [media2, api] = await Promise.all([
+    c.spawn('media2', 'media', info),
+    c.spawn('api', 'api', info),
+    c.spawn('worker1', 'worker', { ...info, RENDER_WORKERS: '0' }),
+    c.spawn('worker2', 'worker', { ...info, RENDER_WORKERS: '0' }),
+  ]);
   await c.until('both media nodes registered', async () => (await c.store.nodes.list('media')).length === 2);
   const hook = await c.api(api, 'POST', '/v1/webhooks', { url: c.receiver.url('/hook'), events: ['stream.started', 'stream.ended'] });
   t.equal(hook.status, 201);
@@ -34,8 +41,14 @@ t.test('Redis outages of 2, 6 and 15 s end no stream; the publisher goes on; a d
         last = d;
         return d && d['state'] === 'ONLINE' && (d['inference_status'] as Json | undefined)?.['input_fps'] > 0 ? d : null;
       }, 60_000)
-      .catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}\nlast status seen: ${JSON.stringify(last)}`);
+      .catch(async (err: unknown) => {
+        // What a CI failure needs first: the api's view, the record, the registry, the events; then the logs.
+        const record = await c.store.streams.get(s['id'] as string).catch((e: unknown) => String(e));
+        const nodes = await c.store.nodes.list('media').catch((e: unknown) => String(e));
+        const now = Date.now();
+        const registry = Array.isArray(nodes) ? nodes.map((n) => ({ id: n.id, beatAgoMs: now - n.lastBeatMs, expiresInMs: n.expiresAtMs - now })) : nodes;
+        const facts = { lastStatus: last, record, registry, events: c.events().map((e) => e.type) };
+        throw new Error(`status never ONLINE again: ${JSON.stringify(facts)}\n${(err as Error).message}`);
       });
   const before = await online();
   const session = before['request_id'] as string;

@@ -16,7 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { NodeEntry, Store, Unsubscribe } from '../store/index.ts';
-import type { MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
+import type { ClipRequest, ClipResult, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
 /** Registry kind media nodes beat under. */
 export const MEDIA_NODE_KIND = 'media';
@@ -34,7 +34,11 @@ export interface MediaNodeBeat extends MediaNodeInfo {
 export type RpcRequest =
   | { id: string; replyTo: string; method: 'updateParams'; update: ParamsUpdate }
   | { id: string; replyTo: string; method: 'status'; streamId: string }
-  | { id: string; replyTo: string; method: 'endStream'; streamId: string };
+  | { id: string; replyTo: string; method: 'endStream'; streamId: string }
+  | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string };
+
+/** ms a clip request waits for the node (it remuxes and writes the MP4 first). */
+const CLIP_TIMEOUT_MS = 15_000;
 
 export type RpcReply = { id: string; ok: true; result: unknown } | { id: string; ok: false; error: string };
 
@@ -127,6 +131,12 @@ export class BusMediaNodeClient implements MediaNodeClient {
     return (await this.#request(nodeId, { method: 'endStream', streamId })) as boolean;
   }
 
+  async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {
+    if (!(await this.#isAlive(nodeId))) return null;
+    // The node remuxes and writes the file before answering: allow for it (≈ 0.1–1 s).
+    return (await this.#request(nodeId, { method: 'clip', streamId, ...req }, CLIP_TIMEOUT_MS)) as ClipResult | null;
+  }
+
   async subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe> {
     return this.#store.bus.subscribe(MEDIA_EVENTS_CHANNEL, (message) => handler(message as NodeEvent));
   }
@@ -148,7 +158,7 @@ export class BusMediaNodeClient implements MediaNodeClient {
     return this.#replies;
   }
 
-  async #request(nodeId: string, body: DistributiveOmit<RpcRequest, 'id' | 'replyTo'>): Promise<unknown> {
+  async #request(nodeId: string, body: DistributiveOmit<RpcRequest, 'id' | 'replyTo'>, timeoutMs = this.#timeoutMs): Promise<unknown> {
     if (this.#closing) throw new MediaNodeUnreachableError(nodeId, 'media node client is closed');
     await this.#listen();
     const id = `${this.clientId}.${++this.#seq}`;
@@ -156,8 +166,8 @@ export class BusMediaNodeClient implements MediaNodeClient {
     const answer = new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new MediaNodeUnreachableError(nodeId, `media node ${nodeId} did not answer ${body.method} in ${this.#timeoutMs} ms`));
-      }, this.#timeoutMs);
+        reject(new MediaNodeUnreachableError(nodeId, `media node ${nodeId} did not answer ${body.method} in ${timeoutMs} ms`));
+      }, timeoutMs);
       this.#pending.set(id, { nodeId, resolve, reject, timer });
     });
     try {

@@ -7,8 +7,8 @@
  */
 import type { Logger } from 'pino';
 import type { MediaNode } from '../media/index.ts';
-import type { Unsubscribe } from '../store/index.ts';
-import type { IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
+import type { BlobStore, Unsubscribe } from '../store/index.ts';
+import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
 export interface LocalMediaNodeClientOptions {
   node: MediaNode;
@@ -20,6 +20,8 @@ export interface LocalMediaNodeClientOptions {
   demo: boolean;
   logger: Logger;
   now?: () => number;
+  /** Where clips are written (the blob store every role shares); without it `clip` refuses. */
+  blobs?: BlobStore;
 }
 
 /** The reload book a native FramePipeline keeps in its status, when the stream runs one. */
@@ -181,6 +183,13 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     this.#books.delete(streamId);
     if (nodeId !== this.nodeId) return false;
     return this.#node.endStream(streamId);
+  }
+
+  async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {
+    if (nodeId !== this.nodeId) return null;
+    const blobs = this.#opts.blobs;
+    if (!blobs) throw new Error('this media node has no blob store to write clips to');
+    return this.#node.clip(streamId, req.seconds, blobs.pathOf(req.key));
   }
 
   async subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe> {

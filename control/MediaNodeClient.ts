@@ -9,6 +9,7 @@
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
  * The embedded default implements it with direct calls (LocalMediaNodeClient).
  */
+import type { ClipResult } from '../media/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
 export interface MediaNodeInfo {
@@ -104,6 +105,13 @@ export type NodeEvent =
   | { type: 'live'; nodeId: string; streamId: string; lastSignalAt: number; outputFps: number }
   | { type: 'ended'; nodeId: string; streamId: string; startedAt: number; endedAt: number; reason: string };
 
+export interface ClipRequest {
+  /** 1–60. */
+  seconds: number;
+  /** Blob key of the MP4 to write. */
+  key: string;
+}
+
 export interface MediaNodeClient {
   /** Nodes that can take streams now. */
   nodes(): Promise<MediaNodeInfo[]>;
@@ -113,7 +121,14 @@ export interface MediaNodeClient {
   status(nodeId: string, streamId: string): Promise<NodeStreamStatus | null>;
   /** Ends the publisher and viewers; false when the node does not hold the stream. */
   endStream(nodeId: string, streamId: string): Promise<boolean>;
+  /**
+   * Writes the newest `seconds` of the stream's output as an MP4 to the blob `key` (the blob store
+   * every role shares); null when the node holds no output of the stream.
+   */
+  clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null>;
   subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe>;
   /** Idempotent. */
   close(): Promise<void>;
 }
+
+export type { ClipResult };

@@ -7,6 +7,7 @@ import type { BlobStore } from '../store/index.ts';
 import type { SongService } from '../songs/SongService.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
+import type { ClipService } from './ClipService.ts';
 import type { StreamService } from './StreamService.ts';
 
 export interface Services {
@@ -18,6 +19,8 @@ export interface Services {
   links?: LinkSigner;
   /** Area B streams (create, update, status, delete). */
   streams?: StreamService;
+  /** Clips of live streams; mounted with `streams`. */
+  clips?: ClipService;
   /** Area B webhook management. */
   webhooks?: WebhookService;
   /** The media node's WHIP/WHEP routes (embedded default and `media` role). */

@@ -23,6 +23,7 @@ import type { RoleDeps } from './Roles.ts';
 import type { Services } from './Services.ts';
 import { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
 import { MODEL_IDS } from './StreamParams.ts';
+import { ClipService } from './ClipService.ts';
 import { StreamService } from './StreamService.ts';
 
 export interface StreamRoleOverrides {
@@ -101,6 +102,9 @@ class NoMediaNodes implements MediaNodeClient {
   async endStream() {
     return false;
   }
+  async clip() {
+    return null;
+  }
   async subscribe() {
     return async () => undefined;
   }
@@ -148,6 +152,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       models,
       demo,
       logger: deps.logger,
+      blobs: deps.blobs,
       ...(deps.now ? { now: deps.now } : {}),
     });
     registerMediaMetrics(deps.metrics, node);
@@ -178,7 +183,10 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
     service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, ...(deps.now ? { now: deps.now } : {}) });
-    if (has('api')) services.streams = service;
+    if (has('api')) {
+      services.streams = service;
+      services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+    }
   }
 
   let lifecycle: StreamLifecycle | null = null;

@@ -23,6 +23,7 @@ import { musicError, streamError, type Area } from './errors.ts';
 import type { Metrics } from './Metrics.ts';
 import { musicRoutes } from './routes/music.ts';
 import { systemRoutes } from './routes/system.ts';
+import { clipRoutes } from './routes/clips.ts';
 import { streamRoutes } from './routes/streams.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './Services.ts';
@@ -139,6 +140,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   await app.register(async (area) => {
     area.addHook('onRequest', authHook('streams', ctx.store));
     await area.register(streamRoutes(config, ctx));
+    await area.register(clipRoutes(config, ctx));
     await area.register(webhookRoutes(config, ctx));
   });
 

@@ -41,6 +41,23 @@ export interface HlsPackagerOptions {
   requestKeyUnit: () => void;
   /** Called when a player starts requesting after `demandIdleMs` without requests (starts the AAC encoder). */
   onDemand?: () => void;
+  /** Called with each complete segment (the clip buffer and recordings keep them past the window). */
+  onSegment?: (segment: CompletedSegment) => void;
+}
+
+/** A complete segment with what it needs to play on its own: its init segment. */
+export interface CompletedSegment {
+  msn: number;
+  /** Init segments change when the encoder's SPS does; segments play only after their own. */
+  initId: number;
+  init: Buffer;
+  /** moof+mdat fragments, starting on a keyframe. */
+  bytes: Buffer;
+  durationMs: number;
+  /** ms epoch of the first sample. */
+  wallStartMs: number;
+  /** The publisher was away before this segment (a gap in media time). */
+  discontinuity: boolean;
 }
 
 /** ms without any HLS request after which the stream counts as not watched over HLS. */
@@ -337,6 +354,23 @@ export class HlsPackager {
     seg.complete = true;
     seg.bytes = Buffer.concat(seg.parts.map((p) => p.bytes ?? Buffer.alloc(0)));
     this.#segments.push(seg);
+    const init = this.#inits.get(seg.initId)?.bytes;
+    if (this.#opts.onSegment && init) {
+      const segment: CompletedSegment = {
+        msn: seg.msn,
+        initId: seg.initId,
+        init,
+        bytes: seg.bytes,
+        durationMs: (seg.ticks / VIDEO_TIMESCALE) * 1000,
+        wallStartMs: seg.wallStartMs,
+        discontinuity: seg.discontinuity,
+      };
+      try {
+        this.#opts.onSegment(segment);
+      } catch (err) {
+        this.#logger.error({ err }, `closeSegment() | onSegment threw [msn:${seg.msn}]`);
+      }
+    }
     while (this.#segments.length > this.#opts.windowSegments) {
       const gone = this.#segments.shift();
       if (gone?.discontinuity) this.#discontinuitySeq++;

@@ -34,6 +34,7 @@ import { InvalidStateError, MediaError } from './errors.ts';
 import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
+import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
 import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
@@ -223,6 +224,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The decoder was just built: frames wait for the next key frame. */
   #decoderNeedsKey = true;
   readonly #hls: HlsPackager | null;
+  /** The last minute of output segments, for clips (fed by the HLS packager). */
+  readonly #clips = new ClipBuffer();
   #aac: AacEncoderBin | null = null;
   #rtmp: RtmpPush | null = null;
   #rtmpUrl: string | undefined;
@@ -246,6 +249,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           logger: opts.logger,
           requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
           onDemand: () => this.#syncAac(),
+          onSegment: (segment) => this.#clips.push(segment),
         })
       : null;
     this.#statsTimer = setInterval(() => {
@@ -274,6 +278,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The LL-HLS packager (null when HLS is off). */
   get hls(): HlsPackager | null {
     return this.#hls;
+  }
+
+  /**
+   * The newest `seconds` of output (whole segments, cut at keyframes), or null when none is held
+   * (no output yet, or HLS off: the clip buffer is fed by the HLS packager).
+   */
+  clip(seconds: number): ClipSource | null {
+    return this.#clips.take(seconds);
   }
 
   /**
@@ -852,6 +864,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#processor?.close(),
       () => this.#stopOutputs(),
       () => this.#hls?.close(),
+      () => this.#clips.clear(),
     ];
     for (const step of steps) {
       try {

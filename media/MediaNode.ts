@@ -9,6 +9,7 @@ import type { OutboundPolicy } from './RtmpRelay.ts';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { writeClipMp4 } from './ClipMp4.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './LiveStream.ts';
@@ -104,6 +105,16 @@ export type MediaNodeEvents = {
 /** A session as the HTTP layer sees it; `trickled` counts the candidates its PATCHes added. */
 export type SessionEntry = ({ kind: 'whip'; session: WhipSession } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
 
+/** A clip written by `MediaNode.clip`. */
+export interface ClipResult {
+  /** Media time of the clip, ms (whole segments: within one segment of what was asked, or less when less was held). */
+  durationMs: number;
+  /** Bytes of the MP4. */
+  size: number;
+  /** ms epoch of its first frame. */
+  startedAtMs: number;
+}
+
 export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly settings: MediaSettings;
   readonly #opts: MediaNodeOptions;
@@ -188,6 +199,17 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   status(streamId: string): LiveStreamStatus | null {
     return this.#streams.get(streamId)?.status() ?? null;
+  }
+
+  /**
+   * Writes the newest `seconds` of the stream's output to `out` as an MP4 (whole segments cut at
+   * keyframes, remuxed without re-encoding); null when the node holds no output of it.
+   */
+  async clip(streamId: string, seconds: number, out: string): Promise<ClipResult | null> {
+    const source = this.#streams.get(streamId)?.clip(seconds);
+    if (!source) return null;
+    const { size } = await writeClipMp4(source, { out, ffmpegPath: this.settings.ffmpegPath });
+    return { durationMs: Math.round(source.durationMs), size, startedAtMs: source.startedAtMs };
   }
 
   /** Ends the stream (publisher and viewers); `ended` fires with reason `deleted` if it was live. */

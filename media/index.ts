@@ -4,7 +4,7 @@
  * creates one MediaNode per process, registers its routes on the fastify app, and listens for
  * `started` / `live` / `ended`.
  */
-export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
+export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
 export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
@@ -12,6 +12,7 @@ export { STAGE_BUCKETS_S, type StageTotals } from './StageTimer.ts';
 export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
+export { CLIP_MAX_SECONDS } from './ClipBuffer.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export type { OutboundPolicy } from './RtmpRelay.ts';
 export {

@@ -32,6 +32,8 @@ export interface BlobStore {
    * returns how many.
    */
   deletePrefix(prefix: string): Promise<number>;
+  /** Names of the blobs directly under the folder `dir` (`clips/str_1`), sorted; [] if none. */
+  list(dir: string): Promise<string[]>;
   /** Local file path of the key (filesystem stores; for `sendFile`-style serving). */
   pathOf(key: string): string;
 }
@@ -120,6 +122,17 @@ export class FsBlobStore implements BlobStore {
       return true;
     } catch (err) {
       if (isMissing(err)) return false;
+      throw err;
+    }
+  }
+
+  async list(dir: string): Promise<string[]> {
+    checkBlobKey(dir);
+    try {
+      const entries = await readdir(path.join(this.dir, ...dir.split('/')), { withFileTypes: true });
+      return entries.filter((e) => e.isFile() && !e.name.startsWith('.')).map((e) => e.name).sort();
+    } catch (err) {
+      if (isMissing(err)) return [];
       throw err;
     }
   }

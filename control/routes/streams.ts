@@ -248,11 +248,13 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): Fastif
       { schema: { tags, summary: 'End and delete a stream (Daydream style: ?id=)', querystring: z.object({ id: z.string().min(1).max(100) }), response: deleted } },
       async (req) => {
         await service.delete(acc(req), req.query.id);
+        await ctx.clips?.deleteAll(req.query.id);
         return { success: true as const, data: {} };
       },
     );
     r.delete('/v1/streams/:id', { schema: { tags, summary: 'End and delete a stream', params: IdParams, response: deleted } }, async (req) => {
       await service.delete(acc(req), req.params.id);
+      await ctx.clips?.deleteAll(req.params.id);
       return { success: true as const, data: {} };
     });
   };

@@ -57,3 +57,14 @@ void t.test('append creates the blob and its folders, then grows it in order; ba
   t.equal((await blobs.get('songs/sng_2/1.mp3.part'))?.toString(), 'abcd');
   await t.rejects(blobs.append('../escape', Buffer.from('x')), { code: 'invalid_argument' });
 });
+
+void t.test('list names the files directly under a folder, sorted, without temp files or folders', { timeout: 10_000 }, async (t) => {
+  const blobs = makeBlobs(t);
+  t.same(await blobs.list('clips/str_1'), [], 'a missing folder lists nothing');
+  await blobs.put('clips/str_1/clp_b.json', Buffer.from('{}'));
+  await blobs.put('clips/str_1/clp_a.mp4', Buffer.from('x'));
+  await blobs.put('clips/str_1/deeper/x.json', Buffer.from('{}'));
+  await blobs.put('clips/str_2/clp_c.json', Buffer.from('{}'));
+  t.same(await blobs.list('clips/str_1'), ['clp_a.mp4', 'clp_b.json']);
+  await t.rejects(blobs.list('../etc'), { code: 'invalid_argument' });
+});

@@ -39,7 +39,7 @@ export interface ClipView {
   id: string;
   stream_id: string;
   seconds: number;
-  /** Media time, s (whole segments: within about one segment of `seconds`, or less when less was live). */
+  /** Media time, s (whole segments: at least `seconds`, up to one segment more; less when less was live). */
   duration: number;
   size: number;
   started_at: string;

@@ -2,13 +2,15 @@
  * The last minute of a stream's output, kept so a client can clip it (`POST …/clips`): the
  * complete fMP4 segments the HLS packager already produced from the stream's one encode (no
  * second encode, no decode). Segments start on keyframes, so a clip is cut at key frames with
- * one segment's granularity (≈ 1 s by default) and ends with the newest complete segment.
+ * one segment's granularity (≈ 1 s by default): at least what was asked, up to a segment more,
+ * ending with the newest complete segment. Its
+ * length is media time, so a stall or a publisher's reconnect inside it is a gap (the player
+ * holds the last frame), as it was live.
  *
  * Bounded twice: by media time (`maxMs`, default 62 s: a 60 s clip plus a segment of slack) and
  * by bytes (`maxBytes`, default 24 MiB ≈ 60 s at 3 Mbit/s, twice our default bitrate), dropping
  * the oldest segment first. A clip never spans an init change (an SPS change): it stops at the
- * newest segment whose init differs, and at a discontinuity (the publisher was away), and so may
- * be shorter than asked.
+ * newest segment whose init differs, and so may be shorter than asked.
  */
 import type { CompletedSegment } from './HlsPackager.ts';
 
@@ -23,7 +25,7 @@ export interface ClipBufferOptions {
 export interface ClipSource {
   init: Buffer;
   segments: CompletedSegment[];
-  /** Sum of the segments' durations, ms. */
+  /** Media time from the first frame to the end of the last, ms (gaps included). */
   durationMs: number;
   /** ms epoch of the first frame. */
   startedAtMs: number;
@@ -64,27 +66,26 @@ export class ClipBuffer {
   }
 
   /**
-   * The newest segments covering at least `seconds` (fewer when less is held or an init change
-   * comes first); null when nothing is held.
+   * The newest segments covering at least `seconds` — the moment a client clips is never cut
+   * off, so a clip is up to one segment longer than asked — or fewer when less is held or an
+   * init change comes first; null when nothing is held.
    */
   take(seconds: number): ClipSource | null {
     const newest = this.#segments.at(-1);
     if (!newest) return null;
     const wantMs = seconds * 1000;
+    const endMs = newest.startMs + newest.durationMs;
     const picked: CompletedSegment[] = [];
-    let ms = 0;
-    for (let i = this.#segments.length - 1; i >= 0 && ms < wantMs; i--) {
+    let spanMs = 0;
+    for (let i = this.#segments.length - 1; i >= 0 && spanMs < wantMs; i--) {
       const seg = this.#segments[i] as CompletedSegment;
       if (seg.initId !== newest.initId) break;
-      // A clip is continuous footage: it does not reach back past a publisher's absence.
-      if (picked[0]?.discontinuity) break;
-      // Stop at a segment whose overshoot is worse than the shortfall without it (nearest length).
-      if (picked.length > 0 && ms + seg.durationMs - wantMs > wantMs - ms) break;
       picked.unshift(seg);
-      ms += seg.durationMs;
+      // Media time, not the sum of durations: a stall or a reconnect is a gap in the timeline.
+      spanMs = endMs - seg.startMs;
     }
     const first = picked[0] as CompletedSegment;
-    return { init: newest.init, segments: picked, durationMs: ms, startedAtMs: first.wallStartMs };
+    return { init: newest.init, segments: picked, durationMs: spanMs, startedAtMs: first.wallStartMs };
   }
 
   clear(): void {

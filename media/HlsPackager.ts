@@ -53,6 +53,8 @@ export interface CompletedSegment {
   init: Buffer;
   /** moof+mdat fragments, starting on a keyframe. */
   bytes: Buffer;
+  /** Media time of the first sample, ms (the timeline the fragments' timestamps use). */
+  startMs: number;
   durationMs: number;
   /** ms epoch of the first sample. */
   wallStartMs: number;
@@ -72,6 +74,8 @@ interface Part {
 
 interface Segment {
   msn: number;
+  /** Media time of the first sample, 90 kHz ticks. */
+  startTicks: number;
   initId: number;
   discontinuity: boolean;
   /** ms epoch of the first sample (EXT-X-PROGRAM-DATE-TIME). */
@@ -309,6 +313,7 @@ export class HlsPackager {
   #startSegment(s: Held): void {
     this.#current = {
       msn: this.#nextMsn++,
+      startTicks: s.t,
       initId: this.#initId,
       discontinuity: this.#pendingDiscontinuity,
       wallStartMs: s.wallMs,
@@ -361,6 +366,7 @@ export class HlsPackager {
         initId: seg.initId,
         init,
         bytes: seg.bytes,
+        startMs: (seg.startTicks / VIDEO_TIMESCALE) * 1000,
         durationMs: (seg.ticks / VIDEO_TIMESCALE) * 1000,
         wallStartMs: seg.wallStartMs,
         discontinuity: seg.discontinuity,

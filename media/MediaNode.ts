@@ -107,7 +107,7 @@ export type SessionEntry = ({ kind: 'whip'; session: WhipSession } | { kind: 'wh
 
 /** A clip written by `MediaNode.clip`. */
 export interface ClipResult {
-  /** Media time of the clip, ms (whole segments: within one segment of what was asked, or less when less was held). */
+  /** Media time of the clip, ms (whole segments: at least what was asked, up to one segment more; less when less was held). */
   durationMs: number;
   /** Bytes of the MP4. */
   size: number;

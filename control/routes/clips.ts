@@ -20,7 +20,7 @@ export const ClipSchema = z
     id: z.string().regex(/^clp_/),
     stream_id: z.string(),
     seconds: z.number().int().describe('What was asked'),
-    duration: z.number().describe('Seconds of media in the MP4: whole segments cut at keyframes, within about one segment (≈ 1 s) of `seconds`, or less when less was live'),
+    duration: z.number().describe('Seconds of media in the MP4: whole segments cut at keyframes: at least `seconds` and up to one segment (≈ 1 s) more, or less when less was live'),
     size: z.number().int().describe('Bytes'),
     started_at: z.string().describe('Time of the first frame'),
     created_at: z.string(),

@@ -96,7 +96,8 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
   t.comment(`a 10 s clip was ready ${tookMs} ms after the request`);
   const c = clip.body;
   t.match(c, { stream_id: id, seconds: 10, id: /^clp_/ });
-  t.ok(c['duration'] >= 9 && c['duration'] <= 11, `duration ${c['duration']} s is within one segment of 10 s`);
+  // At least what was asked, up to one segment more (segments are ≈ 1 s; a slow machine stretches them).
+  t.ok(c['duration'] >= 10 && c['duration'] <= 12.5, `duration ${c['duration']} s: 10 s and at most a segment more`);
   t.ok(c['size'] > 10_000, `size ${c['size']} bytes`);
   t.equal(c['mp4_url'], `${server.url}/v1/streams/${id}/clips/${c['id']}.mp4`);
 
@@ -121,12 +122,12 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
   const duration = Number(probed['format']['duration']);
   t.ok(Math.abs(duration - c['duration']) < 0.5, `ffprobe duration ${duration} s agrees with the record's ${c['duration']} s`);
   const pk = packets(path);
-  t.ok(pk.length > 200, `${pk.length} video packets`);
+  t.ok(pk.length > 100, `${pk.length} video packets (30 fps in, fewer out on a loaded machine)`);
   t.ok(pk[0]?.key, 'the first frame is a keyframe');
   t.ok(Math.abs(pk[0]?.pts ?? 99) < 0.1, `timestamps start at zero (${pk[0]?.pts})`);
   const sorted = pk.map((p) => p.pts);
   t.ok(sorted.every((v, i) => i === 0 || v > (sorted[i - 1] as number)), 'timestamps increase');
-  const decoded = execFileSync('ffmpeg', ['-v', 'error', '-i', path, '-map', '0:v', '-f', 'framemd5', '-'], { encoding: 'utf8' });
+  const decoded = execFileSync('ffmpeg', ['-v', 'error', '-i', path, '-map', '0:v', '-fps_mode', 'passthrough', '-f', 'framemd5', '-'], { encoding: 'utf8' });
   t.equal(decoded.split('\n').filter((l) => /^\d/.test(l)).length, pk.length, 'every frame decodes, from the first');
 
   const range = await fetch(signed, { headers: { range: 'bytes=100-199' } });
@@ -137,7 +138,7 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
 
   const short = await api('POST', `/v1/streams/${id}/clips`, { seconds: 2 });
   t.equal(short.status, 201);
-  t.ok(short.body['duration'] >= 1 && short.body['duration'] <= 3, `a 2 s clip is ${short.body['duration']} s`);
+  t.ok(short.body['duration'] >= 2 && short.body['duration'] <= 4.5, `a 2 s clip is ${short.body['duration']} s`);
 
   const list = await api('GET', `/v1/streams/${id}/clips`);
   t.same(list.body['data'].map((x: Json) => x['id']), [short.body['id'], c['id']], 'listed newest first');

@@ -3,16 +3,24 @@ import { ClipBuffer } from '../../media/ClipBuffer.ts';
 import type { CompletedSegment } from '../../media/HlsPackager.ts';
 
 let msn = 0;
-const seg = (o: Partial<CompletedSegment> = {}): CompletedSegment => ({
-  msn: msn++,
-  initId: 0,
-  init: Buffer.from('init0'),
-  bytes: Buffer.alloc(1000),
-  durationMs: 1000,
-  wallStartMs: 1_000_000 + msn * 1000,
-  discontinuity: false,
-  ...o,
-});
+/** Media time where the next segment starts, ms (segments follow each other unless `gapMs`). */
+let clock = 0;
+const seg = (o: Partial<CompletedSegment> & { gapMs?: number } = {}): CompletedSegment => {
+  const { gapMs = 0, ...rest } = o;
+  const s: CompletedSegment = {
+    msn: msn++,
+    initId: 0,
+    init: Buffer.from('init0'),
+    bytes: Buffer.alloc(1000),
+    startMs: clock + gapMs,
+    durationMs: 1000,
+    wallStartMs: 1_000_000 + clock + gapMs,
+    discontinuity: gapMs > 0,
+    ...rest,
+  };
+  clock = s.startMs + s.durationMs;
+  return s;
+};
 
 t.test('take: the newest segments nearest to the asked length, oldest first', async (t) => {
   const b = new ClipBuffer();
@@ -27,24 +35,26 @@ t.test('take: the newest segments nearest to the asked length, oldest first', as
   t.equal(b.take(60)!.durationMs, 20_000, 'less held than asked: all of it');
 });
 
-t.test('uneven segments: the nearest total, never two segments over', async (t) => {
+t.test('uneven segments: at least what was asked, never a segment more than needed', async (t) => {
   const b = new ClipBuffer();
   for (const d of [2000, 2000, 2000, 600]) b.push(seg({ durationMs: d }));
-  t.equal(b.take(3)!.durationMs, 2600, '0.6 + 2 s is nearer 3 s than 0.6 + 2 + 2 s');
-  t.equal(b.take(4)!.durationMs, 4600, '4.6 s (0.6 over) rather than 2.6 s (1.4 short)');
+  t.equal(b.take(3)!.durationMs, 4600, '3 s asked: 0.6 + 2 + 2 s (0.6 + 2 s would cut the start off)');
+  t.equal(b.take(2.6)!.durationMs, 2600, 'exactly covered: nothing more');
 });
 
-t.test('a clip stops at an init change and at a discontinuity', async (t) => {
+t.test('a clip stops at an init change; a gap (stall, reconnect) counts as the media time it was', async (t) => {
   const b = new ClipBuffer();
   for (let i = 0; i < 5; i++) b.push(seg({ initId: 1, init: Buffer.from('init1') }));
   for (let i = 0; i < 3; i++) b.push(seg({ initId: 2, init: Buffer.from('init2') }));
   const c = b.take(10)!;
   t.equal(c.segments.length, 3, 'only the segments of the newest init');
   t.equal(c.init.toString(), 'init2');
-  b.push(seg({ initId: 2, init: Buffer.from('init2'), discontinuity: true }));
+  b.push(seg({ initId: 2, init: Buffer.from('init2'), gapMs: 4000 }));
   b.push(seg({ initId: 2, init: Buffer.from('init2') }));
-  t.equal(b.take(10)!.segments.length, 2, 'not back past the publisher reconnect');
-  t.ok(b.take(10)!.segments[0]!.discontinuity, 'the clip starts with the segment after the gap');
+  const g = b.take(10)!;
+  t.equal(g.durationMs, 9000, '3 s, a 4 s gap, 2 s: 9 s of media time');
+  t.equal(g.segments.length, 5);
+  t.equal(b.take(6)!.durationMs, 7000, 'asked 6 s: 7 s, the gap included');
 });
 
 t.test('bounded by media time and by bytes, oldest first out', async (t) => {

@@ -80,6 +80,16 @@ t.test('2 api + 2 media + 2 workers over Redis: placement, WHIP through either a
   });
   t.equal(st['inference_status']['last_params']['do_add_noise'], false, 'the node runs the reloaded params');
 
+  // ── a clip asked through api #2 is cut by media node 1 (over the bus) into the shared blob store
+  const clip = await c.until('a clip of stream A', async () => {
+    const r = await c.api(api2, 'POST', `/v1/streams/${onA['id']}/clips`, { seconds: 2 });
+    return r.status === 201 ? r.body : null;
+  });
+  const mp4 = await fetch(clip['mp4_url'] as string, { headers: { authorization: `Bearer ${c.key}` } });
+  t.equal(mp4.status, 200, 'its MP4 downloads through the signed link');
+  t.equal(mp4.headers.get('content-type'), 'video/mp4');
+  t.equal((await mp4.arrayBuffer()).byteLength, clip['size'], 'the size the record says');
+
   // ── kill -9 the node that owns stream A: it ends with `timeout`, the other stream lives on
   await c.kill(media1, 'SIGKILL');
   const killedAt = Date.now();

@@ -26,8 +26,10 @@ interface GstAddon {
   forceKeyUnit(handle: GstHandle, count: number): boolean;
   /** Sets the `caps` of the named element (appsrc, capsfilter); the pipeline renegotiates on the next buffer. */
   setCaps(handle: GstHandle, element: string, caps: string): void;
-  /** NULL state; no callback runs afterwards. Idempotent. */
+  /** NULL state; no callback runs afterwards; the pipeline's GStreamer objects are released now. Idempotent. */
   close(handle: GstHandle): void;
+  /** GstPipelines made by `create` that GStreamer has not finalized yet (process-wide; for leak checks). */
+  livePipelines(): number;
   /** The GStreamer library version, e.g. `GStreamer 1.22.0`. */
   gstVersion: string;
 }

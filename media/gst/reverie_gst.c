@@ -6,7 +6,8 @@
  *   push(handle, bytes)                  copies bytes into a GstBuffer on the appsrc
  *   forceKeyUnit(handle, count)          upstream GstForceKeyUnit from the appsink's sink pad
  *   setCaps(handle, element, caps)       sets an element's `caps` (appsrc, capsfilter) while playing
- *   close(handle)                        NULL state, callbacks released (idempotent)
+ *   close(handle)                        NULL state, callbacks and GStreamer objects released (idempotent)
+ *   livePipelines()                      pipelines created here and not yet finalized (leak checks)
  *
  * Why not gstreamer-superficial: its appsink `pull()` is a libuv threadpool job that blocks in
  * gst_app_sink_pull_sample until a sample exists, so every bin holds a pool thread for its whole
@@ -21,6 +22,13 @@
  * appsink keeps its own bounds and drop policy (max-buffers, drop), exactly as the launch
  * string says. Bus messages are handled synchronously by a sync handler that forwards errors
  * and drops everything else, so nothing accumulates on a bus nobody polls.
+ *
+ * Ownership: a dropped bus message is ours to unref (GstBusSyncHandler's contract), and each
+ * message holds a reference to the element that posted it; missing that unref kept every
+ * pipeline, its bus (a GstPoll socket pair) and its children alive for the process's life.
+ * close() releases every GStreamer object at once, so a closed stream's decoders, frame pools
+ * and sockets go then, not whenever V8 collects the JS handle. The AppBin struct itself is
+ * freed when both the JS handle and the thread-safe function are finalized (either can be last).
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -28,7 +36,11 @@
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/video/video.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 
 /* Samples delivered per wake-up before yielding the JS thread (the rest come with the next). */
@@ -39,6 +51,15 @@
  * a pooled buffer is memory already mapped. RTP and audio packets stay plain allocations.
  */
 #define POOL_MIN_BYTES (64 * 1024)
+/*
+ * Blocks at least this large are mmap'd by glibc and unmapped on free (bytes; glibc's own initial
+ * value). Left to itself glibc raises the threshold to the largest block ever freed, after which
+ * frame-sized blocks (0.2–0.8 MB) freed by streaming, codec and worker threads stay in those
+ * threads' malloc arenas: in a soak with publishers coming and going, arenas grew 150 MiB a
+ * minute with no end in sight (V8 heap flat), while a fixed threshold kept the process flat at
+ * no measurable CPU cost. Process-wide; an operator's MALLOC_MMAP_THRESHOLD_ takes precedence.
+ */
+#define MMAP_THRESHOLD_BYTES (128 * 1024)
 
 typedef struct {
   GstElement *pipeline;
@@ -66,7 +87,18 @@ typedef struct {
    * packets of every stream, and with them their ICE consent.
    */
   int nice;
+  /* Owners of this struct (JS thread only): the JS handle's wrap and the thread-safe function. */
+  int owners;
 } AppBin;
+
+/* GstPipelines created by create() and not yet finalized (any thread; atomic). */
+static gint live_pipelines = 0;
+
+static void on_pipeline_finalized(gpointer data, GObject *where_the_object_was) {
+  (void)data;
+  (void)where_the_object_was;
+  g_atomic_int_add(&live_pipelines, -1);
+}
 
 typedef struct {
   int kind; /* 0 = samples ready, 1 = error message */
@@ -145,6 +177,8 @@ static GstBusSyncReply on_bus_message(GstBus *bus, GstMessage *msg, gpointer use
     g_free(debug);
     notify(bin, 1, text);
   }
+  /* GST_BUS_DROP hands the message back to us: unref it, or it (and its source) lives forever. */
+  gst_message_unref(msg);
   return GST_BUS_DROP;
 }
 
@@ -227,6 +261,19 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   }
 }
 
+static void drop_pool(AppBin *bin) {
+  if (!bin->pool) return;
+  gst_buffer_pool_set_active(bin->pool, FALSE);
+  gst_object_unref(bin->pool);
+  bin->pool = NULL;
+  bin->pool_size = 0;
+}
+
+static void disown(AppBin *bin) {
+  if (--bin->owners == 0) g_free(bin);
+}
+
+/* JS thread. Everything below checks `closed` before touching the pointers released here. */
 static void stop(napi_env env, AppBin *bin) {
   if (!g_atomic_int_compare_and_exchange(&bin->closed, 0, 1)) return;
   /* NULL state joins the streaming threads: no callback runs after this returns. */
@@ -241,14 +288,11 @@ static void stop(napi_env env, AppBin *bin) {
     napi_delete_reference(env, bin->on_samples);
     napi_delete_reference(env, bin->on_error);
   }
-}
-
-static void drop_pool(AppBin *bin) {
-  if (!bin->pool) return;
-  gst_buffer_pool_set_active(bin->pool, FALSE);
-  gst_object_unref(bin->pool);
-  bin->pool = NULL;
-  bin->pool_size = 0;
+  drop_pool(bin);
+  gst_object_unref(bin->src);
+  gst_object_unref(bin->sink);
+  gst_object_unref(bin->pipeline);
+  bin->src = bin->sink = bin->pipeline = NULL;
 }
 
 /* A buffer of `size` bytes: pooled for frames (one pool per size, rebuilt when the size changes). */
@@ -271,15 +315,19 @@ static GstBuffer *new_buffer(AppBin *bin, gsize size) {
   return buffer;
 }
 
+/* The JS handle was collected (or the env is torn down): a handle never closed stops here. */
 static void finalize_bin(napi_env env, void *data, void *hint) {
   (void)hint;
   AppBin *bin = (AppBin *)data;
   stop(env, bin);
-  drop_pool(bin);
-  gst_object_unref(bin->src);
-  gst_object_unref(bin->sink);
-  gst_object_unref(bin->pipeline);
-  g_free(bin);
+  disown(bin);
+}
+
+/* The thread-safe function is gone: no call_js can run for this bin any more. */
+static void finalize_tsfn(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  disown((AppBin *)data);
 }
 
 static AppBin *unwrap(napi_env env, napi_value value) {
@@ -323,7 +371,10 @@ static napi_value create(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "pipeline lacks appsrc name=src or appsink name=sink");
     return NULL;
   }
+  g_atomic_int_add(&live_pipelines, 1);
+  g_object_weak_ref(G_OBJECT(pipeline), on_pipeline_finalized, NULL);
   AppBin *bin = g_new0(AppBin, 1);
+  bin->owners = 2;
   bin->pipeline = pipeline;
   bin->src = src;
   bin->sink = sink;
@@ -337,7 +388,7 @@ static napi_value create(napi_env env, napi_callback_info info) {
   CHECK(env, napi_create_string_utf8(env, "reverie_gst", NAPI_AUTO_LENGTH, &resource_name));
   CHECK(env, napi_create_reference(env, argv[1], 1, &bin->on_samples));
   CHECK(env, napi_create_reference(env, argv[2], 1, &bin->on_error));
-  CHECK(env, napi_create_threadsafe_function(env, NULL, NULL, resource_name, 0, 1, NULL, NULL, bin, call_js, &bin->tsfn));
+  CHECK(env, napi_create_threadsafe_function(env, NULL, NULL, resource_name, 0, 1, bin, finalize_tsfn, bin, call_js, &bin->tsfn));
   CHECK(env, napi_create_object(env, &handle));
   CHECK(env, napi_wrap(env, handle, bin, finalize_bin, NULL, NULL));
 
@@ -459,7 +510,18 @@ static napi_value close_bin(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* livePipelines(): GstPipelines made by create() that GStreamer has not finalized yet. */
+static napi_value live_pipelines_count(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+  CHECK(env, napi_create_int32(env, g_atomic_int_get(&live_pipelines), &result));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
+#ifdef __GLIBC__
+  if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL) mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+#endif
   gst_init(NULL, NULL);
   napi_property_descriptor props[] = {
     {"create", NULL, create, NULL, NULL, NULL, napi_default, NULL},
@@ -467,6 +529,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"forceKeyUnit", NULL, force_key_unit, NULL, NULL, NULL, napi_default, NULL},
     {"setCaps", NULL, set_caps, NULL, NULL, NULL, napi_default, NULL},
     {"close", NULL, close_bin, NULL, NULL, NULL, napi_default, NULL},
+    {"livePipelines", NULL, live_pipelines_count, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value version;
   CHECK(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

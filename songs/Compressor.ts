@@ -115,7 +115,8 @@ export class CompressorRun {
       const lvl = blockPeakDb(L, R, start, end);
       this.#envDb += (lvl > this.#envDb ? this.#att : this.#rel) * (lvl - this.#envDb);
       const over = this.#envDb - this.#thrDb;
-      const g1 = over > 0 ? Math.pow(10, (over * this.#slope) / 20) : 1;
+      // Rounded to float32 as applyCompressor's block gains are (so one span gives its exact output).
+      const g1 = Math.fround(over > 0 ? Math.pow(10, (over * this.#slope) / 20) : 1);
       const g0 = Number.isNaN(this.#prev) ? g1 : this.#prev;
       this.#prev = g1;
       scaleBlock(L, R, start, end, g0, g1, inv, gainOut);

@@ -64,6 +64,8 @@ export interface MixResult {
    * the effect returns through that gain. Null otherwise.
    */
   stems: Record<DryStemName, StereoBuffer> | null;
+  /** Samples of the first span handed out before the rest was rendered (the whole take for loops). */
+  firstSpan: number;
   /** Gives the stem buffers back to the thread's pool (call once done reading them). */
   release: () => void;
 }
@@ -556,7 +558,7 @@ async function masterSong(
   if (stemsOut) mark('stems');
   c.onProgress?.(0.8);
   await onFinal?.(finalL, finalR, t1, total);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(Math.max(tp, tp1 * trim1)), timings: c.timings, score, stems: stemsOut, release: () => c.pool.release() };
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(Math.max(tp, tp1 * trim1)), timings: c.timings, score, stems: stemsOut, firstSpan: t1, release: () => c.pool.release() };
 }
 
 function rmsOf(L: Float32Array, R: Float32Array, from: number, to: number): number {
@@ -721,5 +723,5 @@ async function masterLoop(
   }
   c.onProgress?.(0.8);
   await onFinal?.(finalL, finalR, 0, total);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings: c.timings, score, stems: stemsOut, release: () => c.pool.release() };
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings: c.timings, score, stems: stemsOut, firstSpan: total, release: () => c.pool.release() };
 }

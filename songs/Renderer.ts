@@ -29,6 +29,8 @@ export interface TakeResult {
   truePeakDb: number;
   /** Milliseconds per stage. */
   timings: Record<string, number>;
+  /** Seconds at the start mastered and encoded before the rest was rendered (the whole take for loops). */
+  firstSpanSeconds: number;
   /** Standard MIDI File of the notes rendered (always: it is a few kB). */
   midi: Buffer;
   /** The stems zip and where each stem's WAV lies in it, when asked for; else null. */
@@ -83,6 +85,7 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
     duration: mix.n / plan.sampleRate,
     loudness: mix.loudness,
     truePeakDb: mix.truePeakDb,
+    firstSpanSeconds: mix.firstSpan / plan.sampleRate,
     timings: { ...mix.timings, wavPeaks: tw + tp - t0, ...(stems ? { stemsZip: t1 - tp } : {}), mp3: t2 - t1 },
     midi,
     stems: stems ? { zip: stems.zip, members: stems.members } : null,

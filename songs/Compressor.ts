@@ -80,3 +80,56 @@ function blockPeakDb(L: Float32Array, R: Float32Array, start: number, end: numbe
   }
   return 20 * Math.log10(m);
 }
+
+/**
+ * The same compressor run span by span (progressive mastering, songs only: not circular) with a
+ * threshold fixed up front instead of measured on the whole mix. Spans start on a 32-sample block
+ * boundary; the detector and the last block gain carry over, so the result does not depend on
+ * where the spans are cut.
+ */
+export class CompressorRun {
+  readonly #thrDb: number;
+  readonly #att: number;
+  readonly #rel: number;
+  readonly #slope: number;
+  #envDb: number;
+  /** Gain of the previous block (the first block interpolates from its own gain). */
+  #prev = Number.NaN;
+
+  /** `thresholdDb`: absolute threshold, dBFS of the block peak. */
+  constructor(thresholdDb: number, sr: number, o: Omit<CompressorOptions, 'thresholdOverRms' | 'circular'>) {
+    const blockSec = BLOCK / sr;
+    this.#thrDb = thresholdDb;
+    this.#att = 1 - Math.exp(-blockSec / (o.attackMs / 1000));
+    this.#rel = 1 - Math.exp(-blockSec / (o.releaseMs / 1000));
+    this.#slope = 1 / o.ratio - 1;
+    this.#envDb = thresholdDb - 20;
+  }
+
+  /** Compresses L/R[from..to) in place (`from` a multiple of 32); `gainOut[i]` receives each sample's gain. */
+  process(L: Float32Array, R: Float32Array, from: number, to: number, gainOut?: Float32Array): void {
+    if (from % BLOCK !== 0) throw new RangeError(`compressor spans start on a block boundary [from:${from}]`);
+    const inv = 1 / BLOCK;
+    for (let start = from; start < to; start += BLOCK) {
+      const end = Math.min(to, start + BLOCK);
+      const lvl = blockPeakDb(L, R, start, end);
+      this.#envDb += (lvl > this.#envDb ? this.#att : this.#rel) * (lvl - this.#envDb);
+      const over = this.#envDb - this.#thrDb;
+      // Rounded to float32 as applyCompressor's block gains are (so one span gives its exact output).
+      const g1 = Math.fround(over > 0 ? Math.pow(10, (over * this.#slope) / 20) : 1);
+      const g0 = Number.isNaN(this.#prev) ? g1 : this.#prev;
+      this.#prev = g1;
+      scaleBlock(L, R, start, end, g0, g1, inv, gainOut);
+    }
+  }
+}
+
+/** Per-sample interpolation from g0 to g1 across one block (as applyCompressor does). */
+function scaleBlock(L: Float32Array, R: Float32Array, start: number, end: number, g0: number, g1: number, inv: number, gainOut?: Float32Array): void {
+  for (let i = start; i < end; i++) {
+    const g = g0 + (g1 - g0) * (i - start + 1) * inv;
+    L[i] = (L[i] as number) * g;
+    R[i] = (R[i] as number) * g;
+    if (gainOut) gainOut[i] = g;
+  }
+}

@@ -3,15 +3,17 @@
  * and delay sends, side-chain ducking, effects, loop-tail folding, bus compression, fade-out,
  * loudness normalisation to −14 LUFS and a true-peak limiter at −1 dBTP.
  */
-import { applyCompressor } from './Compressor.ts';
+import { applyCompressor, CompressorRun } from './Compressor.ts';
 import { compose, takeSeed, type Score } from './Composer.ts';
-import { applyDelay } from './Delay.ts';
+import { applyDelay, Delay, type DelayOptions } from './Delay.ts';
+import { BufferPool } from './BufferPool.ts';
 import { buildKit } from './DrumKit.ts';
+import { DuckCurve } from './DuckCurve.ts';
 import type { DrumKind } from './Drums.ts';
 import { PATCHES, type Patch } from './Instruments.ts';
-import { applyLimiter, peakEnvelope, type LimiterScratch } from './Limiter.ts';
+import { applyLimiter, LimiterRun, peakEnvelope, type LimiterScratch } from './Limiter.ts';
 import { fromDb, integratedLoudness, toDb, truePeak } from './Loudness.ts';
-import { applyReverb } from './Reverb.ts';
+import { applyReverb, Reverb, type ReverbOptions } from './Reverb.ts';
 import type { SongPlan } from './SongPlanner.ts';
 import { renderVoice, voiceLength } from './Synth.ts';
 
@@ -62,25 +64,10 @@ export interface MixResult {
    * the effect returns through that gain. Null otherwise.
    */
   stems: Record<DryStemName, StereoBuffer> | null;
-}
-
-/**
- * Stem and gain buffers kept between stem renders in this thread (≈ 240 MB at 124 s): on our VMs
- * first-touching fresh memory costs ≈ 3.5 ms per MB, more than all the stem arithmetic, so they are
- * allocated once and zeroed per render. A render returns views into them, valid until the next
- * stem render in the same thread (renderTakeHere consumes them synchronously).
- */
-const stemPool: Float32Array[] = [];
-/** Buffer `k` of the pool, `len` long; zeroed only when `zero` (buffers written in full skip the memset). */
-function pooled(k: number, len: number, zero: boolean): Float32Array {
-  let b = stemPool[k];
-  if (!b || b.length < len) {
-    b = new Float32Array(len);
-    stemPool[k] = b;
-    return b;
-  }
-  if (zero) b.fill(0, 0, len);
-  return b.subarray(0, len);
+  /** Samples of the first span handed out before the rest was rendered (the whole take for loops). */
+  firstSpan: number;
+  /** Gives the stem buffers back to the thread's pool (call once done reading them). */
+  release: () => void;
 }
 
 function stemOfRole(role: string): Exclude<StemName, 'drums' | 'effects'> {
@@ -112,11 +99,10 @@ function stemMono(a: Float32Array, d: Float32Array | null, lo: number, hi: numbe
 }
 
 /**
- * From the bus snapshot after the voices (in stems.chords) and the bus now (voices + drums):
- * drums = bus − snapshot, chords = snapshot − bass − lead. Float32 rounding of these differences
- * is ~1e-7 of full scale, far under one 16-bit step (3e-5).
+ * chords = dry bus − drums − bass − lead over [from, to) (before the effects reach that span).
+ * Float32 rounding of the difference is ~1e-7 of full scale, far under one 16-bit step (3e-5).
  */
-function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, StereoBuffer>, n: number): void {
+function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, StereoBuffer>, from: number, to: number): void {
   const cL = stems.chords.L;
   const cR = stems.chords.R;
   const dL = stems.drums.L;
@@ -125,16 +111,28 @@ function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, S
   const bR = stems.bass.R;
   const lL = stems.lead.L;
   const lR = stems.lead.R;
-  for (let i = 0; i < n; i++) {
-    const vl = cL[i] as number;
-    const vr = cR[i] as number;
-    dL[i] = (L[i] as number) - vl;
-    dR[i] = (R[i] as number) - vr;
-    cL[i] = vl - (bL[i] as number) - (lL[i] as number);
-    cR[i] = vr - (bR[i] as number) - (lR[i] as number);
+  for (let i = from; i < to; i++) {
+    cL[i] = (L[i] as number) - (dL[i] as number) - (bL[i] as number) - (lL[i] as number);
+    cR[i] = (R[i] as number) - (dR[i] as number) - (bR[i] as number) - (lR[i] as number);
   }
 }
 
+/** A drum hit into the drums stem (same gains as addDrum, no send). */
+function addDrumStem(smp: Float32Array, start: number, end: number, gl: number, gr: number, L: Float32Array, R: Float32Array): void {
+  for (let i = start; i < end; i++) {
+    const x = smp[i - start] as number;
+    L[i] = (L[i] as number) + gl * x;
+    R[i] = (R[i] as number) + gr * x;
+  }
+}
+
+/** Multiplies [from, to) of both channels by g. */
+function scaleSpan(L: Float32Array, R: Float32Array, from: number, to: number, g: number): void {
+  for (let i = from; i < to; i++) {
+    L[i] = (L[i] as number) * g;
+    R[i] = (R[i] as number) * g;
+  }
+}
 
 const DRUM_PAN: Record<DrumKind, number> = {
   kick: 0, snare: 0.02, clap: -0.03, hat: 0.25, openhat: 0.28, ride: -0.3, crash: -0.2, rim: 0.15, tom: 0.3, lowtom: -0.25, shaker: -0.35,
@@ -151,24 +149,6 @@ function patchFor(plan: SongPlan, role: string, id: keyof typeof PATCHES): Patch
   // Dubstep wobble: a beat-synced filter LFO on the bass (8th notes), loop-safe (whole cycles per bar).
   if (plan.style === 'dubstep' && role === 'bass') return { ...base, lfoPerBeat: 2, lfoDepth: 3, cutoff: 200 };
   return base;
-}
-
-/** Side-chain gain curve from kick positions: a dip of `depth` recovering over `rel` samples. */
-function duckCurve(score: Score, len: number, loopLen: number | null): Float32Array {
-  const g = new Float32Array(len).fill(1);
-  const rel = Math.round(score.samplesPerBeat * 0.6);
-  const depth = 0.55;
-  const starts = loopLen === null ? score.kicks : [...score.kicks, ...score.kicks.map((k) => k + loopLen)];
-  for (const k of starts) {
-    for (let i = 0; i < rel; i++) {
-      const idx = k + i;
-      if (idx >= len) break;
-      const x = i / rel;
-      const v = 1 - depth * (1 - x) * (1 - x);
-      if (v < (g[idx] as number)) g[idx] = v;
-    }
-  }
-  return g;
 }
 
 /** Union of [start, end) intervals as a flat sorted list [lo0, hi0, lo1, hi1, …] (empty ones dropped). */
@@ -254,62 +234,83 @@ function addDrum(smp: Float32Array, start: number, end: number, gl: number, gr: 
   }
 }
 
-export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void, options: MixOptions = {}): MixResult {
-  // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
-  const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
-  const timings: Record<string, number> = {};
-  let tMark = clock();
-  const mark = (name: string) => {
-    const now = clock();
-    timings[name] = now - tMark;
-    tMark = now;
-  };
-  const sr = plan.sampleRate;
-  const total = plan.totalSamples;
-  const score = compose(plan, n);
-  mark('compose');
-  const tail = plan.loop ? Math.round(LOOP_TAIL_SECONDS * sr) : 0;
-  const len = total + tail;
-  const L = new Float32Array(len);
-  const R = new Float32Array(len);
-  const rev = new Float32Array(len);
-  const dly = new Float32Array(len);
-  const duck = score.parts.some((p) => p.duck) ? duckCurve(score, len, plan.loop ? total : null) : null;
-  let pooledK = 0;
-  // Bass and lead accumulate (zeroed); chords and drums are written in full from bus snapshots.
-  const stereo = (zero: boolean): StereoBuffer => ({ L: pooled(pooledK++, len, zero), R: pooled(pooledK++, len, zero) });
-  // Only bass and lead (+ arp) are accumulated part by part; chords and drums come from snapshots
-  // of the bus (after the voices, after the drums) by subtraction, which costs a copy, not a mix.
-  const stems: Record<DryStemName, StereoBuffer> | null = options.stems ? { drums: stereo(false), bass: stereo(true), chords: stereo(false), lead: stereo(true) } : null;
+/** Receives final (mastered) samples [from, to) of the take as soon as they are final, in order. */
+export type FinalSpanSink = (L: Float32Array, R: Float32Array, from: number, to: number) => void | Promise<void>;
 
-  // ---- voices: each part renders into two mono buffers (chord/pad notes alternate sides for
-  // width), then the part is panned, ducked and sent once ----
-  const partA = new Float32Array(len);
-  const partB = new Float32Array(len);
-  const seedBase = takeSeed(plan, n);
-  let noteIdx = 0;
-  const totalNotes = score.parts.reduce((s, p) => s + p.notes.length, 0);
-  for (const part of score.parts) {
-    if (part.notes.length === 0) continue;
+export interface ProgressiveMixOptions extends MixOptions {
+  /** Called once per final span, in order (songs: the first section, then the rest; loops: once). */
+  onFinal?: FinalSpanSink;
+}
+
+/** Everything the render stages share (one take). */
+interface MixContext {
+  plan: SongPlan;
+  score: Score;
+  len: number;
+  L: Float32Array;
+  R: Float32Array;
+  rev: Float32Array;
+  dly: Float32Array;
+  duck: DuckCurve | null;
+  partA: Float32Array;
+  partB: Float32Array;
+  stems: Record<DryStemName, StereoBuffer> | null;
+  seedBase: number;
+  timings: Record<string, number>;
+  clock: () => number;
+  onProgress: ((f: number) => void) | undefined;
+  /** Notes rendered so far (progress) and each part's first note index (voice seeds). */
+  rendered: number;
+  totalNotes: number;
+  partBase: number[];
+  /** Stem and gain buffers (this thread's, reused): see BufferPool. */
+  pool: BufferPool;
+}
+
+/** Pool slots: 0–7 the dry stems; then the master and limiter gains. */
+const POOL_MASTER_GAIN = 8;
+const POOL_LIMITER_GAIN = 9;
+
+/**
+ * Renders the notes of every part whose onset `pick` accepts, into the bus, its sends and the
+ * bass/lead stems. Voices are seeded by their note's index in the score, so splitting the notes
+ * over several calls renders the same voices.
+ */
+function renderNotes(c: MixContext, pick: (start: number) => boolean): void {
+  const { plan, score, len, partA, partB, L, R, rev, dly, duck, stems } = c;
+  const sr = plan.sampleRate;
+  score.parts.forEach((part, pi) => {
+    if (part.notes.length === 0) return;
     const patch = patchFor(plan, part.role, part.instrument);
     const spread = part.role === 'chords' || part.role === 'pad' ? 0.35 : 0;
-    // Spans the part sounds in (union of its notes' [start, end of release)): only these are
+    const chosen: number[] = [];
+    part.notes.forEach((note, k) => {
+      if (pick(note.start)) chosen.push(k);
+    });
+    if (chosen.length === 0) return;
+    // Spans the chosen notes sound in (union of [start, end of release)): only these are
     // cleared and mixed, so sections where the part rests cost nothing (the buffer is 0 there).
-    const spans = noteSpans(part.notes.map((note) => [note.start, Math.min(len, note.start + voiceLength(patch, note, sr))]));
-    if (spans.length === 0) continue;
-    const tPart = clock();
+    const spans = noteSpans(chosen.map((k) => {
+      const note = part.notes[k]!;
+      return [note.start, Math.min(len, note.start + voiceLength(patch, note, sr))];
+    }));
+    if (spans.length === 0) return;
+    const tPart = c.clock();
     for (let k = 0; k < spans.length; k += 2) {
       partA.fill(0, spans[k] as number, spans[k + 1] as number);
       if (spread > 0) partB.fill(0, spans[k] as number, spans[k + 1] as number);
     }
-    for (const note of part.notes) {
+    const base = c.partBase[pi] as number;
+    for (const k of chosen) {
+      const note = part.notes[k]!;
       const target = spread > 0 && note.pitch % 2 === 1 ? partB : partA;
-      const ctx = { sampleRate: sr, samplesPerBeat: score.samplesPerBeat, seed: (seedBase ^ Math.imul(noteIdx + 1, 0x9e3779b1)) | 0 };
+      const ctx = { sampleRate: sr, samplesPerBeat: score.samplesPerBeat, seed: (c.seedBase ^ Math.imul(base + k + 1, 0x9e3779b1)) | 0 };
       renderVoice(patch, note, ctx, target, note.start, note.vel);
-      noteIdx++;
-      if ((noteIdx & 127) === 0) onProgress?.(0.05 + 0.5 * (noteIdx / Math.max(1, totalNotes)));
+      c.rendered++;
+      if ((c.rendered & 127) === 0) c.onProgress?.(0.05 + 0.5 * (c.rendered / Math.max(1, c.totalNotes)));
     }
-    timings[`part:${part.role}:${part.instrument}`] = clock() - tPart;
+    const key = `part:${part.role}:${part.instrument}`;
+    c.timings[key] = (c.timings[key] ?? 0) + c.clock() - tPart;
     const amp = part.gain * patch.level;
     const panGains = (pan: number): [number, number] => {
       const a = ((Math.max(-1, Math.min(1, pan)) + 1) * Math.PI) / 4;
@@ -319,61 +320,322 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     const [bl, br] = panGains(part.pan + spread);
     const sv = amp * part.reverb;
     const sd = amp * part.delay;
-    const d = part.duck && duck !== null ? duck : null;
+    const d = part.duck && duck !== null ? duck.g : null;
+    const group = stemOfRole(part.role);
     for (let k = 0; k < spans.length; k += 2) {
       const lo = spans[k] as number;
       const hi = spans[k + 1] as number;
+      if (d) duck!.ensure(lo, hi);
       if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
       else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
-      const group = stemOfRole(part.role);
+      // Chords (+ pad) are not accumulated: they are the dry bus minus the other stems (splitBus).
       if (stems && group !== 'chords') {
         const st = stems[group];
         if (spread > 0) stemPair(partA, partB, d, lo, hi, al, ar, bl, br, st.L, st.R);
         else stemMono(partA, d, lo, hi, al, ar, st.L, st.R);
       }
     }
-  }
-  if (stems) {
-    // Bus after the voices: the chords stem once bass and lead are taken out (below).
-    stems.chords.L.set(L);
-    stems.chords.R.set(R);
-  }
-  mark('voices');
+  });
+}
 
-  // ---- drums ----
-  if (score.drums.length > 0) {
-    const kit = buildKit(plan.drums, sr, seedBase);
-    for (const h of score.drums) {
-      const smp = kit[h.kind];
-      const a = ((DRUM_PAN[h.kind] + 1) * Math.PI) / 4;
-      const amp = h.vel * DRUM_GAIN[h.kind] * 0.9;
-      const gl = amp * Math.cos(a) * Math.SQRT2;
-      const gr = amp * Math.sin(a) * Math.SQRT2;
-      const sv = amp * DRUM_REVERB[h.kind];
-      addDrum(smp, h.start, Math.min(len, h.start + smp.length), gl, gr, sv, L, R, rev);
-    }
+/** Adds the drum hits whose onset `pick` accepts (and, with stems, the drums stem). */
+function renderDrums(c: MixContext, kit: Record<DrumKind, Float32Array> | null, pick: (start: number) => boolean): void {
+  if (!kit) return;
+  for (const h of c.score.drums) {
+    if (!pick(h.start)) continue;
+    const smp = kit[h.kind];
+    const a = ((DRUM_PAN[h.kind] + 1) * Math.PI) / 4;
+    const amp = h.vel * DRUM_GAIN[h.kind] * 0.9;
+    const gl = amp * Math.cos(a) * Math.SQRT2;
+    const gr = amp * Math.sin(a) * Math.SQRT2;
+    const sv = amp * DRUM_REVERB[h.kind];
+    const end = Math.min(c.len, h.start + smp.length);
+    addDrum(smp, h.start, end, gl, gr, sv, c.L, c.R, c.rev);
+    if (c.stems) addDrumStem(smp, h.start, end, gl, gr, c.stems.drums.L, c.stems.drums.R);
   }
+}
+
+function effectOptions(plan: SongPlan, score: Score): { reverb: ReverbOptions; delay: DelayOptions } {
+  const sr = plan.sampleRate;
+  const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
+  return {
+    reverb: { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 },
+    delay: { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 },
+  };
+}
+
+/**
+ * Progressive mastering constants (songs, not loops; docs/songs.md § Audio while it renders).
+ * The first section is mastered before the rest is rendered, at a gain estimated from the
+ * loudest planned section rendered first (its dry bus, up to REF_BARS bars); the rest gets the
+ * exact gain that brings the whole take to TARGET_LUFS, reached from the first section's gain
+ * over RAMP_SECONDS. The bus compressor's threshold is set from the same reference.
+ */
+const FIRST_SPAN_MIN_SECONDS = 2;
+const FIRST_SPAN_MAX_SECONDS = 8;
+const REF_BARS = 4;
+const RAMP_SECONDS = 1;
+/** Samples past the first span that are mixed with it: the limiter's look-ahead and true-peak taps (48 + 6) fit. */
+const FIRST_SPAN_GUARD = 128;
+/**
+ * dB from the reference's dry-bus loudness to the whole mastered-chain loudness before the gain,
+ * and from its dry RMS to the RMS the compressor's threshold used to be relative to (the whole
+ * mix with effects): measured over the genres' palettes (docs/performance.md).
+ */
+const REF_LOUDNESS_OFFSET_DB = -1.5;
+const REF_RMS_OFFSET_DB = -1.2;
+
+export async function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => void, options: ProgressiveMixOptions = {}): Promise<MixResult> {
+  // Stage timings are wall clock; REVERIE_CPU_TIMINGS=1 switches to process CPU time (profiling on a busy machine).
+  const clock = () => (process.env.REVERIE_CPU_TIMINGS ? process.cpuUsage().user / 1000 : performance.now());
+  const timings: Record<string, number> = {};
+  let tMark = clock();
+  const mark = (name: string) => {
+    const now = clock();
+    timings[name] = (timings[name] ?? 0) + now - tMark;
+    tMark = now;
+  };
+  const sr = plan.sampleRate;
+  const total = plan.totalSamples;
+  const score = compose(plan, n);
+  mark('compose');
+  const tail = plan.loop ? Math.round(LOOP_TAIL_SECONDS * sr) : 0;
+  const len = total + tail;
+  const pool = BufferPool.lease();
+  let pooledK = 0;
+  // Bass, lead and drums accumulate (zeroed); chords are written in full by splitBus.
+  const stereo = (zero: boolean): StereoBuffer => ({ L: pool.get(pooledK++, len, zero), R: pool.get(pooledK++, len, zero) });
+  const partBase: number[] = [];
+  let totalNotes = 0;
+  for (const p of score.parts) {
+    partBase.push(totalNotes);
+    totalNotes += p.notes.length;
+  }
+  const c: MixContext = {
+    plan, score, len,
+    // Fresh (lazily zeroed) memory: a progressive render touches only what it has mixed so far.
+    L: new Float32Array(len), R: new Float32Array(len), rev: new Float32Array(len), dly: new Float32Array(len),
+    duck: score.parts.some((p) => p.duck) ? new DuckCurve(score, len, plan.loop ? total : null) : null,
+    partA: new Float32Array(len), partB: new Float32Array(len), pool,
+    stems: options.stems ? { drums: stereo(true), bass: stereo(true), chords: stereo(false), lead: stereo(true) } : null,
+    seedBase: takeSeed(plan, n), timings, clock, onProgress, rendered: 0, totalNotes, partBase,
+  };
+  mark('setup');
+  const kit = score.drums.length > 0 ? buildKit(plan.drums, sr, c.seedBase) : null;
+  const fx = effectOptions(plan, score);
+  mark('kit');
+  try {
+    return plan.loop ? await masterLoop(c, kit, fx, mark, options.onFinal) : await masterSong(c, kit, fx, mark, options.onFinal);
+  } catch (e) {
+    pool.release();
+    throw e;
+  }
+}
+
+type Mark = (name: string) => void;
+
+/**
+ * Songs: progressive. Renders the first section (plus the loudest section, for the estimates)
+ * and masters, dithers and hands out the first section before the rest is rendered; the rest is
+ * normalised so that the whole take is at TARGET_LUFS.
+ */
+async function masterSong(
+  c: MixContext, kit: Record<DrumKind, Float32Array> | null, fx: { reverb: ReverbOptions; delay: DelayOptions }, mark: Mark, onFinal?: FinalSpanSink,
+): Promise<MixResult> {
+  const { plan, score, L, R, rev, dly, stems } = c;
+  const sr = plan.sampleRate;
+  const total = plan.totalSamples;
+  const barSamples = score.samplesPerBeat * plan.beatsPerBar;
+  const first = plan.sections[0];
+  // First span: the first section, 2–12 s, at most half the take, ending on a 32-sample block.
+  let t1 = Math.round((first ? first.bars : 1) * barSamples);
+  t1 = Math.max(Math.min(FIRST_SPAN_MIN_SECONDS * sr, Math.floor(total / 4)), Math.min(t1, FIRST_SPAN_MAX_SECONDS * sr, Math.floor(total / 2)));
+  t1 = Math.floor(t1 / 32) * 32;
+  const t1e = t1 + FIRST_SPAN_GUARD;
+  // Reference: the first section of the highest planned energy, its first REF_BARS bars.
+  let ref = plan.sections[0];
+  for (const s of plan.sections) if (ref === undefined || s.energy > ref.energy) ref = s;
+  const r0 = ref ? Math.round(ref.startBar * barSamples) : 0;
+  const r1 = Math.min(total, ref ? Math.round((ref.startBar + Math.min(ref.bars, REF_BARS)) * barSamples) : total);
+  const inA = (start: number) => start < t1e || (start >= r0 && start < r1);
+
+  // ---- first span (and the reference) ----
+  renderNotes(c, inA);
+  mark('voices');
+  renderDrums(c, kit, inA);
+  mark('drums');
+  const refLoud = integratedLoudness(L.subarray(r0, r1), R.subarray(r0, r1), r1 - r0, sr);
+  const refRms = rmsOf(L, R, r0, r1);
+  const g0 = Number.isFinite(refLoud) ? fromDb(TARGET_LUFS - refLoud - REF_LOUDNESS_OFFSET_DB) : 1;
+  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : -120;
+  mark('reference');
+  if (stems) splitBus(L, R, stems, 0, t1e);
+  mark('stemSplit');
+  const reverb = new Reverb(sr, fx.reverb);
+  const delay = new Delay(sr, fx.delay);
+  reverb.process(rev, L, R, 0, t1e, total);
+  mark('reverb');
+  delay.process(dly, L, R, 0, t1e);
+  mark('delay');
+  // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
+  const masterGain = stems ? c.pool.get(POOL_MASTER_GAIN, total, false) : undefined; // written in full by the compressor
+  const limGain = stems ? c.pool.get(POOL_LIMITER_GAIN, total, false) : undefined; // written in full by the limiter
+  const comp = new CompressorRun(thrDb, sr, { ratio: 2.5, attackMs: 10, releaseMs: 150 });
+  comp.process(L, R, 0, t1e, masterGain);
+  const fadeN = Math.min(total, Math.round(plan.fadeSeconds * sr));
+  applyFade(L, R, masterGain, total, fadeN, 0, t1e);
+  mark('bus');
+  const finalL = rev.subarray(0, total);
+  const finalR = dly.subarray(0, total);
+  const ceiling = fromDb(LIMITER_CEILING_DB);
+  const lim = { ceiling, lookahead: 48, release: Math.round(0.08 * sr), circular: false };
+  // The duck curve's buffer is free where the first span's detector writes: later parts mix only
+  // after t1e, and the rest's detector is computed after every part is mixed.
+  const peaks = c.duck ? c.duck.g.subarray(0, total) : new Float32Array(total);
+  const limiter = new LimiterRun(lim);
+  const small = { a: new Float32Array(t1 + 256), b: new Float32Array(0), pre: new Float32Array(t1 + 256), suf: new Float32Array(t1 + 256) };
+  peakEnvelope(L, R, total, (ceiling / g0) * 0.85, false, peaks, 0, Math.min(total, t1 + 64));
+  limiter.process(L, R, g0, null, 0, peaks, 0, t1, total, finalL, finalR, small, limGain);
+  const afterFirst = limiter.save();
+  const maxTp = fromDb(LIMITER_CEILING_DB + 0.05);
+  const tp1 = truePeak(finalL.subarray(0, t1), finalR.subarray(0, t1), t1, false);
+  const trim1 = tp1 > maxTp ? maxTp / tp1 : 1;
+  if (trim1 !== 1) scaleSpan(finalL, finalR, 0, t1, trim1);
+  mark('loudness');
+  await onFinal?.(finalL, finalR, 0, t1);
+  mark('firstSpan');
+  c.onProgress?.(0.1);
+
+  // ---- the rest ----
+  const inB = (start: number) => !inA(start);
+  renderNotes(c, inB);
+  mark('voices');
+  renderDrums(c, kit, inB);
+  mark('drums');
+  if (stems) splitBus(L, R, stems, t1e, total);
+  mark('stemSplit');
+  c.onProgress?.(0.6);
+  reverb.process(rev, L, R, t1e, total, total);
+  mark('reverb');
+  delay.process(dly, L, R, t1e, total);
+  mark('delay');
+  comp.process(L, R, t1e, total, masterGain);
+  applyFade(L, R, masterGain, total, fadeN, t1e, total);
+  mark('bus');
+  c.onProgress?.(0.75);
+  // Loudness: the rest's gain brings the whole take (first span as sent) to the target; measure,
+  // limit, re-measure, correct (2–3 passes).
+  const pre = integratedLoudness(L, R, total, sr);
+  let gain = Number.isFinite(pre) ? fromDb(TARGET_LUFS - pre) : 1;
+  const rest = total - t1;
+  const scratch: LimiterScratch = { a: c.partA, b: c.partB, pre: new Float32Array(rest + 256), suf: new Float32Array(rest + 256) };
+  peakEnvelope(L, R, total, (ceiling / gain) * 0.85, false, peaks, t1, total);
+  const rampN = Math.min(rest, Math.round(RAMP_SECONDS * sr));
+  const ramp = new Float32Array(rampN);
+  let loud = pre;
+  for (let pass = 0; pass < 3; pass++) {
+    // Gain ramp from the first span's gain to the rest's, linear in dB.
+    const ratio = g0 / gain;
+    for (let k = 0; k < rampN; k++) ramp[k] = Math.pow(ratio, 1 - (k + 1) / rampN);
+    limiter.restore(afterFirst);
+    limiter.process(L, R, gain, ramp, t1, peaks, t1, total, total, finalL, finalR, scratch, limGain);
+    loud = integratedLoudness(finalL, finalR, total, sr);
+    if (!Number.isFinite(loud) || Math.abs(loud - TARGET_LUFS) < 0.2) break;
+    gain *= fromDb(TARGET_LUFS - loud);
+  }
+  mark('loudness');
+  // Guard: the limiter's detection and the meter share one interpolator; trim any residue.
+  let tp = truePeak(finalL.subarray(t1), finalR.subarray(t1), rest, false);
+  let trim = 1;
+  if (tp > maxTp) {
+    trim = maxTp / tp;
+    scaleSpan(finalL, finalR, t1, total, trim);
+    tp *= trim;
+    loud += toDb(trim);
+  }
+  mark('truepeak');
+  const stemsOut = stems && masterGain && limGain ? masterStems(stems, masterGain, limGain, total, [[0, t1, trim1], [t1, total, trim]]) : null;
+  if (stemsOut) mark('stems');
+  c.onProgress?.(0.8);
+  await onFinal?.(finalL, finalR, t1, total);
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(Math.max(tp, tp1 * trim1)), timings: c.timings, score, stems: stemsOut, firstSpan: t1, release: () => c.pool.release() };
+}
+
+function rmsOf(L: Float32Array, R: Float32Array, from: number, to: number): number {
+  let ss = 0;
+  for (let i = from; i < to; i++) {
+    const a = L[i] as number;
+    const b = R[i] as number;
+    ss += a * a + b * b;
+  }
+  return Math.sqrt(ss / Math.max(1, 2 * (to - from)));
+}
+
+/** Raised-cosine fade over the last `f` samples (ending at exactly 0 on the final bar line), applied to [from, to). */
+function applyFade(L: Float32Array, R: Float32Array, gain: Float32Array | undefined, total: number, f: number, from: number, to: number): void {
+  if (f <= 0) return;
+  for (let idx = Math.max(from, total - f); idx < to; idx++) {
+    const i = idx - (total - f);
+    const x = (f - i) / f;
+    const g = 0.5 - 0.5 * Math.cos(Math.PI * x);
+    L[idx] = (L[idx] as number) * g;
+    R[idx] = (R[idx] as number) * g;
+    if (gain) gain[idx] = (gain[idx] as number) * g;
+  }
+}
+
+/** Dry stems through the master gain (compressor × fade × limiter, times each span's trim). */
+function masterStems(
+  stems: Record<DryStemName, StereoBuffer>, masterGain: Float32Array, limGain: Float32Array, total: number, trims: [number, number, number][],
+): Record<DryStemName, StereoBuffer> {
+  for (const [from, to, t] of trims) {
+    for (let i = from; i < to; i++) masterGain[i] = (masterGain[i] as number) * (limGain[i] as number) * t;
+  }
+  const out = {} as Record<DryStemName, StereoBuffer>;
+  for (const name of DRY_STEMS) {
+    const sL = stems[name].L.subarray(0, total);
+    const sR = stems[name].R.subarray(0, total);
+    for (let i = 0; i < total; i++) {
+      const gm = masterGain[i] as number;
+      sL[i] = (sL[i] as number) * gm;
+      sR[i] = (sR[i] as number) * gm;
+    }
+    out[name] = { L: sL, R: sR };
+  }
+  return out;
+}
+
+/**
+ * Loops: the whole take at once (its tail is folded onto its start, and the compressor and
+ * limiter wrap around, so nothing is final before everything is rendered).
+ */
+async function masterLoop(
+  c: MixContext, kit: Record<DrumKind, Float32Array> | null, fx: { reverb: ReverbOptions; delay: DelayOptions }, mark: Mark, onFinal?: FinalSpanSink,
+): Promise<MixResult> {
+  const { plan, score, len, L, R, rev, dly, stems, partA, partB, duck } = c;
+  const sr = plan.sampleRate;
+  const total = plan.totalSamples;
+  const all = () => true;
+  renderNotes(c, all);
+  mark('voices');
+  renderDrums(c, kit, all);
   mark('drums');
   if (stems) {
-    splitBus(L, R, stems, len);
+    splitBus(L, R, stems, 0, len);
     mark('stemSplit');
   }
-  onProgress?.(0.6);
+  c.onProgress?.(0.6);
 
   // ---- effects ----
-  const roomy = plan.style === 'ambient' ? 5 : plan.style === 'cinematic' ? 3.5 : plan.style === 'lofi' || plan.style === 'jazz' ? 1.6 : 2.3;
-  const reverbOptions = { rt60: roomy, damping: plan.style === 'lofi' ? 3500 : 6000, preDelay: Math.round(0.02 * sr), wet: 0.9 };
-  const delayOptions = { time: Math.round(score.samplesPerBeat * 0.75), feedback: plan.style === 'reggae' ? 0.55 : 0.38, tone: 3500, wet: 0.8 };
   // The effects stem is not accumulated here: it is the mix minus the dry stems (StemsZip.ts),
   // which is exactly these returns through the master gain.
-  applyReverb(rev, L, R, len, sr, reverbOptions);
+  applyReverb(rev, L, R, len, sr, fx.reverb);
   mark('reverb');
-  applyDelay(dly, L, R, len, sr, delayOptions);
+  applyDelay(dly, L, R, len, sr, fx.delay);
   mark('delay');
-  onProgress?.(0.7);
-
+  c.onProgress?.(0.7);
   // ---- loop: fold the tail onto the start (circular overlap-add) ----
-  if (plan.loop) {
+  {
     const fold = (A: Float32Array, B: Float32Array) => {
       for (let i = total; i < len; i++) {
         const j = (i - total) % total;
@@ -389,9 +651,9 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
 
   // ---- master ----
   // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
-  const masterGain = stems ? pooled(8, total, false) : undefined; // written in full by the compressor
+  const masterGain = stems ? c.pool.get(POOL_MASTER_GAIN, total, false) : undefined; // written in full by the compressor
   applyCompressor(outL, outR, total, sr, { thresholdOverRms: 6, ratio: 2.5, attackMs: 10, releaseMs: 150, circular: plan.loop }, masterGain);
-  if (!plan.loop && plan.fadeSeconds > 0) {
+  if (plan.fadeSeconds > 0) {
     const f = Math.min(total, Math.round(plan.fadeSeconds * sr));
     for (let i = 0; i < f; i++) {
       // Raised-cosine fade ending at exactly 0 on the final bar line.
@@ -404,7 +666,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     }
   }
   mark('bus');
-  onProgress?.(0.75);
+  c.onProgress?.(0.75);
 
   // Loudness: measure, normalise, limit, re-measure, correct (converges in 2–3 passes).
   const pre = integratedLoudness(outL, outR, total, sr);
@@ -415,11 +677,11 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
   // The part buffers are free now: reuse them as limiter scratch (saves 2 × 4 bytes per sample).
   const scratchLim: LimiterScratch = { a: partA.subarray(0, total), b: partB.subarray(0, total), pre: new Float32Array(total + 256), suf: new Float32Array(total + 256) };
   // Detector computed once; blocks more than 6 dB under the first ceiling are bounded, not measured.
-  const peaks = duck ? duck.subarray(0, total) : new Float32Array(total);
+  const peaks = duck ? duck.g.subarray(0, total) : new Float32Array(total);
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
   // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).
-  const limGain = masterGain ? pooled(9, total, false) : undefined; // written in full by the limiter
+  const limGain = masterGain ? c.pool.get(POOL_LIMITER_GAIN, total, false) : undefined; // written in full by the limiter
   for (let pass = 0; pass < 3; pass++) {
     applyLimiter(outL, outR, gain, finalL, finalR, total, lim, scratchLim, peaks, limGain);
     loud = integratedLoudness(finalL, finalR, total, sr);
@@ -459,6 +721,7 @@ export function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: number) => 
     }
     mark('stems');
   }
-  onProgress?.(0.8);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings, score, stems: stemsOut };
+  c.onProgress?.(0.8);
+  await onFinal?.(finalL, finalR, 0, total);
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(tp), timings: c.timings, score, stems: stemsOut, firstSpan: total, release: () => c.pool.release() };
 }

@@ -27,23 +27,72 @@ export const LAME_ARGS = ['--silent', '--nohist', '--noreplaygain', '-b', '192',
  * LAME rewrites nothing at the end when writing to a pipe, so the first bytes are final.
  */
 export function encodeMp3(wav: Buffer, onChunk?: (chunk: Buffer) => void): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
+  const enc = new Mp3Stream(onChunk);
+  enc.write(wav);
+  return enc.end();
+}
+
+/**
+ * One LAME process fed a WAV piece by piece (progressive rendering: the first section is encoded
+ * while the rest renders). The pieces must be written in order and not changed afterwards (they
+ * are queued without a copy).
+ */
+export class Mp3Stream {
+  readonly #child: ReturnType<typeof spawn>;
+  readonly #done: Promise<Buffer>;
+  readonly #first: Promise<void>;
+
+  constructor(onChunk?: (chunk: Buffer) => void) {
     const child = spawn(LAME, [...LAME_ARGS], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.#child = child;
     const chunks: Buffer[] = [];
     const errChunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => {
-      chunks.push(c);
-      onChunk?.(c);
+    let firstSeen: () => void = () => {};
+    // Settles on the first MP3 bytes, or when LAME ends without any (then `end()` reports why).
+    this.#first = new Promise<void>((resolve) => {
+      firstSeen = resolve;
     });
-    child.stderr.on('data', (c: Buffer) => errChunks.push(c));
-    child.on('error', (err) => reject(new Mp3EncodeError(`lame failed to start [bin:${LAME}]`, { cause: err })));
-    child.on('close', (code, signal) => {
-      if (code === 0) resolve(Buffer.concat(chunks));
-      else reject(new Mp3EncodeError(`lame exited [code:${code}] [signal:${signal}] ${Buffer.concat(errChunks).toString('utf8').slice(0, 400)}`));
+    this.#done = new Promise<Buffer>((resolve, reject) => {
+      child.stdout!.on('data', (c: Buffer) => {
+        chunks.push(c);
+        firstSeen();
+        onChunk?.(c);
+      });
+      child.stderr!.on('data', (c: Buffer) => errChunks.push(c));
+      child.on('error', (err) => {
+        firstSeen();
+        reject(new Mp3EncodeError(`lame failed to start [bin:${LAME}]`, { cause: err }));
+      });
+      child.on('close', (code, signal) => {
+        firstSeen();
+        if (code === 0) resolve(Buffer.concat(chunks));
+        else reject(new Mp3EncodeError(`lame exited [code:${code}] [signal:${signal}] ${Buffer.concat(errChunks).toString('utf8').slice(0, 400)}`));
+      });
     });
-    child.stdin.on('error', () => {
+    // Keeps an early failure from being unhandled before end() is awaited.
+    this.#done.catch(() => {});
+    child.stdin!.on('error', () => {
       // EPIPE when lame dies early; reported by 'close'.
     });
-    child.stdin.end(wav);
-  });
+  }
+
+  write(piece: Buffer): void {
+    this.#child.stdin!.write(piece);
+  }
+
+  /** Settles once LAME has written its first bytes (or has ended). */
+  firstOutput(): Promise<void> {
+    return this.#first;
+  }
+
+  /** Closes LAME's input; resolves to the whole MP3. */
+  end(): Promise<Buffer> {
+    this.#child.stdin!.end();
+    return this.#done;
+  }
+
+  /** Stops LAME (a render that failed half-way). */
+  abort(): void {
+    this.#child.kill('SIGKILL');
+  }
 }

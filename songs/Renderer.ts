@@ -2,13 +2,13 @@
  * One take, in the calling thread: mix → WAV → peaks → MP3. RenderWorker runs this off the main
  * event loop; tests and the benchmark may call it directly.
  */
-import { encodeMp3 } from './Mp3Encoder.ts';
+import { Mp3Stream } from './Mp3Encoder.ts';
 import { writeMidi } from './MidiWriter.ts';
-import { renderMix, type StemName } from './Mixer.ts';
+import { renderMix, type MixResult, type StemName } from './Mixer.ts';
 import { computePeaks } from './Peaks.ts';
 import type { SongPlan } from './SongPlanner.ts';
 import { buildStemsZip } from './StemsZip.ts';
-import { writeWav } from './WavWriter.ts';
+import { WAV_HEADER_BYTES, WavDither, writeWavHeader } from './WavWriter.ts';
 
 export interface RenderOptions {
   /** Also render the stems zip (opt-in: about 5 × the WAV's size and some time). Default false. */
@@ -29,23 +29,53 @@ export interface TakeResult {
   truePeakDb: number;
   /** Milliseconds per stage. */
   timings: Record<string, number>;
+  /** Seconds at the start mastered and encoded before the rest was rendered (the whole take for loops). */
+  firstSpanSeconds: number;
   /** Standard MIDI File of the notes rendered (always: it is a few kB). */
   midi: Buffer;
   /** The stems zip and where each stem's WAV lies in it, when asked for; else null. */
   stems: { zip: Buffer; members: Record<StemName, { offset: number; size: number }> } | null;
 }
 
+/** Audio before the first MP3 bytes are awaited: LAME emits output within its first second of input. */
+const FIRST_OUTPUT_MIN_SAMPLES = 48000;
+
 export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fraction: number) => void, options: RenderOptions = {}): Promise<TakeResult> {
-  const mix = renderMix(plan, n, onProgress, { stems: options.stems === true });
+  // The WAV is written span by span as the mixer finalises samples, and each span goes to LAME at
+  // once: a song's first section is encoded (and streamed through onMp3Chunk) while the rest renders.
+  const total = plan.totalSamples;
+  const wav = Buffer.allocUnsafe(WAV_HEADER_BYTES + total * 4);
+  writeWavHeader(wav, total, plan.sampleRate);
+  const dither = new WavDither(wav, total);
+  const enc = new Mp3Stream(options.onMp3Chunk);
+  enc.write(wav.subarray(0, WAV_HEADER_BYTES));
+  let tw = 0;
+  let mix: MixResult;
+  try {
+    mix = await renderMix(plan, n, onProgress, {
+      stems: options.stems === true,
+      onFinal: async (L, R, from, to) => {
+        const t = performance.now();
+        dither.write(L, R, from, to);
+        enc.write(wav.subarray(WAV_HEADER_BYTES + from * 4, WAV_HEADER_BYTES + to * 4));
+        tw += performance.now() - t;
+        // Let LAME's first bytes out (to the player) before the rest of the take renders.
+        if (from === 0 && to < total && to >= FIRST_OUTPUT_MIN_SAMPLES) await enc.firstOutput();
+      },
+    });
+  } catch (e) {
+    enc.abort();
+    throw e;
+  }
   const t0 = performance.now();
-  const wav = writeWav(mix.L, mix.R, mix.n, plan.sampleRate);
   const waveform = computePeaks(mix.L, mix.R, mix.n, 200);
   const midi = writeMidi(plan, mix.score);
-  const tw = performance.now();
+  const tp = performance.now();
   const stems = mix.stems ? buildStemsZip(mix.stems, wav, mix.n, plan.sampleRate) : null;
+  mix.release();
   const t1 = performance.now();
   onProgress?.(0.82);
-  const mp3 = await encodeMp3(wav, options.onMp3Chunk);
+  const mp3 = await enc.end();
   const t2 = performance.now();
   onProgress?.(1);
   return {
@@ -55,7 +85,8 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
     duration: mix.n / plan.sampleRate,
     loudness: mix.loudness,
     truePeakDb: mix.truePeakDb,
-    timings: { ...mix.timings, wavPeaks: tw - t0, ...(stems ? { stemsZip: t1 - tw } : {}), mp3: t2 - t1 },
+    firstSpanSeconds: mix.firstSpan / plan.sampleRate,
+    timings: { ...mix.timings, wavPeaks: tw + tp - t0, ...(stems ? { stemsZip: t1 - tp } : {}), mp3: t2 - t1 },
     midi,
     stems: stems ? { zip: stems.zip, members: stems.members } : null,
   };

@@ -28,9 +28,31 @@ export function writeWavHeader(buf: Buffer, n: number, sampleRate: number, at = 
 export function writeWav(L: Float32Array, R: Float32Array, n: number, sampleRate: number): Buffer {
   const buf = Buffer.alloc(WAV_HEADER_BYTES + n * 4);
   writeWavHeader(buf, n, sampleRate);
-  const pcm = new Int16Array(buf.buffer, buf.byteOffset + 44, n * 2);
-  let s = 0x2545f491;
-  for (let i = 0; i < n; i++) {
+  new WavDither(buf, n).write(L, R, 0, n);
+  return buf;
+}
+
+/**
+ * Writes a WAV's samples span by span (progressive rendering): the dither generator carries over,
+ * so spans written in order give the bytes writeWav gives. `buf` holds the 44-byte header first.
+ */
+export class WavDither {
+  readonly #pcm: Int16Array;
+  #s = 0x2545f491;
+
+  constructor(buf: Buffer, n: number) {
+    this.#pcm = new Int16Array(buf.buffer, buf.byteOffset + WAV_HEADER_BYTES, n * 2);
+  }
+
+  /** Converts L/R[from..to) into the buffer. */
+  write(L: Float32Array, R: Float32Array, from: number, to: number): void {
+    this.#s = ditherSpan(L, R, from, to, this.#pcm, this.#s);
+  }
+}
+
+function ditherSpan(L: Float32Array, R: Float32Array, from: number, to: number, pcm: Int16Array, seed: number): number {
+  let s = seed;
+  for (let i = from; i < to; i++) {
     s ^= s << 13;
     s ^= s >>> 17;
     s ^= s << 5;
@@ -48,7 +70,7 @@ export function writeWav(L: Float32Array, R: Float32Array, n: number, sampleRate
     pcm[2 * i] = l;
     pcm[2 * i + 1] = r;
   }
-  return buf;
+  return s;
 }
 
 /**

@@ -15,6 +15,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { RtmpDestination } from '../media/index.ts';
 import type { NodeEntry, Store, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -35,7 +36,8 @@ export type RpcRequest =
   | { id: string; replyTo: string; method: 'updateParams'; update: ParamsUpdate }
   | { id: string; replyTo: string; method: 'status'; streamId: string }
   | { id: string; replyTo: string; method: 'endStream'; streamId: string }
-  | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string };
+  | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string }
+  | { id: string; replyTo: string; method: 'setRtmpDestinations'; streamId: string; dests: RtmpDestination[] };
 
 /** ms a clip request waits for the node (it remuxes and writes the MP4 first). */
 const CLIP_TIMEOUT_MS = 15_000;
@@ -129,6 +131,11 @@ export class BusMediaNodeClient implements MediaNodeClient {
   async endStream(nodeId: string, streamId: string): Promise<boolean> {
     if (!(await this.#isAlive(nodeId))) return false;
     return (await this.#request(nodeId, { method: 'endStream', streamId })) as boolean;
+  }
+
+  async setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean> {
+    if (!(await this.#isAlive(nodeId))) return false;
+    return (await this.#request(nodeId, { method: 'setRtmpDestinations', streamId, dests })) as boolean;
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

@@ -6,7 +6,7 @@
  * params update and of the last error): it is the one place every update passes through.
  */
 import type { Logger } from 'pino';
-import type { MediaNode } from '../media/index.ts';
+import type { MediaNode, RtmpDestination } from '../media/index.ts';
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -150,6 +150,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     }
     return {
       streamId,
+      rtmpOutputs: s.rtmpOutputs,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,
       lastInputTime: s.lastInputAt ?? null,
@@ -183,6 +184,11 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     this.#books.delete(streamId);
     if (nodeId !== this.nodeId) return false;
     return this.#node.endStream(streamId);
+  }
+
+  async setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean> {
+    if (nodeId !== this.nodeId) return false;
+    return this.#node.setRtmpDestinations(streamId, dests);
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

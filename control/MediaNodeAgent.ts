@@ -109,6 +109,9 @@ export class MediaNodeAgent {
         case 'endStream':
           result = await this.#local.endStream(this.nodeId, req.streamId);
           break;
+        case 'setRtmpDestinations':
+          result = await this.#local.setRtmpDestinations(this.nodeId, req.streamId, req.dests);
+          break;
         case 'clip':
           result = await this.#local.clip(this.nodeId, req.streamId, { seconds: req.seconds, key: req.key });
           break;

@@ -9,7 +9,7 @@
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
  * The embedded default implements it with direct calls (LocalMediaNodeClient).
  */
-import type { ClipResult } from '../media/index.ts';
+import type { ClipResult, RtmpDestination, RtmpDestinationStatus } from '../media/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
 export interface MediaNodeInfo {
@@ -70,6 +70,8 @@ export interface IngestMetrics {
 /** A stream as its node sees it. Times are ms since the epoch. */
 export interface NodeStreamStatus {
   streamId: string;
+  /** Every RTMP destination with its push state (absent from nodes older than the field). */
+  rtmpOutputs?: RtmpDestinationStatus[];
   /** - `idle`: no publisher; `connecting`: publisher attached, no output yet; `live`: output flowing. */
   state: 'idle' | 'connecting' | 'live';
   /** When the current publisher session's pipeline started (first output), or when it attached. */
@@ -126,6 +128,8 @@ export interface MediaNodeClient {
    * every role shares); null when the node holds no output of the stream.
    */
   clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null>;
+  /** Sets a stream's extra RTMP destinations on the node, live; false when the node does not hold the stream. */
+  setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean>;
   subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe>;
   /** Idempotent. */
   close(): Promise<void>;

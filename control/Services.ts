@@ -8,6 +8,7 @@ import type { SongService } from '../songs/SongService.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { ClipService } from './ClipService.ts';
+import type { RtmpOutputService } from './RtmpOutputService.ts';
 import type { StreamService } from './StreamService.ts';
 
 export interface Services {
@@ -21,6 +22,8 @@ export interface Services {
   streams?: StreamService;
   /** Clips of live streams; mounted with `streams`. */
   clips?: ClipService;
+  /** Extra RTMP destinations of streams; mounted with `streams`. */
+  rtmpOutputs?: RtmpOutputService;
   /** Area B webhook management. */
   webhooks?: WebhookService;
   /** The media node's WHIP/WHEP routes (embedded default and `media` role). */

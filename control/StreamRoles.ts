@@ -24,6 +24,7 @@ import type { Services } from './Services.ts';
 import { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
 import { MODEL_IDS } from './StreamParams.ts';
 import { ClipService } from './ClipService.ts';
+import { RtmpOutputService } from './RtmpOutputService.ts';
 import { StreamService } from './StreamService.ts';
 
 export interface StreamRoleOverrides {
@@ -105,6 +106,9 @@ class NoMediaNodes implements MediaNodeClient {
   async clip() {
     return null;
   }
+  async setRtmpDestinations() {
+    return false;
+  }
   async subscribe() {
     return async () => undefined;
   }
@@ -185,6 +189,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, ...(deps.now ? { now: deps.now } : {}) });
     if (has('api')) {
       services.streams = service;
+      services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }

@@ -8,7 +8,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { Account, Store, StreamRecord } from '../store/index.ts';
+import type { Account, RtmpOutputRecord, Store, StreamRecord } from '../store/index.ts';
 import { StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
 import { newId } from './ApiKeys.ts';
@@ -67,6 +67,7 @@ export interface CreateInput {
   pipeline_params?: ParamsInput | undefined;
   name?: string | undefined;
   output_rtmp_url?: string | undefined;
+  outputs?: RtmpOutputRecord[] | undefined;
 }
 
 export interface UpdateOutcome {
@@ -136,10 +137,9 @@ export class StreamService {
     this.#outbound = opts.outboundPolicy ?? new AddressPolicy();
   }
 
-  /** Refuses an output_rtmp_url whose host is, or resolves to, an address we must not dial. */
-  async #checkRtmpTarget(url: string): Promise<void> {
-    const refuse = (message: string) =>
-      streamError('REQUEST/INVALID', `output_rtmp_url: ${message}`, { details: { where: 'body', issues: [{ field: 'output_rtmp_url', message }] } });
+  /** Refuses an RTMP target whose host is, or resolves to, an address we must not dial; `field` names it in the error. */
+  async checkRtmpTarget(url: string, field = 'output_rtmp_url'): Promise<void> {
+    const refuse = (message: string) => streamError('REQUEST/INVALID', `${field}: ${message}`, { details: { where: 'body', issues: [{ field, message }] } });
     const host = normalizeHost(new URL(url).hostname);
     if (net.isIP(host) === 0 && this.#outbound.isLocalName(host)) throw refuse(`${host} is a local-only name, not a public one`);
     try {
@@ -200,7 +200,8 @@ export class StreamService {
     const issues = checkParams(params);
     if (issues.length) throw issuesError(issues);
 
-    if (body.output_rtmp_url) await this.#checkRtmpTarget(body.output_rtmp_url);
+    if (body.output_rtmp_url) await this.checkRtmpTarget(body.output_rtmp_url);
+    for (const [i, o] of (body.outputs ?? []).entries()) await this.checkRtmpTarget(o.url, `outputs[${i}].url`);
     const node = await this.#place(params.model_id);
     const now = new Date(this.#now()).toISOString();
     const record: StreamRecord = {
@@ -212,6 +213,7 @@ export class StreamService {
       streamKey: `sk_${randomBytes(24).toString('base64url')}`,
       playbackId: randomBytes(12).toString('hex'),
       outputRtmpUrl: body.output_rtmp_url ?? null,
+      ...(body.outputs?.length ? { rtmpOutputs: body.outputs.map((o) => ({ name: o.name, url: o.url, enabled: o.enabled })) } : {}),
       fromPlayground: false,
       isSmokeTest: false,
       gatewayHost: this.#gatewayHost,
@@ -435,7 +437,10 @@ export class StreamService {
    * whose monthly streaming allowance is used up gets a refusal (402) naming it, and one that
    * already has its plan's number of streams live gets 429 (a reconnect of one of them is fine).
    */
-  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | { refused: string; status?: 402 | 429 } | null> {
+  async resolveIngest(
+    streamId: string,
+    bearer: string,
+  ): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[] } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -458,7 +463,12 @@ export class StreamService {
         return { refused: `this month's streaming allowance of the ${account?.plan ?? ''} plan (${Math.round(allowance / 60)} min) is used up; it renews on the 1st (UTC)` };
       }
     }
-    return { streamId: s.id, params: s.params, ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}) };
+    return {
+      streamId: s.id,
+      params: s.params,
+      ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}),
+      ...(s.rtmpOutputs?.length ? { rtmpDestinations: s.rtmpOutputs } : {}),
+    };
   }
 
   /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */

@@ -24,6 +24,7 @@ import type { Metrics } from './Metrics.ts';
 import { musicRoutes } from './routes/music.ts';
 import { systemRoutes } from './routes/system.ts';
 import { clipRoutes } from './routes/clips.ts';
+import { outputRoutes } from './routes/outputs.ts';
 import { streamRoutes } from './routes/streams.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './Services.ts';
@@ -141,6 +142,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     area.addHook('onRequest', authHook('streams', ctx.store));
     await area.register(streamRoutes(config, ctx));
     await area.register(clipRoutes(config, ctx));
+    await area.register(outputRoutes(config, ctx));
     await area.register(webhookRoutes(config, ctx));
   });
 

@@ -39,7 +39,8 @@ import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
-import { RtmpPush, type RtmpPushStatus } from './RtmpPush.ts';
+import type { RtmpPushStatus } from './RtmpPush.ts';
+import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
@@ -53,6 +54,9 @@ import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSe
  * - `live`: processed frames are flowing to the encoder.
  * - `closed`: disposed; every method throws InvalidStateError.
  */
+/** The name of the spec's own RTMP destination (output_rtmp_url) among a stream's destinations. */
+export const PRIMARY_RTMP = 'output_rtmp_url';
+
 export type LiveStreamState = 'idle' | 'connecting' | 'live' | 'closed';
 
 export interface StartedInfo {
@@ -146,6 +150,8 @@ export interface LiveStreamStatus {
   hls: HlsPackagerStats | null;
   /** RTMP push to output_rtmp_url (null when the stream has none or no publisher). */
   rtmp: RtmpPushStatus | null;
+  /** Every RTMP destination (output_rtmp_url first, named so), with its push state. */
+  rtmpOutputs: RtmpDestinationStatus[];
 }
 
 export interface LiveStreamOptions {
@@ -227,8 +233,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The last minute of output segments, for clips (fed by the HLS packager). */
   readonly #clips = new ClipBuffer();
   #aac: AacEncoderBin | null = null;
-  #rtmp: RtmpPush | null = null;
+  readonly #rtmp: RtmpOutputs;
+  /** The spec's output_rtmp_url and the stream's other destinations, as last set. */
   #rtmpUrl: string | undefined;
+  #rtmpExtra: RtmpDestination[] = [];
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -252,6 +260,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           onSegment: (segment) => this.#clips.push(segment),
         })
       : null;
+    this.#rtmp = new RtmpOutputs({
+      ...(opts.outboundPolicy ? { policy: opts.outboundPolicy } : {}),
+      ffmpegPath: opts.settings.ffmpegPath,
+      logger: opts.logger,
+      requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+    });
     this.#statsTimer = setInterval(() => {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#syncAac();
@@ -296,22 +310,24 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#assertOpen();
     if (url === this.#rtmpUrl) return;
     this.#rtmpUrl = url;
-    this.#rtmp?.close();
-    this.#rtmp = null;
-    if (this.#publisher) this.#startOutputs();
+    this.#applyRtmp();
   }
 
-  /** RTMP push for the current publisher (if the stream has a target) and the AAC encoder if needed. */
+  /** Sets the stream's other RTMP destinations (each enabled or not); same lifecycle as output_rtmp_url. */
+  setRtmpDestinations(dests: readonly RtmpDestination[]): void {
+    this.#assertOpen();
+    this.#rtmpExtra = dests.filter((d) => d.name !== PRIMARY_RTMP).map((d) => ({ ...d }));
+    this.#applyRtmp();
+  }
+
+  #applyRtmp(): void {
+    this.#rtmp.set([...(this.#rtmpUrl ? [{ name: PRIMARY_RTMP, url: this.#rtmpUrl, enabled: true }] : []), ...this.#rtmpExtra]);
+    this.#syncAac();
+  }
+
+  /** RTMP pushes for the current publisher (the stream's enabled destinations) and the AAC encoder if needed. */
   #startOutputs(): void {
-    if (this.#rtmpUrl && !this.#rtmp) {
-      this.#rtmp = new RtmpPush({
-        url: this.#rtmpUrl,
-        ...(this.#opts.outboundPolicy ? { policy: this.#opts.outboundPolicy } : {}),
-        ffmpegPath: this.#settings.ffmpegPath,
-        logger: this.#logger,
-        requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
-      });
-    }
+    this.#rtmp.start();
     this.#syncAac();
   }
 
@@ -322,7 +338,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   #syncAac(): void {
     const audio = this.#publisher?.audioPayloadType;
-    const wanted = this.#state !== 'closed' && (this.#rtmp !== null || (this.#hls?.watched ?? false));
+    const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false));
     if (audio === undefined || !wanted) {
       this.#aac?.close();
       this.#aac = null;
@@ -337,7 +353,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         logger: this.#logger,
         onFrame: (frame, atMs) => {
           this.#hls?.pushAudio(frame, atMs);
-          this.#rtmp?.pushAudio(frame, atMs);
+          this.#rtmp.pushAudio(frame, atMs);
         },
       });
     } catch (err) {
@@ -351,8 +367,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #stopOutputs(): void {
     this.#aac?.close();
     this.#aac = null;
-    this.#rtmp?.close();
-    this.#rtmp = null;
+    this.#rtmp.stop();
   }
 
   /**
@@ -678,7 +693,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const packets = this.#packetizer.packetize(nals, ts);
     this.#fanOut('H264', packets, au.keyframe);
     this.#hls?.pushVideo(au);
-    this.#rtmp?.pushVideo(au);
+    this.#rtmp.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -835,7 +850,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       params: this.#params,
       lastError: this.#lastError,
       hls: this.#hls?.stats() ?? null,
-      rtmp: this.#rtmp?.status() ?? null,
+      rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
+      rtmpOutputs: this.#rtmp.status(),
       pipeline: this.#processor?.status?.() ?? null,
     };
   }

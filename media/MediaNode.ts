@@ -6,6 +6,7 @@
  * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
  */
 import type { OutboundPolicy } from './RtmpRelay.ts';
+import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -28,6 +29,8 @@ export interface IngestGrant {
   streamId: string;
   params: StreamParams;
   outputRtmpUrl?: string | undefined;
+  /** The stream's other RTMP destinations. */
+  rtmpDestinations?: RtmpDestination[] | undefined;
 }
 
 /**
@@ -212,6 +215,14 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return { durationMs: Math.round(source.durationMs), size, startedAtMs: source.startedAtMs };
   }
 
+  /** Sets a stream's extra RTMP destinations live (enabled ones push while a publisher is attached); false when not held here. */
+  setRtmpDestinations(streamId: string, dests: RtmpDestination[]): boolean {
+    const stream = this.#streams.get(streamId);
+    if (!stream) return false;
+    stream.setRtmpDestinations(dests);
+    return true;
+  }
+
   /** Ends the stream (publisher and viewers); `ended` fires with reason `deleted` if it was live. */
   endStream(streamId: string): boolean {
     const stream = this.#streams.get(streamId);
@@ -248,9 +259,15 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /**
    * Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers
    * and, with 503, when the node is at capacity (a publisher replacing the one of a stream already
-   * live here always may). `outputs.rtmpUrl`: push the output there while this publisher is live.
+   * live here always may). `outputs.rtmpUrl` and `outputs.rtmpDestinations`: push the output there
+   * while this publisher is live.
    */
-  async publish(streamId: string, params: StreamParams, sdp: string, outputs: { rtmpUrl?: string | undefined } = {}): Promise<{ sessionId: string; answer: string; etag: string }> {
+  async publish(
+    streamId: string,
+    params: StreamParams,
+    sdp: string,
+    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined } = {},
+  ): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
     if (!this.#streams.get(streamId)?.publisher && this.activeStreamCount >= this.capacity) {
       this.#logger.warn(`publish() | refused: at capacity [streamId:${streamId}] [capacity:${this.capacity}]`);
@@ -259,6 +276,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     const stream = this.createStream(streamId, params);
     stream.updateParams(params);
     stream.setRtmpOutput(outputs.rtmpUrl);
+    stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
     this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0 });

@@ -14,7 +14,9 @@ export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
 export { CLIP_MAX_SECONDS } from './ClipBuffer.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
-export type { OutboundPolicy } from './RtmpRelay.ts';
+export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
+export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
+export { PRIMARY_RTMP } from './LiveStream.ts';
 export {
   ImageChainProcessor,
   chainActive,

@@ -127,6 +127,13 @@ export interface SongRecord {
  * - `ended`: timed out, deleted or out of credits; a reconnect moves it back to `started`.
  */
 export type StreamState = 'created' | 'started' | 'ended';
+
+/** One extra RTMP destination of a stream, as the API set it. */
+export interface RtmpOutputRecord {
+  name: string;
+  url: string;
+  enabled: boolean;
+}
 export type StreamEndReason = 'timeout' | 'deleted' | 'credits_exhausted';
 
 export interface StreamRecord {
@@ -139,6 +146,8 @@ export interface StreamRecord {
   streamKey: string;
   playbackId: string;
   outputRtmpUrl: string | null;
+  /** RTMP destinations besides outputRtmpUrl (absent on records made before they existed). */
+  rtmpOutputs?: RtmpOutputRecord[];
   fromPlayground: boolean;
   isSmokeTest: boolean;
   gatewayHost: string;

@@ -8,6 +8,7 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { MAX_RTMP_DESTINATIONS, PRIMARY_RTMP } from '../../media/index.ts';
 import type { Account } from '../../store/index.ts';
 import type { AppContext } from '../buildApp.ts';
 import type { Config } from '../config.ts';
@@ -102,6 +103,29 @@ const StatusSchema = z.object({ success: z.literal(true), error: z.null(), data:
 const PromptResultSchema = z.object({ success: z.boolean(), message: z.string(), was_censored: z.boolean() }).meta({ id: 'PromptSubmissionResult' });
 
 const IdParams = z.object({ id: z.string().min(1).max(100) });
+
+/** An RTMP(S) target. */
+export const RtmpUrlSchema = z
+  .url({ protocol: /^rtmps?$/, error: 'must be an rtmp:// or rtmps:// URL' })
+  .max(2048)
+  // URL parsing would quietly percent-encode or strip these; a target with them is a mistake or a trick.
+  .regex(/^[^\s\x00-\x1f\x7f]*$/, 'must not contain whitespace or control characters');
+
+export const RtmpOutputsSchema = z
+  .array(
+    z
+      .object({
+        name: z
+          .string()
+          .regex(/^[a-z0-9][a-z0-9_-]{0,31}$/, 'lowercase letters, digits, - and _, 1–32 characters')
+          .refine((n) => n !== PRIMARY_RTMP, `${PRIMARY_RTMP} names the stream's own output_rtmp_url`),
+        url: RtmpUrlSchema.describe('Must be publicly routable, checked when set and at every connection'),
+        enabled: z.boolean().default(true),
+      })
+      .strict(),
+  )
+  .max(MAX_RTMP_DESTINATIONS)
+  .refine((list) => new Set(list.map((o) => o.name)).size === list.length, 'names must be unique');
 const errors = {
   400: EnvelopeErrorSchema,
   401: EnvelopeErrorSchema,
@@ -117,13 +141,8 @@ const CreateBody = z
     pipeline: z.literal('streamdiffusion').optional().describe('Default streamdiffusion'),
     params: ParamsInputSchema.optional().describe('Defaults fill every field not given'),
     name: z.string().max(200).optional(),
-    output_rtmp_url: z
-      .url({ protocol: /^rtmps?$/, error: 'must be an rtmp:// or rtmps:// URL' })
-      .max(2048)
-      // URL parsing would quietly percent-encode or strip these; a target with them is a mistake or a trick.
-      .regex(/^[^\s\x00-\x1f\x7f]*$/, 'must not contain whitespace or control characters')
-      .optional()
-      .describe('Must be publicly routable (the same address rules as webhook URLs), checked on create and at every connection'),
+    output_rtmp_url: RtmpUrlSchema.optional().describe('Must be publicly routable (the same address rules as webhook URLs), checked on create and at every connection'),
+    outputs: RtmpOutputsSchema.optional().describe(`More RTMP destinations (up to ${MAX_RTMP_DESTINATIONS}), fed from the same encode; change them live with PUT /v1/streams/{id}/outputs`),
     pipeline_id: z.string().min(1).max(100).optional().describe('Deprecated: pip_SD-turbo, pip_SDXL-turbo, pip_SD15…; use params.model_id'),
     pipeline_params: ParamsInputSchema.optional().describe('Deprecated alias of params'),
   })

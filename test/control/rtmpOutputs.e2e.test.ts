@@ -1,0 +1,129 @@
+/**
+ * Several RTMP destinations on the real server (embedded default): two nginx-rtmp receivers get
+ * the same stream from its one encode; one is switched off and on again live through
+ * `PUT /v1/streams/{id}/outputs` while the other keeps its connection; the API validates names and
+ * URLs (the outbound address rules) and reports each push's state. The publisher is OBS-like
+ * (libdatachannel, H.264). Receivers report connects and disconnects over nginx's HTTP callbacks.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import t from 'tap';
+import { createAccountWithKey } from '../../control/ApiKeys.ts';
+import { loadConfig } from '../../control/config.ts';
+import { startServer } from '../../control/Server.ts';
+import { stampedH264 } from '../helpers/h264Source.ts';
+import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
+import { startObsPublishers } from '../helpers/obsPublisher.ts';
+
+type Json = Record<string, any>;
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+t.test('two RTMP destinations from one encode; one toggled off and on live, the other untouched', { timeout: 180_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (.ci/run installs them)');
+  const [a, b] = [await startNginx(t), await startNginx(t)];
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-outputs-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent', ROLES: 'api,media', ALLOW_LOOPBACK_TARGETS: '1' });
+  const server = await startServer(config, { logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }) });
+  t.teardown(async () => {
+    await server.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const { key } = await createAccountWithKey(server.store, 'pro');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${server.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+  const urlA = `rtmp://127.0.0.1:${a.port}/live/key-a`;
+  const urlB = `rtmp://127.0.0.1:${b.port}/live/key-b`;
+
+  // Validation on create: names, URLs and the outbound address rules, each naming its field.
+  for (const [outputs, field] of [
+    [[{ name: 'a', url: urlA }, { name: 'a', url: urlB }], 'unique'],
+    [[{ name: 'output_rtmp_url', url: urlA }], 'outputs[0].name'],
+    [[{ name: 'Bad Name', url: urlA }], 'outputs[0].name'],
+    [[{ name: 'a', url: 'http://127.0.0.1/x' }], 'outputs[0].url'],
+    [[{ name: 'a', url: 'rtmp://10.1.2.3/live/x' }], 'outputs[0].url'],
+    [Array.from({ length: 5 }, (_, i) => ({ name: `o${i}`, url: urlA })), 'outputs'],
+  ] as const) {
+    const r = await api('POST', '/v1/streams', { params: { prompt: 'x', width: 384, height: 384, skip_diffusion: true }, outputs });
+    t.equal(r.status, 400, `${JSON.stringify(outputs).slice(0, 60)}: 400`);
+    t.match(JSON.stringify(r.body), field, `names ${field}`);
+  }
+
+  const created = await api('POST', '/v1/streams', {
+    params: { prompt: 'two destinations', width: 384, height: 384, skip_diffusion: true },
+    outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB }],
+  });
+  t.equal(created.status, 201, JSON.stringify(created.body).slice(0, 300));
+  const id = created.body['id'] as string;
+  const before = await api('GET', `/v1/streams/${id}/outputs`);
+  t.same(
+    before.body['data'].map((o: Json) => [o['name'], o['state'], o['url']]),
+    [['a', 'idle', `rtmp://127.0.0.1:${a.port}/live/…`], ['b', 'idle', `rtmp://127.0.0.1:${b.port}/live/…`]],
+    'idle before a publisher; stream keys hidden',
+  );
+
+  const pubs = startObsPublishers(t);
+  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 384, frames: 300 }) });
+  t.equal(pub.status, 201, 'publisher live');
+  await Promise.all([a.notes.waitFor('publish', 1, 30_000), b.notes.waitFor('publish', 1, 30_000)]);
+  t.pass('both receivers got a publisher');
+  const states = async () => Object.fromEntries((await api('GET', `/v1/streams/${id}/outputs`)).body['data'].map((o: Json) => [o['name'], o]));
+  const until = async (what: string, check: (s: Record<string, Json>) => boolean) => {
+    for (let i = 0; i < 150; i++) {
+      const s = await states();
+      if (check(s)) return s;
+      await new Promise((r) => setTimeout(r, 200)); // poll interval
+    }
+    throw new Error(`timed out: ${what}`);
+  };
+  await until('both live', (s) => s['a']?.['state'] === 'live' && s['b']?.['state'] === 'live');
+
+  // Off: b's connection closes (nginx finishes its recording); a keeps its one connection.
+  const off = await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: false }] });
+  t.equal(off.status, 200);
+  await b.notes.waitFor('record_done', 1, 20_000);
+  t.pass('b was disconnected');
+  let s = await states();
+  t.equal(s['b']?.['state'], 'disabled');
+  t.equal(s['a']?.['state'], 'live', 'a still live');
+  t.equal(s['a']?.['reconnects'], 0, 'a was not reconnected');
+
+  // On again.
+  t.equal((await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: true }] })).status, 200);
+  await b.notes.waitFor('publish', 2, 30_000);
+  s = await until('b live again', (x) => x['b']?.['state'] === 'live');
+  t.equal(a.notes.events.filter((e) => e.kind === 'publish').length, 1, 'a saw one publisher throughout');
+  t.equal(a.notes.events.filter((e) => e.kind === 'record_done').length, 0, 'and no disconnect');
+
+  // What b received while it was on is real H.264 at the stream's size.
+  const rec = readdirSync(join(b.dir, 'rec')).filter((f) => f.endsWith('.flv'));
+  t.ok(rec.length >= 1, `b recorded ${rec.length} file(s)`);
+  const probe = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_streams', '-of', 'json', join(b.dir, 'rec', rec[0] as string)], { encoding: 'utf8' })) as Json;
+  const video = (probe['streams'] as Json[]).find((x) => x['codec_type'] === 'video');
+  t.equal(video?.['codec_name'], 'h264');
+  t.equal(video?.['width'], 384);
+
+  // Removing b stops it; an unknown stream is 404.
+  t.equal((await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }] })).status, 200);
+  await b.notes.waitFor('record_done', 2, 20_000);
+  t.same(Object.keys(await states()), ['a']);
+  t.equal((await api('PUT', '/v1/streams/str_nope/outputs', { outputs: [] })).status, 404);
+
+});

@@ -42,6 +42,12 @@ export interface StereoBuffer {
   R: Float32Array;
 }
 
+export interface MasteredStems {
+  dry: Record<DryStemName, StereoBuffer>;
+  /** Master gain per sample (linear, the same for both channels). */
+  gain: Float32Array;
+}
+
 export interface MixOptions {
   /** Also return mastered stems (costs memory and a little time). Default false. */
   stems?: boolean;
@@ -59,11 +65,12 @@ export interface MixResult {
   /** The notes and hits that were rendered (for the MIDI file). */
   score: Score;
   /**
-   * With `stems`: each dry group through the same master gain as the mix (the bus compressor's,
-   * fade's and limiter's per-sample gain, which is stereo-linked), so the mix minus their sum is
-   * the effect returns through that gain. Null otherwise.
+   * With `stems`: each dry group and the master gain the mix went through (the bus compressor's,
+   * fade's and limiter's per-sample gain, which is stereo-linked): dry × gain is the mastered stem,
+   * so the mix minus their sum is the effect returns through that gain (StemsZip applies the gain
+   * as it writes the 16-bit stems: one pass over the buffers instead of two). Null otherwise.
    */
-  stems: Record<DryStemName, StereoBuffer> | null;
+  stems: MasteredStems | null;
   /** Samples of the first span handed out before the rest was rendered (the whole take for loops). */
   firstSpan: number;
   /** Gives the stem buffers back to the thread's pool (call once done reading them). */
@@ -584,25 +591,16 @@ function applyFade(L: Float32Array, R: Float32Array, gain: Float32Array | undefi
   }
 }
 
-/** Dry stems through the master gain (compressor × fade × limiter, times each span's trim). */
+/** The stems and their master gain: compressor × fade (in masterGain) × limiter × each span's trim. */
 function masterStems(
   stems: Record<DryStemName, StereoBuffer>, masterGain: Float32Array, limGain: Float32Array, total: number, trims: [number, number, number][],
-): Record<DryStemName, StereoBuffer> {
+): MasteredStems {
   for (const [from, to, t] of trims) {
     for (let i = from; i < to; i++) masterGain[i] = (masterGain[i] as number) * (limGain[i] as number) * t;
   }
-  const out = {} as Record<DryStemName, StereoBuffer>;
-  for (const name of DRY_STEMS) {
-    const sL = stems[name].L.subarray(0, total);
-    const sR = stems[name].R.subarray(0, total);
-    for (let i = 0; i < total; i++) {
-      const gm = masterGain[i] as number;
-      sL[i] = (sL[i] as number) * gm;
-      sR[i] = (sR[i] as number) * gm;
-    }
-    out[name] = { L: sL, R: sR };
-  }
-  return out;
+  const dry = {} as Record<DryStemName, StereoBuffer>;
+  for (const name of DRY_STEMS) dry[name] = { L: stems[name].L.subarray(0, total), R: stems[name].R.subarray(0, total) };
+  return { dry, gain: masterGain.subarray(0, total) };
 }
 
 /**
@@ -706,19 +704,11 @@ async function masterLoop(
     if (masterGain) for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * g;
   }
   mark('truepeak');
-  let stemsOut: Record<DryStemName, StereoBuffer> | null = null;
+  let stemsOut: MasteredStems | null = null;
   if (stems && masterGain) {
-    stemsOut = {} as Record<DryStemName, StereoBuffer>;
-    for (const name of DRY_STEMS) {
-      const sL = stems[name].L.subarray(0, total);
-      const sR = stems[name].R.subarray(0, total);
-      for (let i = 0; i < total; i++) {
-        const gm = masterGain[i] as number;
-        sL[i] = (sL[i] as number) * gm;
-        sR[i] = (sR[i] as number) * gm;
-      }
-      stemsOut[name] = { L: sL, R: sR };
-    }
+    const dry = {} as Record<DryStemName, StereoBuffer>;
+    for (const name of DRY_STEMS) dry[name] = { L: stems[name].L.subarray(0, total), R: stems[name].R.subarray(0, total) };
+    stemsOut = { dry, gain: masterGain.subarray(0, total) };
     mark('stems');
   }
   c.onProgress?.(0.8);

@@ -387,7 +387,7 @@ const FIRST_SPAN_GUARD = 128;
 /**
  * dB from the reference's dry-bus loudness to the whole mastered-chain loudness before the gain,
  * and from its dry RMS to the RMS the compressor's threshold used to be relative to (the whole
- * mix with effects): measured over the genres' palettes (docs/performance.md).
+ * mix with effects): measured over ten genres (docs/songs.md § Audio while it renders).
  */
 const REF_LOUDNESS_OFFSET_DB = -1.5;
 const REF_RMS_OFFSET_DB = -1.2;
@@ -454,7 +454,7 @@ async function masterSong(
   const total = plan.totalSamples;
   const barSamples = score.samplesPerBeat * plan.beatsPerBar;
   const first = plan.sections[0];
-  // First span: the first section, 2–12 s, at most half the take, ending on a 32-sample block.
+  // First span: the first section, 2–8 s, at most half the take, ending on a 32-sample block.
   let t1 = Math.round((first ? first.bars : 1) * barSamples);
   t1 = Math.max(Math.min(FIRST_SPAN_MIN_SECONDS * sr, Math.floor(total / 4)), Math.min(t1, FIRST_SPAN_MAX_SECONDS * sr, Math.floor(total / 2)));
   t1 = Math.floor(t1 / 32) * 32;
@@ -474,7 +474,8 @@ async function masterSong(
   const refLoud = integratedLoudness(L.subarray(r0, r1), R.subarray(r0, r1), r1 - r0, sr);
   const refRms = rmsOf(L, R, r0, r1);
   const g0 = Number.isFinite(refLoud) ? fromDb(TARGET_LUFS - refLoud - REF_LOUDNESS_OFFSET_DB) : 1;
-  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : -120;
+  // A silent reference (a sparse custom section) leaves the compressor off (threshold over full scale).
+  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : 6;
   mark('reference');
   if (stems) splitBus(L, R, stems, 0, t1e);
   mark('stemSplit');

@@ -42,6 +42,12 @@ export interface StereoBuffer {
   R: Float32Array;
 }
 
+export interface MasteredStems {
+  dry: Record<DryStemName, StereoBuffer>;
+  /** Master gain per sample (linear, the same for both channels). */
+  gain: Float32Array;
+}
+
 export interface MixOptions {
   /** Also return mastered stems (costs memory and a little time). Default false. */
   stems?: boolean;
@@ -59,11 +65,12 @@ export interface MixResult {
   /** The notes and hits that were rendered (for the MIDI file). */
   score: Score;
   /**
-   * With `stems`: each dry group through the same master gain as the mix (the bus compressor's,
-   * fade's and limiter's per-sample gain, which is stereo-linked), so the mix minus their sum is
-   * the effect returns through that gain. Null otherwise.
+   * With `stems`: each dry group and the master gain the mix went through (the bus compressor's,
+   * fade's and limiter's per-sample gain, which is stereo-linked): dry × gain is the mastered stem,
+   * so the mix minus their sum is the effect returns through that gain (StemsZip applies the gain
+   * as it writes the 16-bit stems: one pass over the buffers instead of two). Null otherwise.
    */
-  stems: Record<DryStemName, StereoBuffer> | null;
+  stems: MasteredStems | null;
   /** Samples of the first span handed out before the rest was rendered (the whole take for loops). */
   firstSpan: number;
   /** Gives the stem buffers back to the thread's pool (call once done reading them). */
@@ -380,7 +387,7 @@ const FIRST_SPAN_GUARD = 128;
 /**
  * dB from the reference's dry-bus loudness to the whole mastered-chain loudness before the gain,
  * and from its dry RMS to the RMS the compressor's threshold used to be relative to (the whole
- * mix with effects): measured over the genres' palettes (docs/performance.md).
+ * mix with effects): measured over ten genres (docs/songs.md § Audio while it renders).
  */
 const REF_LOUDNESS_OFFSET_DB = -1.5;
 const REF_RMS_OFFSET_DB = -1.2;
@@ -447,7 +454,7 @@ async function masterSong(
   const total = plan.totalSamples;
   const barSamples = score.samplesPerBeat * plan.beatsPerBar;
   const first = plan.sections[0];
-  // First span: the first section, 2–12 s, at most half the take, ending on a 32-sample block.
+  // First span: the first section, 2–8 s, at most half the take, ending on a 32-sample block.
   let t1 = Math.round((first ? first.bars : 1) * barSamples);
   t1 = Math.max(Math.min(FIRST_SPAN_MIN_SECONDS * sr, Math.floor(total / 4)), Math.min(t1, FIRST_SPAN_MAX_SECONDS * sr, Math.floor(total / 2)));
   t1 = Math.floor(t1 / 32) * 32;
@@ -467,7 +474,8 @@ async function masterSong(
   const refLoud = integratedLoudness(L.subarray(r0, r1), R.subarray(r0, r1), r1 - r0, sr);
   const refRms = rmsOf(L, R, r0, r1);
   const g0 = Number.isFinite(refLoud) ? fromDb(TARGET_LUFS - refLoud - REF_LOUDNESS_OFFSET_DB) : 1;
-  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : -120;
+  // A silent reference (a sparse custom section) leaves the compressor off (threshold over full scale).
+  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : 6;
   mark('reference');
   if (stems) splitBus(L, R, stems, 0, t1e);
   mark('stemSplit');
@@ -584,25 +592,16 @@ function applyFade(L: Float32Array, R: Float32Array, gain: Float32Array | undefi
   }
 }
 
-/** Dry stems through the master gain (compressor × fade × limiter, times each span's trim). */
+/** The stems and their master gain: compressor × fade (in masterGain) × limiter × each span's trim. */
 function masterStems(
   stems: Record<DryStemName, StereoBuffer>, masterGain: Float32Array, limGain: Float32Array, total: number, trims: [number, number, number][],
-): Record<DryStemName, StereoBuffer> {
+): MasteredStems {
   for (const [from, to, t] of trims) {
     for (let i = from; i < to; i++) masterGain[i] = (masterGain[i] as number) * (limGain[i] as number) * t;
   }
-  const out = {} as Record<DryStemName, StereoBuffer>;
-  for (const name of DRY_STEMS) {
-    const sL = stems[name].L.subarray(0, total);
-    const sR = stems[name].R.subarray(0, total);
-    for (let i = 0; i < total; i++) {
-      const gm = masterGain[i] as number;
-      sL[i] = (sL[i] as number) * gm;
-      sR[i] = (sR[i] as number) * gm;
-    }
-    out[name] = { L: sL, R: sR };
-  }
-  return out;
+  const dry = {} as Record<DryStemName, StereoBuffer>;
+  for (const name of DRY_STEMS) dry[name] = { L: stems[name].L.subarray(0, total), R: stems[name].R.subarray(0, total) };
+  return { dry, gain: masterGain.subarray(0, total) };
 }
 
 /**
@@ -706,19 +705,11 @@ async function masterLoop(
     if (masterGain) for (let i = 0; i < total; i++) masterGain[i] = (masterGain[i] as number) * g;
   }
   mark('truepeak');
-  let stemsOut: Record<DryStemName, StereoBuffer> | null = null;
+  let stemsOut: MasteredStems | null = null;
   if (stems && masterGain) {
-    stemsOut = {} as Record<DryStemName, StereoBuffer>;
-    for (const name of DRY_STEMS) {
-      const sL = stems[name].L.subarray(0, total);
-      const sR = stems[name].R.subarray(0, total);
-      for (let i = 0; i < total; i++) {
-        const gm = masterGain[i] as number;
-        sL[i] = (sL[i] as number) * gm;
-        sR[i] = (sR[i] as number) * gm;
-      }
-      stemsOut[name] = { L: sL, R: sR };
-    }
+    const dry = {} as Record<DryStemName, StereoBuffer>;
+    for (const name of DRY_STEMS) dry[name] = { L: stems[name].L.subarray(0, total), R: stems[name].R.subarray(0, total) };
+    stemsOut = { dry, gain: masterGain.subarray(0, total) };
     mark('stems');
   }
   c.onProgress?.(0.8);

@@ -4,13 +4,13 @@
  * zip and one stem can be served as a byte range of it. Fixed timestamps (1980-01-01): the same
  * stems give the same bytes.
  *
- * Sum rule: drums, bass, chords and lead are the mastered float stems rounded to 16 bits (no
- * dither); the effects stem is the take's WAV minus those four, sample by sample. So the five
+ * Sum rule: drums, bass, chords and lead are the dry float stems times the master gain, rounded to
+ * 16 bits (no dither); the effects stem is the take's WAV minus those four, sample by sample. So the five
  * stems add up to the take's WAV exactly (the effects stem carries the mix's dither and the
  * others' rounding, at most a few LSB, ≈ −84 dBFS).
  */
 import { crc32 } from 'node:zlib';
-import { STEM_NAMES, type DryStemName, type StemName, type StereoBuffer } from './Mixer.ts';
+import { STEM_NAMES, type MasteredStems, type StemName } from './Mixer.ts';
 import { WAV_HEADER_BYTES, writeWavHeader } from './WavWriter.ts';
 
 export interface StemsZip {
@@ -30,8 +30,8 @@ const DOS_DATE = (0 << 9) | (1 << 5) | 1;
 /** Zip-align extra field id (as Android's zipalign writes): pads a local header so member data starts 2-byte aligned. */
 const ALIGN_EXTRA_ID = 0xd935;
 
-/** Builds the zip from the mastered dry float stems and the take's WAV (as written by writeWav). */
-export function buildStemsZip(stems: Record<DryStemName, StereoBuffer>, mixWav: Buffer, n: number, sampleRate: number): StemsZip {
+/** Builds the zip from the dry float stems, their master gain and the take's WAV (as written by writeWav). */
+export function buildStemsZip(stems: MasteredStems, mixWav: Buffer, n: number, sampleRate: number): StemsZip {
   const wavBytes = WAV_HEADER_BYTES + n * 4;
   const names = STEM_NAMES.map((s) => `${s}.wav`);
   // Local header + name (+ a 5-byte alignment extra when that sum is odd; sizes of WAVs are even).
@@ -111,27 +111,30 @@ export function buildStemsZip(stems: Record<DryStemName, StereoBuffer>, mixWav: 
 }
 
 /**
- * One pass over the samples: the four dry stems rounded to 16 bits, and effects = mix − their sum
- * (clamped; returns how many samples needed clamping).
+ * One pass over the samples: the four dry stems through the master gain, rounded to 16 bits, and
+ * effects = mix − their sum (clamped; returns how many samples needed clamping).
  */
-function fillStems(stems: Record<DryStemName, StereoBuffer>, mix: Int16Array, v: Record<StemName, Int16Array>, n: number): number {
+function fillStems(stems: MasteredStems, mix: Int16Array, v: Record<StemName, Int16Array>, n: number): number {
   const oD = v.drums;
   const oB = v.bass;
   const oC = v.chords;
   const oL = v.lead;
   const oE = v.effects;
+  const gain = stems.gain;
+  const s = stems.dry;
   let clipped = 0;
   const channels: [Float32Array, Float32Array, Float32Array, Float32Array, number][] = [
-    [stems.drums.L, stems.bass.L, stems.chords.L, stems.lead.L, 0],
-    [stems.drums.R, stems.bass.R, stems.chords.R, stems.lead.R, 1],
+    [s.drums.L, s.bass.L, s.chords.L, s.lead.L, 0],
+    [s.drums.R, s.bass.R, s.chords.R, s.lead.R, 1],
   ];
   for (const [sd, sb, sc, sl, c] of channels) {
     for (let i = 0; i < n; i++) {
       const j = 2 * i + c;
-      const d = q16(sd[i] as number);
-      const b = q16(sb[i] as number);
-      const h = q16(sc[i] as number);
-      const l = q16(sl[i] as number);
+      const g = gain[i] as number;
+      const d = q16((sd[i] as number) * g);
+      const b = q16((sb[i] as number) * g);
+      const h = q16((sc[i] as number) * g);
+      const l = q16((sl[i] as number) * g);
       oD[j] = d;
       oB[j] = b;
       oC[j] = h;

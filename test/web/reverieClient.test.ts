@@ -15,9 +15,11 @@ import pino from 'pino';
 import t from 'tap';
 import { loadConfig } from '../../control/config.ts';
 import { startServer } from '../../control/Server.ts';
+import type * as ClientTypes from '../../web/reverie-client.js';
 import { launchChromium } from '../helpers/chromium.ts';
 
 type Json = Record<string, any>;
+type ClientModule = typeof ClientTypes;
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -77,10 +79,12 @@ t.test('the browser client publishes, plays, controls over the WebSocket, gets p
 
   const setup = (await page.evaluate(
     async ({ key, origin }) => {
-      const m = await import('/web/reverie-client.js');
+      // A page import, resolved by the browser (a variable, so TypeScript leaves it alone).
+      const path = '/web/reverie-client.js';
+      const m = (await import(path)) as ClientModule;
       const w = window as unknown as Json;
       const api = new m.ReverieClient({ baseUrl: origin, apiKey: key });
-      const caps = await api.capabilities();
+      const caps = (await api.capabilities()) as Json;
       const stream = await api.createStream({ params: { prompt: 'a red fox' } });
       const camera = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480, frameRate: 30 }, audio: true });
       const video = document.createElement('video');

@@ -291,3 +291,32 @@ t.test('a transition steps the prompt blend over N frames to the new prompt', { 
   c.send({ type: 'update', id: 'tr2', params: { guidance_scale: 2 }, transition: { steps: 5 } });
   t.equal((await c.next((m) => m.id === 'tr2')).error.details.issues[0].field, 'transition', 'a transition without prompt or seed names `transition`');
 });
+
+t.test('tempo_from_song takes the tempo of one of our songs; changes then wait for its bars', { timeout: 60_000 }, async (t) => {
+  const a = await makeStreamApp(t, { songs: true });
+  const h = await a.auth('pro');
+  const song = await a.app.inject({ method: 'POST', url: `${a.config.musicBasePath}/songs`, headers: h, payload: { prompt: 'driving techno', bpm: 128, duration: 30 } });
+  t.equal(song.statusCode, 202);
+  const songId = (song.json() as Json).id as string;
+  const created = (await a.app.inject({ method: 'POST', url: '/v1/streams', headers: h, payload: {} })).json() as Json;
+  const base = await listen(t, a);
+  const c = await open(t, `${base}/v1/streams/${created.id}/control`, h);
+  const hello = await c.next((m) => m.type === 'hello');
+  const phase = hello.server_time + 50;
+  c.send({ type: 'tempo', tempo_from_song: songId, phase });
+  const tempo = await c.next((m) => m.type === 'tempo');
+  t.same([tempo.bpm, tempo.song_id, tempo.phase, tempo.beats_per_bar], [128, songId, phase, 4], "the song's bpm, with the client's phase");
+  c.send({ type: 'update', id: 'drop', params: { prompt: 'the drop' }, on_beat: { every: 'bar' } });
+  const q = await c.next((m) => m.id === 'drop' && m.type === 'queued');
+  const bar = (4 * 60_000) / 128;
+  const k = (q.due_at - phase) / bar;
+  t.ok(Math.abs(k - Math.round(k)) < 1e-9 && Math.round(k) >= 1, `due on a downbeat of the song (bar ${Math.round(k)})`);
+  const ack = await c.next((m) => m.id === 'drop' && m.type === 'ack', 5000);
+  t.ok(ack.applied_at - ack.due_at < 1000 / 30, `applied within a frame interval of the bar (${ack.applied_at - ack.due_at} ms)`);
+
+  const other = await a.auth('pro');
+  const theirs = await a.app.inject({ method: 'POST', url: `${a.config.musicBasePath}/songs`, headers: other, payload: { prompt: 'ambient pads', duration: 30 } });
+  c.send({ type: 'tempo', tempo_from_song: (theirs.json() as Json).id });
+  const refused = await c.next((m) => m.type === 'error');
+  t.equal(refused.error.details.issues[0].field, '(message).tempo_from_song', "another account's song is unknown here");
+});

@@ -284,6 +284,8 @@ export class StreamControl {
       const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR');
       if (!(err instanceof ApiError)) this.#log.error({ err }, `fire() | update failed [streamId:${streamId}] [id:${id}]`);
       this.#emit(streamId, { type: 'failed', id, error });
+      // The stream is gone (deleted): what else waits for it would fail the same way.
+      if (error.code === 'STREAMS/NOT_FOUND') this.forget(streamId);
     }
     this.#emit(streamId, { type: 'scheduled', scheduled: this.scheduled(streamId) });
   }

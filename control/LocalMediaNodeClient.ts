@@ -171,6 +171,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
           ? { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: s.ingest.bytesSent, tracks }
           : null,
       viewers: s.viewers,
+      framesOut: s.framesOut,
       stageLatency: Object.fromEntries(
         (['decode', 'process', 'encode', 'node'] as const).flatMap((k) => {
           const v = s.latency[k];

@@ -94,6 +94,8 @@ export interface NodeStreamStatus {
   pipelineError?: string | null;
   ingest: IngestMetrics | null;
   viewers: number;
+  /** Video frames sent to viewers since the publisher session started (absent from older nodes). */
+  framesOut?: number;
   /**
    * ms per stage of the node (rolling windows): decode = a whole frame in → decoded; process = the
    * frame processor; encode = push → encoded; node = decoded frame in → encoded frame out.

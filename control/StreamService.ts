@@ -15,6 +15,7 @@ import { newId } from './ApiKeys.ts';
 import { streamError, withoutPaths } from './errors.ts';
 import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';
+import type { ScheduledView } from './StreamControl.ts';
 import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
 import {
   BETA_MODEL_FAMILY,
@@ -232,6 +233,16 @@ export class StreamService {
     return { stream: this.view(record), censored: censor.censored };
   }
 
+  /** The update rate limit per account (PATCH's; the control WebSocket shares it). */
+  get updateRate(): { max: number; windowMs: number } {
+    return this.#rate;
+  }
+
+  /** The media nodes that can take streams now (what GET /v1/capabilities reports). */
+  nodes(): Promise<MediaNodeInfo[]> {
+    return this.#media.nodes();
+  }
+
   /** A node that has the model and room; the least loaded wins. */
   async #place(model: ModelId): Promise<MediaNodeInfo> {
     const nodes = await this.#media.nodes();
@@ -406,6 +417,8 @@ export class StreamService {
       state,
       last_state_update_time: now,
       ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
+      viewers: node.viewers,
+      ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
       inference_status: {
         pipeline: 'streamdiffusion',
         start_time: node.startTime ?? 0,
@@ -508,6 +521,12 @@ export interface StatusData {
   last_state_update_time?: number;
   /** ms per stage on the media node, p50/p95 over its recent frames (an addition to the spec). */
   stage_latency_ms?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
+  /** WHEP viewers now (absent when OFFLINE; an addition to the spec). */
+  viewers?: number;
+  /** Output frames since the publisher session started (absent when OFFLINE; an addition to the spec). */
+  frames_out?: number;
+  /** Changes scheduled over the control WebSocket, soonest first, until applied (an addition to the spec). */
+  scheduled_updates?: ScheduledView[];
   inference_status: {
     pipeline: string;
     start_time?: number;

@@ -21,13 +21,17 @@ import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
 import { musicError, streamError, type Area } from './errors.ts';
 import type { Metrics } from './Metrics.ts';
-import { musicRoutes } from './routes/music.ts';
-import { systemRoutes } from './routes/system.ts';
+import { capabilitiesRoutes } from './routes/capabilities.ts';
+import { controlRoutes } from './routes/control.ts';
 import { clipRoutes } from './routes/clips.ts';
+import { musicRoutes } from './routes/music.ts';
 import { outputRoutes } from './routes/outputs.ts';
+import { systemRoutes } from './routes/system.ts';
 import { streamRoutes } from './routes/streams.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './Services.ts';
+import { StreamControl } from './StreamControl.ts';
+import { ControlTokens } from './ControlTokens.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -138,11 +142,17 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     { prefix: config.musicBasePath },
   );
 
+  // Live control (WebSocket, timed changes): one per app, over the stream service.
+  const control = ctx.streams ? new StreamControl({ streams: ctx.streams, songs: ctx.songs, logger: ctx.logger }) : undefined;
+  const controlTokens = new ControlTokens(ctx.links ? ctx.links.derive('control-token') : randomBytes(32));
+  const areaCtx = { ...ctx, control, controlTokens };
   await app.register(async (area) => {
     area.addHook('onRequest', authHook('streams', ctx.store));
-    await area.register(streamRoutes(config, ctx));
-    await area.register(clipRoutes(config, ctx));
-    await area.register(outputRoutes(config, ctx));
+    await area.register(streamRoutes(config, areaCtx));
+    await area.register(clipRoutes(config, areaCtx));
+    await area.register(outputRoutes(config, areaCtx));
+    await area.register(capabilitiesRoutes(config, areaCtx));
+    await area.register(controlRoutes(config, areaCtx));
     await area.register(webhookRoutes(config, ctx));
   });
 

@@ -26,6 +26,7 @@ export {
   createProcessorChain,
   IMAGE_PROCESSOR_TYPES,
   LATENT_PROCESSOR_TYPES,
+  processorParamSchemas,
   type ProcessorChain,
   type ProcessingBlock,
   type ProcessorConfig,

@@ -1,7 +1,9 @@
 // The live playground: create a stream (POST /v1/streams), publish the camera over WHIP, watch the
-// output (WHEP, LL-HLS fallback), change params live (PATCH /v1/streams/{id}) and chart the status
-// (GET /v1/streams/{id}/status every second). Talks only to the public Area B API and the
-// stream's own WHIP/WHEP/HLS URLs.
+// output (WHEP, LL-HLS fallback), change params live over the stream's control WebSocket (through
+// web/reverie-client.js; PATCH /v1/streams/{id} while the socket is down) and chart the status the
+// socket pushes (GET /v1/streams/{id}/status when it is down). Talks only to the public Area B API
+// and the stream's own WHIP/WHEP/HLS URLs.
+import { ReverieClient } from '/web/reverie-client.js';
 import { describeState } from '/web/streamState.js';
 import { hangUp, playHls, playLive, playbackUrls, publishWhip } from '/web/watch.js';
 
@@ -15,8 +17,22 @@ let publisher = null;
 let viewer = null;
 let camera = null;
 let statusTimer = null;
-// Exposed for tests and for the curious: the last status and the PATCHes sent.
-window.playground = { status: null, patches: 0, mode: 'off', copied: null };
+let control = null;
+// Exposed for tests and for the curious: the last status, the changes sent (socket or PATCH) and
+// how the last one went.
+window.playground = { status: null, patches: 0, mode: 'off', copied: null, via: null };
+
+/** The stream's control channel (reconnects by itself); closed when the stream ends. */
+function openControl() {
+  control?.close();
+  control = null;
+  if (!stream) return;
+  const client = new ReverieClient({ baseUrl: location.origin, apiKey: keyInput.value.trim() });
+  control = client.control(stream.id);
+  control.addEventListener('error', (e) => {
+    if (e.detail?.code === 'STREAMS/NOT_FOUND') control?.close();
+  });
+}
 
 function showError(err) {
   $('error').hidden = !err;
@@ -58,6 +74,7 @@ function showStream() {
   if (typeof stream.params?.delta === 'number') $('delta').value = stream.params.delta;
   $('guidanceOut').textContent = $('guidance').value;
   $('deltaOut').textContent = $('delta').value;
+  openControl();
   startStatus();
 }
 
@@ -106,6 +123,8 @@ $('end').onclick = async () => {
     showError(err);
   }
   stream = null;
+  control?.close();
+  control = null;
   localStorage.removeItem('reverie.stream');
   clearInterval(statusTimer);
   showStream();
@@ -162,15 +181,25 @@ async function watch(forceHls) {
 $('watch').onclick = () => void watch(false);
 $('watchHls').onclick = () => void watch(true);
 
-// ───────────── live params (PATCH)
+// ───────────── live params (control WebSocket; PATCH while it is down)
 async function patch(params) {
   if (!stream) return;
   $('patchState').textContent = 'Applying…';
   try {
-    stream = await api('PATCH', `/v1/streams/${encodeURIComponent(stream.id)}`, { params });
+    let how;
+    if (control?.connected) {
+      const ack = await control.update(params);
+      stream = { ...stream, params: { ...stream.params, ...params } };
+      how = ack.mode === 'reload' ? 'reloading the pipeline' : ack.frame ? `from frame ${ack.frame}` : 'next frame';
+      window.playground.via = 'websocket';
+    } else {
+      stream = await api('PATCH', `/v1/streams/${encodeURIComponent(stream.id)}`, { params });
+      how = 'over HTTP';
+      window.playground.via = 'patch';
+    }
     localStorage.setItem('reverie.stream', JSON.stringify(stream));
     window.playground.patches++;
-    $('patchState').textContent = `Applied ${Object.keys(params).join(', ')} at ${new Date().toLocaleTimeString()}.`;
+    $('patchState').textContent = `Applied ${Object.keys(params).join(', ')} at ${new Date().toLocaleTimeString()} (${how}).`;
   } catch (err) {
     $('patchState').textContent = '';
     showError(err);
@@ -266,10 +295,20 @@ async function viewerDelayMs() {
   return delay;
 }
 
+/** The status: what the socket pushed (with its latest per-second rates), else one GET. */
+async function currentStatus() {
+  if (control?.connected && control.status) {
+    const s = control.status;
+    const rates = control.stats ? { input_fps: control.stats.input_fps, output_fps: control.stats.output_fps } : {};
+    return { ...s, state: control.stats?.state ?? s.state, inference_status: { ...s.inference_status, ...rates } };
+  }
+  return (await api('GET', `/v1/streams/${encodeURIComponent(stream.id)}/status`)).data;
+}
+
 async function pollStatus() {
   if (!stream) return;
   try {
-    const { data } = await api('GET', `/v1/streams/${encodeURIComponent(stream.id)}/status`);
+    const data = await currentStatus();
     window.playground.status = data;
     const inf = data?.inference_status ?? {};
     const stats = data?.gateway_status?.ingest_metrics?.stats ?? {};
@@ -305,6 +344,7 @@ function startStatus() {
 }
 
 window.addEventListener('pagehide', () => {
+  control?.close();
   void hangUp(publisher);
   void hangUp(viewer);
 });

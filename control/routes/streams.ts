@@ -12,6 +12,7 @@ import { MAX_RTMP_DESTINATIONS, PRIMARY_RTMP } from '../../media/index.ts';
 import type { Account } from '../../store/index.ts';
 import type { AppContext } from '../buildApp.ts';
 import type { Config } from '../config.ts';
+import type { StreamControl } from '../StreamControl.ts';
 import type { UpdateOutcome } from '../StreamService.ts';
 import { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema } from '../StreamParams.ts';
 
@@ -45,6 +46,14 @@ export const StreamSchema = z
   })
   .meta({ id: 'Stream' });
 
+const ScheduledViewSchema = z.object({
+  id: z.string(),
+  due_at: z.number().describe('ms since the epoch'),
+  on_beat: z.boolean(),
+  keys: z.array(z.string()).describe('The params the change sets'),
+  transition: z.object({ steps: z.number().int(), method: z.enum(['linear', 'slerp']) }).nullable(),
+});
+
 const TrackStats = z.object({
   type: z.string(),
   jitter: z.number(),
@@ -68,6 +77,12 @@ const StatusDataSchema = z.object({
     .partialRecord(z.enum(['decode', 'process', 'encode', 'node']), z.object({ p50: z.number(), p95: z.number() }))
     .optional()
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
+  viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
+  frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
+  scheduled_updates: z
+    .array(ScheduledViewSchema)
+    .optional()
+    .describe('Changes scheduled over the control WebSocket (at / on_beat), soonest first, until applied. An addition to the spec'),
   orchestrator_info: z.object({ address: z.string(), url: z.string() }),
   inference_status: z.object({
     pipeline: z.string(),
@@ -169,7 +184,7 @@ function updateHeaders(reply: FastifyReply, out: UpdateOutcome): void {
   if (out.censored) void reply.header('x-prompt-censored', 'true');
 }
 
-export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { control?: StreamControl | undefined }): FastifyPluginAsync {
   return async (app) => {
     const service = ctx.streams;
     if (!service) return;
@@ -258,7 +273,11 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext): Fastif
     r.get(
       '/v1/streams/:id/status',
       { schema: { tags, summary: 'Live status of the stream pipeline (OFFLINE after teardown)', params: IdParams, response: { 200: StatusSchema, ...errors } } },
-      async (req) => ({ success: true as const, error: null, data: await service.status(acc(req), req.params.id) }),
+      async (req) => {
+        const data = await service.status(acc(req), req.params.id);
+        const scheduled = ctx.control?.scheduled(req.params.id) ?? [];
+        return { success: true as const, error: null, data: scheduled.length > 0 ? { ...data, scheduled_updates: scheduled } : data };
+      },
     );
 
     const deleted = { 200: z.object({ success: z.literal(true), data: z.object({}).strict() }), ...errors };

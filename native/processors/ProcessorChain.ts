@@ -3,6 +3,7 @@
  * block (`image_preprocessing`, `image_postprocessing`, `latent_preprocessing`,
  * `latent_postprocessing`) once and returns an object applying the enabled processors in order.
  */
+import { z } from 'zod';
 import type { Frame, LatentTensor } from '../Frame.ts';
 import { InvalidProcessorParamsError, UnsupportedProcessorError } from '../errors.ts';
 import { blur } from './Blur.ts';
@@ -23,6 +24,15 @@ const LATENT_DEFS = [latentFeedback] as unknown as ProcessorDefinition<'latent'>
 export const IMAGE_PROCESSOR_TYPES: readonly string[] = Object.freeze(IMAGE_DEFS.map((d) => d.type));
 /** Latent processor types this engine implements (Daydream's LatentProcessorsName). */
 export const LATENT_PROCESSOR_TYPES: readonly string[] = Object.freeze(LATENT_DEFS.map((d) => d.type));
+
+/**
+ * The JSON Schema of each processor's `params` (what `GET /v1/capabilities` shows, so clients build
+ * controls from it), by chain kind and type. Defaults and bounds are the processors' own.
+ */
+export function processorParamSchemas(kind: ProcessorKind): Record<string, unknown> {
+  const defs: ProcessorDefinition[] = kind === 'image' ? IMAGE_DEFS : LATENT_DEFS;
+  return Object.fromEntries(defs.map((d) => [d.type, z.toJSONSchema(d.params, { io: 'input', unrepresentable: 'any' })]));
+}
 
 /** One entry of a processing block, as in the Daydream schema. */
 export interface ProcessorConfig {

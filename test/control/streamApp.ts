@@ -10,6 +10,7 @@ import { StreamService } from '../../control/StreamService.ts';
 import { MediaNode } from '../../media/index.ts';
 import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';
+import { songServices } from '../helpers/songs.ts';
 
 export const PUBLIC_URL = 'https://media.example.test';
 
@@ -33,7 +34,7 @@ export interface StreamTestApp extends TestApp {
 
 export async function makeStreamApp(
   t: Test,
-  opts: { now?: () => number; models?: string[]; capacity?: number } = {},
+  opts: { now?: () => number; models?: string[]; capacity?: number; songs?: boolean } = {},
 ): Promise<StreamTestApp> {
   let node: MediaNode | null = null;
   let media: LocalMediaNodeClient | null = null;
@@ -59,7 +60,7 @@ export async function makeStreamApp(
       });
       service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, outboundPolicy: new AddressPolicy({ resolve: fakeDns }), ...(opts.now ? { now: opts.now } : {}) });
       const n = node;
-      return { streams: service, mediaRoutes: async (app) => n.registerRoutes(app) };
+      return { streams: service, mediaRoutes: async (app) => n.registerRoutes(app), ...(opts.songs ? songServices({ store }) : {}) };
     },
   });
   t.teardown(() => {

@@ -303,7 +303,8 @@ export class StreamService {
     const classification = classifyChanges(before, after);
     if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null };
 
-    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(this.#now()).toISOString() });
+    const storedAt = this.#now();
+    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(storedAt).toISOString() });
     if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
     let nodeError: string | null = null;
     if (updated.nodeId) {
@@ -311,6 +312,7 @@ export class StreamService {
         streamId: updated.id,
         params: after as unknown as Record<string, unknown>,
         mode: classification.mode,
+        storedAt,
         hot: classification.hot,
         reload: classification.reload,
       });
@@ -435,7 +437,10 @@ export class StreamService {
    * whose monthly streaming allowance is used up gets a refusal (402) naming it, and one that
    * already has its plan's number of streams live gets 429 (a reconnect of one of them is fine).
    */
-  async resolveIngest(streamId: string, bearer: string): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string } | { refused: string; status?: 402 | 429 } | null> {
+  async resolveIngest(
+    streamId: string,
+    bearer: string,
+  ): Promise<{ streamId: string; params: Record<string, unknown>; paramsStoredAt: number; outputRtmpUrl?: string } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -458,7 +463,8 @@ export class StreamService {
         return { refused: `this month's streaming allowance of the ${account?.plan ?? ''} plan (${Math.round(allowance / 60)} min) is used up; it renews on the 1st (UTC)` };
       }
     }
-    return { streamId: s.id, params: s.params, ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}) };
+    // The node orders these params against PATCHes that reach it while this lookup runs.
+    return { streamId: s.id, params: s.params, paramsStoredAt: Date.parse(s.updatedAt), ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}) };
   }
 
   /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */

@@ -19,7 +19,7 @@ import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streami
 import {
   BETA_MODEL_FAMILY,
   checkParams,
-  classifyChanges,
+  planUpdate,
   LEGACY_PIPELINE_IDS,
   mergeParams,
   MODELS,
@@ -27,7 +27,7 @@ import {
   publicParams,
   type PublicStreamParams,
   type BetaModelId,
-  type Classification,
+  type UpdatePlan,
   type ModelId,
   type ParamIssue,
   type ParamsInput,
@@ -71,7 +71,7 @@ export interface CreateInput {
 
 export interface UpdateOutcome {
   stream: StreamView;
-  classification: Classification;
+  classification: UpdatePlan;
   censored: boolean;
   /** The node could not apply it (it keeps the previous params; status shows last_error). */
   nodeError: string | null;
@@ -109,7 +109,9 @@ export interface StreamServiceOptions {
 }
 
 const issuesError = (issues: ParamIssue[]) =>
-  streamError('STREAMS/INVALID_PARAMS', `${issues[0]?.field ?? 'params'}: ${issues[0]?.message ?? 'invalid'}`, { details: { where: 'body', issues } });
+  streamError('STREAMS/INVALID_PARAMS', `${issues[0]?.field ?? 'params'}: ${issues[0]?.message ?? 'invalid'}`, {
+    details: { where: 'body', issues: issues.map(({ field, message }) => ({ field, message })) },
+  });
 
 export class StreamService {
   readonly #store: Store;
@@ -197,7 +199,7 @@ export class StreamService {
     const censor = this.#censor(input);
     input = censor.input;
     const params = mergeParams(null, input);
-    const issues = checkParams(params);
+    const issues = checkParams(params, { faceid: false });
     if (issues.length) throw issuesError(issues);
 
     if (body.output_rtmp_url) await this.#checkRtmpTarget(body.output_rtmp_url);
@@ -300,7 +302,7 @@ export class StreamService {
     const faceid = opts.faceid === true || (before.ip_adapter?.type === 'faceid' && after.ip_adapter?.type === 'faceid');
     const issues = checkParams(after, { faceid });
     if (issues.length) throw issuesError(issues);
-    const classification = classifyChanges(before, after);
+    const classification = planUpdate(before, after);
     if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null };
 
     const storedAt = this.#now();

@@ -12,7 +12,8 @@ import { FUSED_IO, fuseVaeDecoder, fuseVaeEncoder, outputNames, readModel } from
 import { InferenceError, ModelLoadError } from './errors.ts';
 
 /** Daydream `acceleration`: 'none'/'xformers' mean plain GPU attention upstream; here they map to the default provider. */
-export type Acceleration = 'none' | 'xformers' | 'tensorrt';
+import type { Acceleration } from './params/index.ts';
+export type { Acceleration };
 /** ONNX Runtime execution providers we know how to ask for. */
 export type ProviderName = 'cpu' | 'cuda' | 'tensorrt';
 

@@ -8,16 +8,16 @@
  * No heavy imports here: the API validates with this module without loading ONNX Runtime.
  */
 import { InvalidParamsError, type NativeError, UnsupportedProcessorError } from '../errors.ts';
+// Type-only: erased at run time, so ONNX Runtime stays unloaded.
+import type { Acceleration } from '../ModelSessions.ts';
 import { createProcessorChain, IMAGE_PROCESSOR_TYPES, LATENT_PROCESSOR_TYPES } from '../processors/ProcessorChain.ts';
 import { MAX_FRAME_SIDE } from '../processors/Upscale.ts';
 import { parsePreprocessorParams, PREPROCESSOR_PARAMS } from '../preprocessors/ModelPreprocessor.ts';
 import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter, type ModelId } from './ModelFamilies.ts';
-import { outputScale } from './UpdatePlan.ts';
 
 /** How weighted prompts and seeds are blended. */
 export type InterpolationMethod = 'linear' | 'slerp';
-/** Daydream's acceleration: which execution providers the sessions ask for. */
-export type Acceleration = 'none' | 'xformers' | 'tensorrt';
+export type { Acceleration };
 
 /**
  * RCFG mode (engine setting, not in Daydream's public schema; upstream default 'self'):
@@ -240,6 +240,21 @@ export function mergeParams<M extends string = string>(base: StreamParams<M> | n
     out[k] = fillBlock(out[k]);
   }
   return out;
+}
+
+/**
+ * Output scale of a processing block: the product of its enabled upscalers (`upscale` by its
+ * scale_factor, default 2; `realesrgan_trt` is Daydream's fixed 2× upscaler).
+ */
+export function outputScale(block: ProcessingBlock | null | undefined): number {
+  if (!block || block.enabled === false) return 1;
+  let scale = 1;
+  for (const p of block.processors) {
+    if (p.enabled === false || (p.type !== 'upscale' && p.type !== 'realesrgan_trt')) continue;
+    const f = p.params?.['scale_factor'] ?? p.params?.['scale'];
+    scale *= p.type === 'realesrgan_trt' ? 2 : typeof f === 'number' ? f : 2;
+  }
+  return scale;
 }
 
 // ───────────────────────────── rules on merged params

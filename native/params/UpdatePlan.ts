@@ -2,7 +2,7 @@
  * Hot or reload, per key (reference/live-diffusion.md §2.4): the one table the API answers
  * `x-params-update` from and the engine acts on, so the two cannot disagree.
  */
-import type { StreamParams } from './StreamParams.ts';
+import { outputScale, type StreamParams } from './StreamParams.ts';
 
 /**
  * Keys applied on the next frame without a reload: the spec's PATCH list, with the details of
@@ -62,21 +62,6 @@ export function stableJson(value: unknown): string {
 }
 
 const same = (a: unknown, b: unknown) => stableJson(a) === stableJson(b);
-
-/**
- * Output scale of a processing block: the product of its enabled upscalers (`upscale` by its
- * scale_factor, default 2; `realesrgan_trt` is Daydream's fixed 2× upscaler).
- */
-export function outputScale(block: StreamParams['image_postprocessing'] | undefined): number {
-  if (!block || block.enabled === false) return 1;
-  let scale = 1;
-  for (const p of block.processors) {
-    if (p.enabled === false || (p.type !== 'upscale' && p.type !== 'realesrgan_trt')) continue;
-    const f = p.params?.['scale_factor'] ?? p.params?.['scale'];
-    scale *= p.type === 'realesrgan_trt' ? 2 : typeof f === 'number' ? f : 2;
-  }
-  return scale;
-}
 
 /** Hot or reload for each key whose value differs between `before` and `after` (both merged, full params). */
 export function planUpdate(before: StreamParams, after: StreamParams): UpdatePlan {

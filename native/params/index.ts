@@ -28,8 +28,9 @@ export {
   checkParams,
   assertParams,
   checkControlNetPreprocessor,
+  outputScale,
 } from './StreamParams.ts';
-export { HOT_KEYS, planUpdate, outputScale, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';
+export { HOT_KEYS, planUpdate, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';
 export {
   type ModelFamily,
   type ModelId,

@@ -22,4 +22,31 @@ export default tseslint.config(
       eqeqeq: ['error', 'smart'],
     },
   },
+  // The params vocabulary has one entry: nobody reaches into native/params/ past its index.
+  {
+    files: ['**/*.ts'],
+    ignores: ['native/params/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' }] },
+      ],
+    },
+  },
+  // HTTP, CLI and the stream domain use the engine only through its params module: the engine's
+  // entry loads ONNX Runtime, which an api-only process must not (media nodes load it lazily).
+  {
+    files: ['control/**/*.ts', 'streams/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)native/(?!params/index\\.ts$)', message: 'control/ and streams/ import only native/params/index.ts from native/ (the engine entry loads ONNX Runtime).' },
+          ],
+        },
+      ],
+    },
+  },
 );

@@ -8,14 +8,15 @@
 import { z } from 'zod';
 import {
   CONTROLNET_PREPROCESSORS as ENGINE_PREPROCESSORS,
+  HOT_KEYS,
   IMAGE_PROCESSOR_TYPES,
   LATENT_PROCESSOR_TYPES,
   PREPROCESSOR_PARAMS,
   processorParamSchemas,
   runnableControlNetsFor,
-} from '../native/index.ts';
+} from '../native/params/index.ts';
 import type { MediaNodeInfo } from './MediaNodeClient.ts';
-import { HOT_KEYS, MODEL_IDS, MODELS, type ModelId } from './StreamParams.ts';
+import { MODEL_IDS, MODELS, type ModelId } from './StreamParams.ts';
 import { CONTROL_LIMITS } from './StreamControl.ts';
 import { UPDATE_RATE } from './StreamService.ts';
 

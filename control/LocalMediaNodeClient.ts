@@ -106,14 +106,15 @@ export class LocalMediaNodeClient implements MediaNodeClient {
 
   async updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult> {
     const book = this.#book(update.streamId);
-    if (nodeId !== this.nodeId || !this.#node.getStream(update.streamId)) return { delivered: false, restartCount: book.restartCount };
+    if (nodeId !== this.nodeId) return { delivered: false, restartCount: book.restartCount };
     const now = this.#now();
     // A hot update carries only what changed (the processor applies it on the next frame); a
     // reload hands over the full params to build from.
     const keys = update.mode === 'reload' ? Object.keys(update.params) : update.hot;
     const params = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
     try {
-      this.#node.updateParams(update.streamId, params);
+      // A stream not here yet (its publisher's grant may be resolving right now) gets it when made.
+      if (!this.#node.updateParams(update.streamId, params, update.storedAt)) return { delivered: false, restartCount: book.restartCount };
     } catch (err) {
       book.lastError = `params update failed: ${(err as Error).message}`;
       book.lastErrorTime = now;

@@ -35,6 +35,11 @@ export interface ParamsUpdate {
   /** The full params after the change (what a reload builds from). */
   params: Record<string, unknown>;
   mode: 'hot' | 'reload';
+  /**
+   * When the store wrote `params` (ms epoch): the node ignores what is older than the params it
+   * holds (a publisher's grant read before this update). Optional for older senders.
+   */
+  storedAt?: number;
   /** Keys that changed, by class. */
   hot: string[];
   reload: string[];

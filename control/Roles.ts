@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { BlobStore, Store } from '../store/index.ts';
-import type { FetchImage } from '../native/index.ts';
+import type { FetchImage } from '../media/index.ts';
 import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';

@@ -1,25 +1,44 @@
 /**
- * Stream params (spec "Area B: Stream params"; reference/live-diffusion.md §2.2–2.4): the zod
- * schema the routes validate (shape, types, per-field bounds), the defaults filled in on create,
- * the model ↔ ControlNet ↔ IP-Adapter tables, the rules checked on the MERGED params (cross-field:
- * t_index_list vs num_inference_steps, ControlNets vs base model, IP-Adapter vs model, processors
- * the runtime implements), and the hot/reload classification of an update.
+ * Stream params at the HTTP boundary (spec "Area B: Stream params"; reference/live-diffusion.md
+ * §2.2–2.4): the zod schemas the routes validate (shape, types, per-field bounds) and document,
+ * declared against native's params module, which owns the type, the defaults, the merge, the
+ * cross-field rules and the hot/reload plan. Also the API's own tables: legacy pipeline ids, the
+ * beta prompt route's variants, the public (null-free) view and its hash.
  *
  * Every choice the spec leaves "not shown" is recorded in docs/api.md ("Area B streams choices").
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
-  checkControlNetPreprocessor,
-  CONTROLNETS_BY_FAMILY,
-  CONTROLNET_PREPROCESSORS as ENGINE_CONTROLNET_PREPROCESSORS,
-  createProcessorChain,
-  IMAGE_PROCESSOR_TYPES,
-  LATENT_PROCESSOR_TYPES,
-  MAX_FRAME_SIDE,
+  CONTROLNET_IDS,
+  IP_ADAPTER_WEIGHT_TYPES,
+  MODEL_IDS,
+  stableJson,
   type ModelFamily,
-  REFUSED_CONTROLNETS,
-} from '../native/index.ts';
+  type ModelId,
+  type ParamsPatch,
+  type StreamParams as EngineParams,
+} from '../native/params/index.ts';
+
+export {
+  CONTROLNET_IDS,
+  CONTROLNETS_BY_FAMILY,
+  DEFAULT_PARAMS,
+  IP_ADAPTER_WEIGHT_TYPES,
+  MODEL_IDS,
+  MODELS,
+  checkParams,
+  mergeParams,
+  planUpdate,
+  stableJson,
+  type ModelFamily,
+  type ModelId,
+  type ParamIssue,
+  type UpdatePlan,
+} from '../native/params/index.ts';
+
+/** The params module's one type, over the API's model vocabulary. */
+export type StreamParams = EngineParams<ModelId>;
 
 /** Spec: integers are bounded to ±(2^53 − 1) where bounds are stated. */
 export const MAX_INT = Number.MAX_SAFE_INTEGER;
@@ -43,33 +62,6 @@ const TEXT_MAX = 2000;
 /** Entries of a weighted prompt or seed list (blending more than this is never useful live). */
 const BLEND_MAX = 16;
 
-// ───────────────────────────── models
-
-/**
- * Base model families (ai-runner MODEL_ID_TO_TYPE):
- * - `sd21`: SD 2.1 (sd-turbo); 6 ControlNets, no IP-Adapter;
- * - `sd15`: SD 1.5 (dreamshaper-8, openjourney-v4); 4 ControlNets, IP-Adapter;
- * - `sdxl`: SDXL (sdxl-turbo); 3 ControlNets, IP-Adapter (FaceID only on an sdxl-faceid pipeline).
- */
-export type { ModelFamily };
-
-export const MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'] as const;
-export type ModelId = (typeof MODEL_IDS)[number];
-
-export interface ModelInfo {
-  family: ModelFamily;
-  ipAdapter: boolean;
-  cachedAttention: boolean;
-  /** The deprecated `pipeline_id` that names this model (also reported as status `pipeline_id`). */
-  legacyPipelineId: string;
-}
-
-export const MODELS: Readonly<Record<ModelId, ModelInfo>> = {
-  'stabilityai/sd-turbo': { family: 'sd21', ipAdapter: false, cachedAttention: false, legacyPipelineId: 'pip_SD-turbo' },
-  'stabilityai/sdxl-turbo': { family: 'sdxl', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SDXL-turbo' },
-  'Lykon/dreamshaper-8': { family: 'sd15', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SD15' },
-  'prompthero/openjourney-v4': { family: 'sd15', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SD15-openjourney' },
-};
 
 /** Deprecated create field `pipeline_id` → model. `pip_SD-turbo` is the spec's; the rest follow its pattern. */
 export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
@@ -80,9 +72,6 @@ export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
   'pip_SD15-openjourney': 'prompthero/openjourney-v4',
 };
 
-/** ai-runner CONTROLNETS_BY_TYPE (6 / 4 / 3 as the spec counts): the engine's own map, one source. */
-export { CONTROLNETS_BY_FAMILY };
-export const CONTROLNET_IDS = [...CONTROLNETS_BY_FAMILY.sd21, ...CONTROLNETS_BY_FAMILY.sd15, ...CONTROLNETS_BY_FAMILY.sdxl] as [string, ...string[]];
 
 /**
  * ControlNet preprocessors we accept (ai-runner's ImageProcessorName minus the output-resizing
@@ -107,26 +96,7 @@ export const CONTROLNET_PREPROCESSORS = [
   'temporal_net_tensorrt',
 ] as const;
 
-/** Daydream's ImageProcessorName: names we know of; those the runtime lacks are refused by name. */
-const DAYDREAM_IMAGE_PROCESSORS = new Set([...CONTROLNET_PREPROCESSORS, 'realesrgan_trt', 'sharpen', 'upscale']);
 
-export const IP_ADAPTER_WEIGHT_TYPES = [
-  'linear',
-  'ease in',
-  'ease out',
-  'ease in-out',
-  'reverse in-out',
-  'weak input',
-  'weak output',
-  'weak middle',
-  'strong middle',
-  'style transfer',
-  'composition',
-  'strong style transfer',
-  'style and composition',
-  'style transfer precise',
-  'composition precise',
-] as const;
 
 // ───────────────────────────── schema (shape and per-field bounds)
 
@@ -258,118 +228,11 @@ export const ParamsInputSchema = z
   })
   .strict();
 export type ParamsInput = z.infer<typeof ParamsInputSchema>;
+/** The schema's output is a params patch: a field the params module does not know stops compiling. */
+export const PARAMS_INPUT_SATISFIES_PATCH: z.ZodType<ParamsPatch<ModelId>> = ParamsInputSchema;
 
-// ───────────────────────────── full params (defaults filled)
 
-export interface ProcessorConfig {
-  type: string;
-  enabled: boolean;
-  params: Record<string, unknown>;
-}
-export interface ProcessingBlock {
-  enabled: boolean;
-  processors: ProcessorConfig[];
-}
-export interface ControlNet {
-  model_id: string;
-  conditioning_scale: number;
-  preprocessor: string;
-  enabled: boolean;
-  preprocessor_params: Record<string, unknown>;
-  control_guidance_start: number;
-  control_guidance_end: number;
-}
-export interface IpAdapter {
-  scale: number;
-  enabled: boolean;
-  type: 'regular' | 'faceid';
-  weight_type: (typeof IP_ADAPTER_WEIGHT_TYPES)[number];
-}
-
-/** The params as stored and returned: every field present. */
-export interface StreamParams {
-  model_id: ModelId;
-  prompt: string | [string, number][];
-  prompt_interpolation_method: 'linear' | 'slerp';
-  normalize_prompt_weights: boolean;
-  normalize_seed_weights: boolean;
-  negative_prompt: string;
-  guidance_scale: number;
-  delta: number;
-  num_inference_steps: number;
-  t_index_list: number[];
-  use_safety_checker: boolean;
-  safety_checker_threshold: number;
-  width: number;
-  height: number;
-  lora_dict: Record<string, number> | null;
-  use_lcm_lora: boolean;
-  lcm_lora_id: string;
-  acceleration: 'none' | 'xformers' | 'tensorrt';
-  use_denoising_batch: boolean;
-  do_add_noise: boolean;
-  seed: number | [number, number][];
-  seed_interpolation_method: 'linear' | 'slerp';
-  enable_similar_image_filter: boolean;
-  similar_image_filter_threshold: number;
-  similar_image_filter_max_skip_frame: number;
-  skip_diffusion: boolean;
-  image_preprocessing: ProcessingBlock | null;
-  image_postprocessing: ProcessingBlock | null;
-  latent_preprocessing: ProcessingBlock | null;
-  latent_postprocessing: ProcessingBlock | null;
-  controlnets: ControlNet[];
-  /** null = IP-Adapter off. */
-  ip_adapter: IpAdapter | null;
-  /** null = the runtime's default style image. */
-  ip_adapter_style_image_url: string | null;
-}
-
-/** Daydream's defaults (ai-runner params.py; reference §2.2). */
-export const DEFAULT_PARAMS: Readonly<StreamParams> = Object.freeze({
-  model_id: 'stabilityai/sd-turbo',
-  prompt: 'flowers',
-  prompt_interpolation_method: 'slerp',
-  normalize_prompt_weights: true,
-  normalize_seed_weights: true,
-  negative_prompt: 'blurry, low quality, flat, 2d',
-  guidance_scale: 1.0,
-  delta: 0.7,
-  num_inference_steps: 50,
-  t_index_list: [12, 20, 32],
-  use_safety_checker: true,
-  safety_checker_threshold: 0.5,
-  width: 512,
-  height: 512,
-  lora_dict: null,
-  use_lcm_lora: true,
-  lcm_lora_id: 'latent-consistency/lcm-lora-sdv1-5',
-  acceleration: 'tensorrt',
-  use_denoising_batch: true,
-  do_add_noise: true,
-  seed: 789,
-  seed_interpolation_method: 'linear',
-  enable_similar_image_filter: false,
-  similar_image_filter_threshold: 0.98,
-  similar_image_filter_max_skip_frame: 10,
-  skip_diffusion: false,
-  image_preprocessing: null,
-  image_postprocessing: null,
-  latent_preprocessing: null,
-  latent_postprocessing: null,
-  controlnets: [],
-  ip_adapter: null,
-  ip_adapter_style_image_url: null,
-} satisfies StreamParams);
-
-export const IP_ADAPTER_DEFAULTS: Readonly<IpAdapter> = Object.freeze({ scale: 1.0, enabled: true, type: 'regular', weight_type: 'linear' });
-export const CONTROLNET_DEFAULTS = Object.freeze({
-  conditioning_scale: 1.0,
-  preprocessor: 'passthrough',
-  enabled: true,
-  control_guidance_start: 0.0,
-  control_guidance_end: 1.0,
-});
+// ───────────────────────────── the public view
 
 /** Description of the response fields that are left out while unset (spec types them as object / string, never null). */
 const UNSET = 'Omitted while unset';
@@ -439,238 +302,9 @@ export const StreamParamsSchema = z
   })
   .meta({ id: 'StreamParams' });
 
-function fillBlock(block: z.infer<typeof ProcessingBlockSchema> | ProcessingBlock | null | undefined): ProcessingBlock | null {
-  if (!block) return null;
-  return {
-    enabled: block.enabled ?? true,
-    processors: block.processors.map((p) => ({ type: p.type, enabled: p.enabled ?? true, params: { ...(p.params ?? {}) } })),
-  };
-}
 
-const clone = <T>(v: T): T => structuredClone(v);
-
-/**
- * Merges `patch` over `base` (defaults when base is absent) and fills every default. Arrays and
- * blocks are replaced whole; `ip_adapter` is merged field by field over the current one (its fields
- * are the hot settings); `null` resets a nullable field to its default.
- */
-export function mergeParams(base: StreamParams | null, patch: ParamsInput): StreamParams {
-  const out = clone(base ?? (DEFAULT_PARAMS as StreamParams));
-  const target = out as unknown as Record<string, unknown>;
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === undefined) continue;
-    if (value === null) {
-      target[key] = clone((DEFAULT_PARAMS as unknown as Record<string, unknown>)[key] ?? null);
-      continue;
-    }
-    target[key] = clone(value);
-  }
-  if (patch.ip_adapter) out.ip_adapter = { ...IP_ADAPTER_DEFAULTS, ...(base?.ip_adapter ?? {}), ...stripUndefined(patch.ip_adapter) };
-  out.controlnets = out.controlnets.map((c) => ({
-    ...CONTROLNET_DEFAULTS,
-    ...stripUndefined(c),
-    preprocessor_params: { ...(c.preprocessor_params ?? {}) },
-  })) as ControlNet[];
-  for (const k of ['image_preprocessing', 'image_postprocessing', 'latent_preprocessing', 'latent_postprocessing'] as const) {
-    out[k] = fillBlock(out[k]);
-  }
-  return out;
-}
-
-function stripUndefined<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-// ───────────────────────────── rules on the merged params
-
-export interface ParamIssue {
-  /** Path from the body root, e.g. `params.controlnets[1].model_id`. */
-  field: string;
-  message: string;
-}
-
-export interface CheckContext {
-  /** FaceID IP-Adapter allowed (an sdxl-faceid pipeline was asked for). */
-  faceid?: boolean;
-}
-
-/**
- * Cross-field rules, checked on the params as they would be after the change (so an update of
- * `num_inference_steps` alone is refused when the stored t_index_list would fall outside it).
- * Returns every broken rule; empty when the params are usable.
- */
-export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'params'): ParamIssue[] {
-  const issues: ParamIssue[] = [];
-  const at = (path: string, message: string) => issues.push({ field: `${prefix}.${path}`, message });
-  const model = MODELS[p.model_id];
-
-  p.t_index_list.forEach((v, i) => {
-    if (v > p.num_inference_steps) at(`t_index_list[${i}]`, `${v} is above num_inference_steps (${p.num_inference_steps})`);
-  });
-
-  const allowed = CONTROLNETS_BY_FAMILY[model.family];
-  const seen = new Set<string>();
-  p.controlnets.forEach((c, i) => {
-    if (seen.has(c.model_id)) at(`controlnets[${i}].model_id`, `${c.model_id} appears more than once; ControlNet model_ids must be unique`);
-    seen.add(c.model_id);
-    if (!allowed.includes(c.model_id)) {
-      at(`controlnets[${i}].model_id`, `${c.model_id} is not compatible with ${p.model_id} (${model.family}); allowed: ${allowed.join(', ')}`);
-    } else if (c.enabled && REFUSED_CONTROLNETS[c.model_id]) {
-      at(`controlnets[${i}].model_id`, `${c.model_id} is not supported by this runtime yet: ${REFUSED_CONTROLNETS[c.model_id]}`);
-    }
-    if (c.control_guidance_start > c.control_guidance_end) {
-      at(`controlnets[${i}].control_guidance_start`, 'must not be after control_guidance_end');
-    }
-    if (c.enabled && !ENGINE_CONTROLNET_PREPROCESSORS.includes(c.preprocessor)) {
-      at(`controlnets[${i}].preprocessor`, `${c.preprocessor} is not supported by this runtime yet (supported: ${ENGINE_CONTROLNET_PREPROCESSORS.join(', ')})`);
-    } else if (c.enabled) {
-      try {
-        // The engine's own parser: each preprocessor takes its own preprocessor_params.
-        checkControlNetPreprocessor(c);
-      } catch (err) {
-        at(`controlnets[${i}].preprocessor_params`, (err as Error).message);
-      }
-    }
-  });
-
-  if (p.ip_adapter) {
-    if (!model.ipAdapter) {
-      at('ip_adapter', `IP-Adapter is not available for ${p.model_id}; use an SD1.5 or SDXL model`);
-    } else if (p.ip_adapter.type === 'faceid' && !(ctx.faceid && model.family === 'sdxl')) {
-      at('ip_adapter.type', `faceid needs an SDXL-faceid pipeline (model_id streamdiffusion-sdxl-faceid); ${p.model_id} takes type regular`);
-    }
-  }
-  if (p.ip_adapter_style_image_url !== null && !model.ipAdapter) {
-    at('ip_adapter_style_image_url', `IP-Adapter is not available for ${p.model_id}; a style image has no effect`);
-  }
-
-  // Upscalers multiply: bound what a chain may make of a frame (the engine clamps at the same size).
-  for (const key of ['image_preprocessing', 'image_postprocessing'] as const) {
-    const side = Math.max(p.width, p.height) * outputScale(p[key]);
-    if (side > MAX_FRAME_SIDE) at(key, `its upscalers make ${side} px frames; at most ${MAX_FRAME_SIDE} px per side (${Math.max(p.width, p.height)} px × ${outputScale(p[key])})`);
-  }
-
-  for (const [key, kind] of [
-    ['image_preprocessing', 'image'],
-    ['image_postprocessing', 'image'],
-    ['latent_preprocessing', 'latent'],
-    ['latent_postprocessing', 'latent'],
-  ] as const) {
-    const block = p[key];
-    if (!block) continue;
-    const supported = kind === 'image' ? IMAGE_PROCESSOR_TYPES : LATENT_PROCESSOR_TYPES;
-    block.processors.forEach((proc, i) => {
-      const path = `${key}.processors[${i}]`;
-      if (!supported.includes(proc.type)) {
-        const known = kind === 'image' ? DAYDREAM_IMAGE_PROCESSORS.has(proc.type) : false;
-        at(
-          `${path}.type`,
-          known
-            ? `${proc.type} is not supported by this runtime yet (supported ${kind} processors: ${supported.join(', ')})`
-            : `unknown ${kind} processor ${JSON.stringify(proc.type)} (supported: ${supported.join(', ')})`,
-        );
-        return;
-      }
-      try {
-        // The engine's own parser, one processor at a time so the message names its index.
-        if (kind === 'image') createProcessorChain({ processors: [proc] }, 'image');
-        else createProcessorChain({ processors: [proc] }, 'latent');
-      } catch (err) {
-        at(`${path}.params`, (err as Error).message);
-      }
-    });
-  }
-  return issues;
-}
-
-// ───────────────────────────── hot vs reload
-
-/**
- * Hot keys: the spec's PATCH list, with the details of ai-runner's `_update_params_dynamic`
- * (reference §2.2): prompt/seed blending settings, the safety checker and the processing chains are
- * hot too — except an `image_postprocessing` change of the output scale (upscale), which changes
- * the resolution and so reloads. For `controlnets` only a change of conditioning_scale or
- * preprocessor_params on the same list is hot. `ip_adapter` is hot whatever changes, adding and removing it included (spec: "fully
- * hot-swappable"). Everything else reloads.
- */
-export const HOT_KEYS: ReadonlySet<string> = new Set([
-  'prompt',
-  'prompt_interpolation_method',
-  'normalize_prompt_weights',
-  'negative_prompt',
-  'guidance_scale',
-  'delta',
-  'num_inference_steps',
-  't_index_list',
-  'seed',
-  'seed_interpolation_method',
-  'normalize_seed_weights',
-  'use_safety_checker',
-  'controlnets',
-  'ip_adapter',
-  'ip_adapter_style_image_url',
-  'image_preprocessing',
-  'image_postprocessing',
-  'latent_preprocessing',
-  'latent_postprocessing',
-]);
-
-/** Output scale of a post-processing chain: the product of its enabled upscalers (default 2×). */
-function outputScale(block: StreamParams['image_postprocessing']): number {
-  if (!block || block.enabled === false) return 1;
-  let scale = 1;
-  for (const p of block.processors) {
-    if (p.enabled === false || (p.type !== 'upscale' && p.type !== 'realesrgan_trt')) continue;
-    const f = (p.params as Record<string, unknown> | undefined)?.['scale_factor'] ?? (p.params as Record<string, unknown> | undefined)?.['scale'];
-    scale *= p.type === 'realesrgan_trt' ? 2 : typeof f === 'number' ? f : 2;
-  }
-  return scale;
-}
-
-/**
- * - `none`: nothing changed (not sent to the node);
- * - `hot`: only hot keys changed; applied on the next frame;
- * - `reload`: at least one key needs a pipeline reload; the whole update rides with it.
- */
-export type UpdateMode = 'none' | 'hot' | 'reload';
-
-export interface Classification {
-  mode: UpdateMode;
-  hot: string[];
-  reload: string[];
-}
-
-const same = (a: unknown, b: unknown) => stableJson(a) === stableJson(b);
-
-export function classifyChanges(before: StreamParams, after: StreamParams): Classification {
-  const hot: string[] = [];
-  const reload: string[] = [];
-  for (const key of Object.keys(after) as (keyof StreamParams)[]) {
-    if (same(before[key], after[key])) continue;
-    let isHot = HOT_KEYS.has(key);
-    if (key === 'controlnets') {
-      // conditioning_scale and preprocessor_params are hot; the rest of an entry reloads.
-      const strip = (list: ControlNet[]) => list.map(({ conditioning_scale: _s, preprocessor_params: _p, ...rest }) => rest);
-      isHot = before.controlnets.length === after.controlnets.length && same(strip(before.controlnets), strip(after.controlnets));
-    } else if (key === 'image_postprocessing') {
-      isHot = outputScale(before.image_postprocessing) === outputScale(after.image_postprocessing);
-    }
-    (isHot ? hot : reload).push(key);
-  }
-  return { mode: reload.length > 0 ? 'reload' : hot.length > 0 ? 'hot' : 'none', hot, reload };
-}
 
 // ───────────────────────────── hashing
-
-/** JSON with object keys sorted at every level (ai-runner hashes `json.dumps(sort_keys=True)`). */
-export function stableJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    }
-    return v;
-  });
-}
 
 /** md5 hex of the sorted JSON, as ai-runner's `last_params_hash`. */
 export function paramsHash(params: unknown): string {

@@ -8,11 +8,8 @@
  * Without a media node in this process the api role gets a client with no nodes (creates answer
  * 503 STREAMS/NO_CAPACITY) until the Redis-backed client exists.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
-import { buildTinyModel, buildTinyPreprocessors, demoModelOptions, isCurrentDemoModel, type FetchImage } from '../native/index.ts';
+import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
 import { AddressPolicy } from '../webhooks/index.ts';
 import type { Config } from './config.ts';
 import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
@@ -22,7 +19,6 @@ import type { MediaNodeClient } from './MediaNodeClient.ts';
 import type { RoleDeps } from './Roles.ts';
 import type { Services } from './Services.ts';
 import { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
-import { MODEL_IDS } from './StreamParams.ts';
 import { ClipService } from './ClipService.ts';
 import { RtmpOutputService } from './RtmpOutputService.ts';
 import { StreamService } from './StreamService.ts';
@@ -47,46 +43,6 @@ export interface StreamRoles {
   media: MediaNodeClient;
   lifecycle: StreamLifecycle | null;
   close(): Promise<void>;
-}
-
-/**
- * Which of the four models the local node has: the ones exported under MODELS_DIR. With
- * `demoModels` on, a model id without an export gets tiny random-weight demo models (native's
- * builder) so the live path runs end to end; `demo` is true when any served model is one.
- */
-export function prepareModels(modelsDir: string, demoModels: boolean, logger: Logger): { models: string[]; demo: boolean } {
-  const hasExport = (id: string) => existsSync(join(modelsDir, id, 'unet'));
-  if (demoModels) {
-    for (const id of MODEL_IDS) {
-      // Real exports are never touched; demo folders an older builder wrote (without ControlNet
-      // residual inputs or the IP-Adapter image encoder) are written again.
-      if (hasExport(id) && (!isDemoModel(join(modelsDir, id)) || isCurrentDemoModel(modelsDir, id))) continue;
-      const o = demoModelOptions(id);
-      buildTinyModel(modelsDir, id, o);
-      logger.warn(
-        `prepareModels() | no export of ${id} under ${modelsDir}: wrote a tiny DEMO model (random weights) [controlnets:${(o.controlNets ?? []).join(',') || '-'}] [ip_adapter:${o.imageEncoder ? 'yes' : 'no'}]`,
-      );
-    }
-  }
-  if (demoModels) {
-    // Model-backed ControlNet preprocessors (depth_tensorrt, pose_tensorrt, soft_edge) without an
-    // export get demo models with the real I/O, labelled demo in status, logs and /metrics.
-    for (const dir of buildTinyPreprocessors(modelsDir)) logger.warn(`prepareModels() | no preprocessor export in ${dir}: wrote a tiny DEMO preprocessor model`);
-  }
-  const models = MODEL_IDS.filter(hasExport);
-  if (models.length === 0) {
-    logger.warn(`prepareModels() | no model export under ${modelsDir} and DEMO_MODELS is off: this media node takes no streams (export models, see docs/models.md, or set DEMO_MODELS=true)`);
-  }
-  const demo = models.some((id) => isDemoModel(join(modelsDir, id)));
-  return { models, demo };
-}
-
-function isDemoModel(dir: string): boolean {
-  try {
-    return Boolean((JSON.parse(readFileSync(join(dir, 'model_index.json'), 'utf8')) as { _demo?: unknown })._demo);
-  } catch {
-    return false;
-  }
 }
 
 /** A client for a process without a media node: no nodes, nothing to reach. */
@@ -124,7 +80,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
 
   const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
   if (has('media')) {
-    const { models, demo } = prepareModels(config.modelsDir, config.demoModels, deps.logger);
+    const { models, demo } = await prepareModels(config.modelsDir, config.demoModels, deps.logger);
     const rtc = config.webrtc;
     const interfaces = overrides.iceAddresses ?? rtc.interfaces;
     node = new MediaNode({

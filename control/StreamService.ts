@@ -20,7 +20,7 @@ import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streami
 import {
   BETA_MODEL_FAMILY,
   checkParams,
-  classifyChanges,
+  planUpdate,
   LEGACY_PIPELINE_IDS,
   mergeParams,
   MODELS,
@@ -28,7 +28,7 @@ import {
   publicParams,
   type PublicStreamParams,
   type BetaModelId,
-  type Classification,
+  type UpdatePlan,
   type ModelId,
   type ParamIssue,
   type ParamsInput,
@@ -73,7 +73,7 @@ export interface CreateInput {
 
 export interface UpdateOutcome {
   stream: StreamView;
-  classification: Classification;
+  classification: UpdatePlan;
   censored: boolean;
   /** The node could not apply it (it keeps the previous params; status shows last_error). */
   nodeError: string | null;
@@ -111,7 +111,9 @@ export interface StreamServiceOptions {
 }
 
 const issuesError = (issues: ParamIssue[]) =>
-  streamError('STREAMS/INVALID_PARAMS', `${issues[0]?.field ?? 'params'}: ${issues[0]?.message ?? 'invalid'}`, { details: { where: 'body', issues } });
+  streamError('STREAMS/INVALID_PARAMS', `${issues[0]?.field ?? 'params'}: ${issues[0]?.message ?? 'invalid'}`, {
+    details: { where: 'body', issues: issues.map(({ field, message }) => ({ field, message })) },
+  });
 
 export class StreamService {
   readonly #store: Store;
@@ -198,7 +200,7 @@ export class StreamService {
     const censor = this.#censor(input);
     input = censor.input;
     const params = mergeParams(null, input);
-    const issues = checkParams(params);
+    const issues = checkParams(params, { faceid: false });
     if (issues.length) throw issuesError(issues);
 
     if (body.output_rtmp_url) await this.checkRtmpTarget(body.output_rtmp_url);
@@ -313,10 +315,11 @@ export class StreamService {
     const faceid = opts.faceid === true || (before.ip_adapter?.type === 'faceid' && after.ip_adapter?.type === 'faceid');
     const issues = checkParams(after, { faceid });
     if (issues.length) throw issuesError(issues);
-    const classification = classifyChanges(before, after);
+    const classification = planUpdate(before, after);
     if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null };
 
-    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(this.#now()).toISOString() });
+    const storedAt = this.#now();
+    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(storedAt).toISOString() });
     if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
     let nodeError: string | null = null;
     if (updated.nodeId) {
@@ -324,6 +327,7 @@ export class StreamService {
         streamId: updated.id,
         params: after as unknown as Record<string, unknown>,
         mode: classification.mode,
+        storedAt,
         hot: classification.hot,
         reload: classification.reload,
       });
@@ -453,7 +457,7 @@ export class StreamService {
   async resolveIngest(
     streamId: string,
     bearer: string,
-  ): Promise<{ streamId: string; params: Record<string, unknown>; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[] } | { refused: string; status?: 402 | 429 } | null> {
+  ): Promise<{ streamId: string; params: Record<string, unknown>; paramsStoredAt: number; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[] } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -476,9 +480,11 @@ export class StreamService {
         return { refused: `this month's streaming allowance of the ${account?.plan ?? ''} plan (${Math.round(allowance / 60)} min) is used up; it renews on the 1st (UTC)` };
       }
     }
+    // The node orders these params against PATCHes that reach it while this lookup runs.
     return {
       streamId: s.id,
       params: s.params,
+      paramsStoredAt: Date.parse(s.updatedAt),
       ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}),
       ...(s.rtmpOutputs?.length ? { rtmpDestinations: s.rtmpOutputs } : {}),
     };

@@ -4,7 +4,7 @@
  * Hot params apply on the next frame; reload params build a new pipeline in the background while
  * this one keeps serving (native/FramePipeline.ts), so `update` never blocks the frame loop.
  */
-import { createFramePipeline, type FetchImage, type FramePipeline, type StreamParams as NativeParams } from '../native/index.ts';
+import type { FetchImage, FramePipeline, ParamsPatch } from '../native/index.ts';
 import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
@@ -20,7 +20,7 @@ export class DiffusionProcessor implements FrameProcessor {
 
   /** Throws (synchronously) on params the engine cannot use; the old pipeline keeps serving. */
   update(params: StreamParams): void {
-    this.#pipeline.update(params as Partial<NativeParams>);
+    this.#pipeline.update(params as ParamsPatch);
   }
 
   release(frame: Frame): void {
@@ -41,15 +41,18 @@ export class DiffusionProcessor implements FrameProcessor {
  * caller's SSRF-safe client) downloads IP-Adapter style images.
  */
 export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?: FetchImage }): FrameProcessorFactory {
-  const factory: FrameProcessorFactory = async (params, ctx) =>
-    new DiffusionProcessor(
+  const factory: FrameProcessorFactory = async (params, ctx) => {
+    // The engine's entry loads ONNX Runtime: loaded with the first stream that runs diffusion.
+    const { createFramePipeline } = await import('../native/index.ts');
+    return new DiffusionProcessor(
       await createFramePipeline({
         modelsDir: opts.modelsDir,
-        params: params as Partial<NativeParams>,
+        params: params as ParamsPatch,
         logger: ctx.logger,
         ...(opts.fetchImage ? { fetchImage: opts.fetchImage } : {}),
       }),
     );
+  };
   // skip_diffusion with idle image chains: the pipeline would hand every frame back unchanged.
   factory.passthrough = (params) => params.skip_diffusion === true && imageChainsIdle(params);
   return factory;

@@ -8,7 +8,6 @@
  * stage; `DiffusionProcessor` runs native's whole StreamDiffusion frame pipeline instead.
  */
 import type { Logger } from 'pino';
-import { createProcessorChain } from '../native/index.ts';
 
 /**
  * Pixel layout of a frame's bytes:
@@ -164,6 +163,11 @@ export class ImageChainProcessor implements FrameProcessor {
 }
 
 /** The image-chains-only factory (no diffusion): what a node without models runs. */
-export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(async (params: StreamParams) => new ImageChainProcessor(createProcessorChain, null, params), {
-  passthrough: imageChainsIdle,
-});
+export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(
+  async (params: StreamParams) => {
+    // The engine's entry loads ONNX Runtime: loaded with the first stream that processes frames.
+    const { createProcessorChain } = await import('../native/index.ts');
+    return new ImageChainProcessor(createProcessorChain, null, params);
+  },
+  { passthrough: imageChainsIdle },
+);

@@ -203,6 +203,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #processorLoading: Promise<void> | null = null;
   /** Bumped by every params update, so a processor built from older params catches up. */
   #paramsVersion = 0;
+  /**
+   * Version (ms epoch of the store write, see updateParams) of the newest params applied; 0 until
+   * a versioned update arrives. Older updates are stale and ignored.
+   */
+  #paramsStoredAt = 0;
   #busy = false;
   #pending: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = null;
   #packetizer: H264Packetizer;
@@ -795,9 +800,26 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * follows the frame size). A
    * processor still being built gets them when it is ready; one that is not needed yet is built
    * (when a publisher is attached) once the params process frames.
+   *
+   * `storedAt` orders updates that reach the stream by different paths: the params a publisher's
+   * grant read from the store, and the PATCHes delivered to the node meanwhile (ms epoch of the
+   * store write that produced them). An update older than the newest applied one is stale: only
+   * the keys the stream has never held apply (a stream a viewer made holds just the PATCHed
+   * keys), so a grant read before a PATCH cannot undo it. Unversioned updates always apply.
+   * Returns false when the update was stale.
    */
-  updateParams(params: StreamParams): void {
+  updateParams(update: StreamParams, storedAt?: number): boolean {
     this.#assertOpen();
+    let params = update;
+    let fresh = true;
+    if (storedAt !== undefined && storedAt < this.#paramsStoredAt) {
+      fresh = false;
+      params = Object.fromEntries(Object.entries(update).filter(([k]) => !(k in this.#params)));
+      this.#logger.info(`updateParams() | stale update, only unheld keys apply [streamId:${this.streamId}] [storedAt:${storedAt}] [holding:${this.#paramsStoredAt}] [keys:${Object.keys(params).join(',') || '-'}]`);
+      if (Object.keys(params).length === 0) return false;
+    } else if (storedAt !== undefined) {
+      this.#paramsStoredAt = storedAt;
+    }
     const next = { ...this.#params, ...params };
     this.#processor?.update(params);
     this.#params = next;
@@ -805,6 +827,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
     this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
+    return fresh;
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */

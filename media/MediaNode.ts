@@ -28,6 +28,8 @@ import type { WhipSession } from './WhipSession.ts';
 export interface IngestGrant {
   streamId: string;
   params: StreamParams;
+  /** When the store last wrote these params (ms epoch): orders them against PATCHes in flight. */
+  paramsStoredAt?: number;
   outputRtmpUrl?: string | undefined;
   /** The stream's other RTMP destinations. */
   rtmpDestinations?: RtmpDestination[] | undefined;
@@ -48,6 +50,14 @@ export interface ClientInfo {
   /** The client's IP address (behind an api replica: the one it forwarded for). */
   address: string;
 }
+
+/**
+ * How long an update for a stream the node does not hold is kept, ms: it only has to outlive a
+ * publisher's grant lookup (a few store round trips), and the store holds the params anyway.
+ */
+const EARLY_UPDATE_TTL_MS = 60_000;
+/** Streams with a kept early update at most (each a few kB of params). */
+const EARLY_UPDATES_MAX = 1000;
 
 /** Streams a node holds with a publisher at most, when not configured. */
 export const DEFAULT_CAPACITY = 8;
@@ -124,6 +134,12 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly #logger: Logger;
   readonly #streams = new Map<string, LiveStream>();
   readonly #sessions = new Map<string, SessionEntry>();
+  /**
+   * Params updates for streams this node does not hold yet: a PATCH that lands while a publisher's
+   * grant is being resolved (the grant read the store before it) is applied when the stream is
+   * made instead of being lost. Kept EARLY_UPDATE_TTL_MS, at most EARLY_UPDATES_MAX streams.
+   */
+  readonly #early = new Map<string, { params: StreamParams; storedAt: number | undefined; atMs: number }>();
   /** Viewer sessions not connected yet, per client address. */
   readonly #pendingViewers = new Map<string, number>();
   /** Request limits of the WHIP/WHEP endpoints (settings: *PerMinute). */
@@ -173,6 +189,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);
+    const early = this.#takeEarly(streamId);
+    if (early) stream.updateParams(early.params, early.storedAt);
     stream.on('started', (info) => this.safeEmit('started', info));
     stream.on('live', (info) => this.safeEmit('live', info));
     stream.on('ended', (info) => this.safeEmit('ended', info));
@@ -192,12 +210,32 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return [...this.#streams.values()];
   }
 
-  /** Hot-applies params to a stream on this node; false if the stream is not here. */
-  updateParams(streamId: string, params: StreamParams): boolean {
+  /**
+   * Hot-applies params to a stream on this node; false if the stream is not here, in which case
+   * they are kept and applied when it is made (a publisher whose grant was read before them).
+   * `storedAt`: see LiveStream.updateParams.
+   */
+  updateParams(streamId: string, params: StreamParams, storedAt?: number): boolean {
     const stream = this.#streams.get(streamId);
-    if (!stream) return false;
-    stream.updateParams(params);
-    return true;
+    if (stream) {
+      stream.updateParams(params, storedAt);
+      return true;
+    }
+    const now = Date.now();
+    for (const [id, e] of this.#early) if (now - e.atMs > EARLY_UPDATE_TTL_MS || this.#early.size >= EARLY_UPDATES_MAX) this.#early.delete(id);
+    const prev = this.#early.get(streamId);
+    const newer = storedAt === undefined || prev?.storedAt === undefined || storedAt >= prev.storedAt;
+    const merged = newer ? { ...prev?.params, ...params } : { ...params, ...prev?.params };
+    const at = storedAt === undefined ? prev?.storedAt : Math.max(storedAt, prev?.storedAt ?? 0);
+    this.#early.delete(streamId);
+    this.#early.set(streamId, { params: merged, storedAt: at, atMs: now });
+    return false;
+  }
+
+  #takeEarly(streamId: string): { params: StreamParams; storedAt: number | undefined } | null {
+    const e = this.#early.get(streamId);
+    this.#early.delete(streamId);
+    return e && Date.now() - e.atMs <= EARLY_UPDATE_TTL_MS ? e : null;
   }
 
   status(streamId: string): LiveStreamStatus | null {
@@ -225,6 +263,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   /** Ends the stream (publisher and viewers); `ended` fires with reason `deleted` if it was live. */
   endStream(streamId: string): boolean {
+    this.#early.delete(streamId);
     const stream = this.#streams.get(streamId);
     if (!stream) return false;
     stream.close('deleted');
@@ -267,6 +306,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     params: StreamParams,
     sdp: string,
     outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined } = {},
+    paramsStoredAt?: number,
   ): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
     if (!this.#streams.get(streamId)?.publisher && this.activeStreamCount >= this.capacity) {
@@ -274,7 +314,9 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       throw new MediaError('OVERLOADED', 'this media node is at capacity; try again shortly', { retryAfterS: 10 });
     }
     const stream = this.createStream(streamId, params);
-    stream.updateParams(params);
+    // A stream a viewer made, or one made just now with updates that overtook the grant: the
+    // grant's params apply unless the stream already holds newer ones.
+    stream.updateParams(params, paramsStoredAt);
     stream.setRtmpOutput(outputs.rtmpUrl);
     stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
     const sessionId = randomBytes(16).toString('hex');
@@ -352,6 +394,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     }
     this.#streams.clear();
     this.#sessions.clear();
+    this.#early.clear();
     this.#pendingViewers.clear();
     this.#releaseEgress();
   }

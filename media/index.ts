@@ -31,5 +31,7 @@ export {
   type StreamParams,
 } from './FrameProcessor.ts';
 export { DiffusionProcessor, diffusionProcessorFactory } from './DiffusionProcessor.ts';
+export { prepareModels } from './ModelCatalog.ts';
+export type { FetchImage } from '../native/index.ts';
 export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';
 export { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';

@@ -8,15 +8,14 @@
  */
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { ModelLoadError, UnsupportedProcessorError } from './errors.ts';
+import { ModelLoadError } from './errors.ts';
 import type { Frame } from './Frame.ts';
-import { CONTROLNET_PREPROCESSORS } from './ModelFamilies.ts';
 import type { ModelSessions, ResidualInput } from './ModelSessions.ts';
-import { parsePreprocessorParams, type ModelPreprocessor } from './preprocessors/ModelPreprocessor.ts';
+import type { ModelPreprocessor } from './preprocessors/ModelPreprocessor.ts';
 import { isModelPreprocessor } from './preprocessors/PreprocessorModel.ts';
 import { openModelPreprocessor } from './preprocessors/Preprocessors.ts';
 import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
-import type { ControlNetParams } from './StreamParams.ts';
+import { checkControlNetPreprocessor, type ControlNetParams } from './params/index.ts';
 
 export const CN_DOWN_PREFIX = 'down_block_res_sample_';
 export const CN_MID = 'mid_block_res_sample';
@@ -27,17 +26,6 @@ const U8_TO_01 = Float32Array.from({ length: 256 }, (_, b) => b / 255);
 /** Folder of a ControlNet under the models root: `<modelsDir>/controlnet/<model_id>/model.onnx`. */
 export function controlNetFile(modelsDir: string, modelId: string): string {
   return join(modelsDir, 'controlnet', modelId, 'model.onnx');
-}
-
-/**
- * Throws UnsupportedProcessorError for a preprocessor this engine does not implement, and
- * InvalidProcessorParamsError for `preprocessor_params` that preprocessor does not take.
- */
-export function checkControlNetPreprocessor(cfg: Pick<ControlNetParams, 'preprocessor' | 'preprocessor_params'>): void {
-  const p = cfg.preprocessor ?? 'passthrough';
-  if (!CONTROLNET_PREPROCESSORS.includes(p)) throw new UnsupportedProcessorError(p, 'image', CONTROLNET_PREPROCESSORS);
-  if (isModelPreprocessor(p)) parsePreprocessorParams(p, cfg.preprocessor_params ?? {});
-  else createProcessorChain({ processors: [{ type: p, params: cfg.preprocessor_params ?? {} }] }, 'image');
 }
 
 /** The control-image maker of one ControlNet: an image processor chain, or a model-backed preprocessor. */

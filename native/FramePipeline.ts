@@ -13,16 +13,15 @@ import type { Logger } from 'pino';
 import { InvalidStateError, NativeError } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import type { FetchImage } from './IpAdapter.ts';
-import { validParams } from './LocalPipeline.ts';
 import type { ProviderName, SessionSettings } from './ModelSessions.ts';
 import { PipelineHost } from './PipelineHost.ts';
-import { classifyChanges, DEFAULT_STREAM_PARAMS, mergeParams, type StreamParams } from './StreamParams.ts';
+import { assertParams, mergeParams, planUpdate, type ParamsPatch, type StreamParams } from './params/index.ts';
 
 export interface FramePipelineOptions {
   /** Root holding one folder per model_id (`<modelsDir>/<model_id>/unet/model.onnx`, …). */
   modelsDir: string;
   /** Initial params; missing keys take Daydream's defaults. */
-  params: Partial<StreamParams>;
+  params: ParamsPatch;
   /** Forces one execution provider instead of deriving it from `acceleration`. */
   provider?: ProviderName;
   logger: Logger;
@@ -130,7 +129,7 @@ export interface FramePipeline {
    * for bad values. Hot keys apply from the next frame; reload keys build a new pipeline in the
    * background and swap between two frames.
    */
-  update(params: Partial<StreamParams>): { hot: string[]; reload: string[] };
+  update(params: ParamsPatch): { hot: string[]; reload: string[] };
   /**
    * Optional: hands an output frame's buffer back for reuse by a later frame. After this call the
    * caller must not read `frame.data` again. Callers that never release get fresh buffers.
@@ -160,7 +159,7 @@ export function processorsOnly(p: StreamParams): StreamParams {
  * built swaps the full pipeline in (the stream never goes dark for it).
  */
 export async function createFramePipeline(o: FramePipelineOptions): Promise<FramePipeline> {
-  const params = validParams(mergeParams({ ...DEFAULT_STREAM_PARAMS, t_index_list: [...DEFAULT_STREAM_PARAMS.t_index_list] }, o.params));
+  const params = assertParams(mergeParams(null, o.params));
   const log = o.logger.child({ module: 'native/FramePipeline' });
   try {
     return new Pipeline(o, params, log, await PipelineHost.open(o, params, log));
@@ -238,10 +237,10 @@ class Pipeline implements FramePipeline {
     this.#st.fallback = 'processors';
   }
 
-  update(patch: Partial<StreamParams>): { hot: string[]; reload: string[] } {
+  update(patch: ParamsPatch): { hot: string[]; reload: string[] } {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
-    const next = validParams(mergeParams(this.#target, patch));
-    const { hot, reload } = classifyChanges(this.#target, next);
+    const next = assertParams(mergeParams(this.#target, patch));
+    const { hot, reload } = planUpdate(this.#target, next);
     this.#target = next;
     if (hot.length > 0) {
       // Also to a reload that is built and waiting for the next frame; one still building gets
@@ -249,7 +248,7 @@ class Pipeline implements FramePipeline {
       for (const host of [this.#serving, this.#swap]) if (host) this.#forward(host, pick(next, hot));
     }
     if (reload.length > 0) this.#startReload();
-    else if (this.#st.buildError !== null && !this.#reload && classifyChanges((this.#swap ?? this.#serving).builtParams, next).reload.length === 0) {
+    else if (this.#st.buildError !== null && !this.#reload && planUpdate((this.#swap ?? this.#serving).builtParams, next).reload.length === 0) {
       // The params now ask for what is served: the earlier build failure no longer applies.
       this.#st.buildError = null;
       this.#st.fallback = 'none';
@@ -302,7 +301,7 @@ class Pipeline implements FramePipeline {
         return;
       }
       // Hot params requested while it was building (reload ones queue the next reload).
-      const { hot } = classifyChanges(params, this.#target);
+      const { hot } = planUpdate(params, this.#target);
       if (hot.length > 0) this.#forward(host, pick(this.#target, hot));
       const old = this.#swap;
       this.#swap = host;
@@ -321,7 +320,7 @@ class Pipeline implements FramePipeline {
       if (this.#st.fallback === 'none') this.#st.fallback = 'previous';
       // Keep serving what the old pipeline serves; hot keys requested meanwhile stay requested.
       const built = (this.#swap ?? this.#serving).builtParams;
-      const { reload } = classifyChanges(built, this.#target);
+      const { reload } = planUpdate(built, this.#target);
       const reverted = { ...this.#target };
       for (const k of reload) (reverted as Record<string, unknown>)[k] = built[k];
       this.#target = reverted;

@@ -9,33 +9,18 @@ import type { Logger } from 'pino';
 import { InvalidParamsError, InvalidStateError } from './errors.ts';
 import type { Frame, LatentTensor } from './Frame.ts';
 import { assertFrame } from './Frame.ts';
-import { checkControlNetPreprocessor, ControlNet } from './ControlNet.ts';
+import { ControlNet } from './ControlNet.ts';
 import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState } from './FramePipeline.ts';
 import { resizeFrame } from './FrameResize.ts';
 import { IpAdapter, loadStyleImage } from './IpAdapter.ts';
 import { mergedUnetFile } from './LoraMerge.ts';
-import { supportsIpAdapter } from './ModelFamilies.ts';
 import { ModelSessions, providersFor } from './ModelSessions.ts';
 import { createProcessorChain, type ProcessorChain } from './processors/ProcessorChain.ts';
 import { SafetyChecker } from './SafetyChecker.ts';
 import { SimilarityFilter } from './SimilarityFilter.ts';
 import { StreamDiffusion } from './StreamDiffusion.ts';
-import { checkParams, classifyChanges, DEFAULT_STREAM_PARAMS, mergeParams, type StreamParams } from './StreamParams.ts';
+import { assertParams, mergeParams, planUpdate, supportsIpAdapter, type ParamsPatch, type StreamParams } from './params/index.ts';
 
-/**
- * Validates merged params the way update() must before anything changes: ranges, processor
- * blocks and ControlNet preprocessors (so the caller gets the error, not a later frame).
- * Returns `p`.
- */
-export function validParams(p: StreamParams): StreamParams {
-  checkParams(p);
-  createProcessorChain(p.image_preprocessing, 'image');
-  createProcessorChain(p.image_postprocessing, 'image');
-  createProcessorChain(p.latent_preprocessing, 'latent');
-  createProcessorChain(p.latent_postprocessing, 'latent');
-  for (const c of p.controlnets) checkControlNetPreprocessor(c);
-  return p;
-}
 
 /** One built pipeline: models, chains, filter for a fixed set of reload params. */
 interface Engine {
@@ -98,7 +83,7 @@ export class LocalPipeline {
 
   /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
   static async open(o: FramePipelineOptions): Promise<LocalPipeline> {
-    const params = validParams(mergeParams({ ...DEFAULT_STREAM_PARAMS, t_index_list: [...DEFAULT_STREAM_PARAMS.t_index_list] }, o.params));
+    const params = assertParams(mergeParams(null, o.params));
     const p = new LocalPipeline(o, params);
     p.#engine = await p.#build(params, p.#log);
     p.#warnUnsupported(params);
@@ -251,10 +236,10 @@ export class LocalPipeline {
    * Applies hot params from the next frame. Throws for bad values, and for reload params: those
    * need a new LocalPipeline (FramePipeline builds one in another thread).
    */
-  update(patch: Partial<StreamParams>): { hot: string[] } {
+  update(patch: ParamsPatch): { hot: string[] } {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
-    const next = validParams(mergeParams(this.#target, patch));
-    const { hot, reload } = classifyChanges(this.#target, next);
+    const next = assertParams(mergeParams(this.#target, patch));
+    const { hot, reload } = planUpdate(this.#target, next);
     if (reload.length > 0) throw new InvalidParamsError(`reload params need a new pipeline: ${reload.join(', ')}`);
     this.#target = next;
     if (hot.length > 0) this.#hotPending = true;
@@ -285,7 +270,7 @@ export class LocalPipeline {
     if (!this.#hotPending) return;
     this.#hotPending = false;
     const e = this.#engine;
-    const { hot } = classifyChanges(e.params, this.#target);
+    const { hot } = planUpdate(e.params, this.#target);
     if (hot.length === 0) return;
     const next = { ...e.params };
     for (const k of hot) (next as Record<string, unknown>)[k] = this.#target[k];
@@ -299,7 +284,7 @@ export class LocalPipeline {
     if (e.diffusion) {
       e.diffusion.latentPre = e.latentPre;
       e.diffusion.latentPost = e.latentPost;
-      // conditioning_scale and preprocessor_params are the hot ControlNet fields (classifyChanges).
+      // conditioning_scale and preprocessor_params are the hot ControlNet fields (planUpdate).
       for (const c of e.controlNets) {
         const cfg = next.controlnets.find((x) => x.model_id === c.modelId);
         if (!cfg) continue;

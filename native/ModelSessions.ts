@@ -12,6 +12,7 @@ import { FUSED_IO, fuseVaeDecoder, fuseVaeEncoder, outputNames, readModel } from
 import { InferenceError, ModelLoadError } from './errors.ts';
 
 /** Daydream `acceleration`: 'none'/'xformers' mean plain GPU attention upstream; here they map to the default provider. */
+/** Daydream's acceleration: which execution providers the sessions ask for. */
 export type Acceleration = 'none' | 'xformers' | 'tensorrt';
 /** ONNX Runtime execution providers we know how to ask for. */
 export type ProviderName = 'cpu' | 'cuda' | 'tensorrt';

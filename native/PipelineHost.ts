@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { InferenceError, NativeError, type NativeErrorCode } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import type { FramePipelineOptions, FramePipelineStatus } from './FramePipeline.ts';
-import type { StreamParams } from './StreamParams.ts';
+import type { StreamParams } from './params/index.ts';
 
 /** What the worker needs to open its pipeline (functions and loggers cannot cross threads). */
 export interface WorkerOpenOptions {

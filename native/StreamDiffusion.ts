@@ -17,7 +17,7 @@ import { LcmScheduler, type StepTables } from './LcmScheduler.ts';
 import type { ModelSessions } from './ModelSessions.ts';
 import type { ProcessorChain } from './processors/ProcessorChain.ts';
 import { gaussianNoise, SeededRandom } from './SeededNoise.ts';
-import type { CfgType, StreamParams } from './StreamParams.ts';
+import type { CfgType, StreamParams } from './params/index.ts';
 
 /** Milliseconds spent per stage on the last frame. */
 export interface DiffusionStageMs {
@@ -209,7 +209,7 @@ export class StreamDiffusion {
 
   /** The cfg mode actually active: guidance_scale ≤ 1 disables every CFG path. */
   get activeCfg(): CfgType {
-    return this.#params.guidance_scale > 1 ? this.#params.cfg_type : 'none';
+    return this.#params.guidance_scale > 1 ? (this.#params.cfg_type ?? 'self') : 'none';
   }
 
   /** True while the embeddings in use lag behind the requested prompt (background encode). */
@@ -231,7 +231,7 @@ export class StreamDiffusion {
    * frames). Resolves when they are cached; never rejects (errors land in `promptError`).
    */
   prefetch(next: StreamParams): Promise<void> {
-    const needUncond = next.guidance_scale > 1 && (next.cfg_type === 'full' || next.cfg_type === 'initialize');
+    const needUncond = next.guidance_scale > 1 && ((next.cfg_type ?? 'self') === 'full' || next.cfg_type === 'initialize');
     const prompts = typeof next.prompt === 'string' ? [next.prompt] : next.prompt.map(([p]) => p);
     const want = [...new Set([...prompts, ...(needUncond ? [next.negative_prompt] : [])])];
     const missing = want.filter((p) => !this.#promptCache.has(p) && !this.#encoding.has(p));
@@ -471,7 +471,7 @@ export class StreamDiffusion {
     const init = this.#init;
     const stock = this.#stock;
     const mode = this.activeCfg;
-    const rcfg = this.#params.cfg_type === 'self' || this.#params.cfg_type === 'initialize';
+    const rcfg = (this.#params.cfg_type ?? 'self') === 'self' || this.#params.cfg_type === 'initialize';
     const tList = this.#params.t_index_list;
     let tm = performance.now();
     // Slot 0: the new frame noised to t0 (always, whatever do_add_noise says); slots 1.. already

@@ -12,16 +12,7 @@ export {
   type IpAdapterState,
   type StageMs,
 } from './FramePipeline.ts';
-export {
-  type StreamParams,
-  type CfgType,
-  type ControlNetParams,
-  DEFAULT_STREAM_PARAMS,
-  HOT_KEYS,
-  classifyChanges,
-  mergeParams,
-  checkParams,
-} from './StreamParams.ts';
+export * from './params/index.ts';
 export {
   createProcessorChain,
   IMAGE_PROCESSOR_TYPES,
@@ -32,21 +23,7 @@ export {
   type ProcessorConfig,
 } from './processors/ProcessorChain.ts';
 export type { ProcessorKind, ImageProcessor, LatentProcessor } from './processors/Processor.ts';
-export { MAX_FRAME_SIDE } from './processors/Upscale.ts';
 export { type Acceleration, type ProviderName, type SessionSettings, type ModelInfo, providersFor } from './ModelSessions.ts';
-export {
-  type ModelFamily,
-  MODEL_FAMILY,
-  CONTROLNETS_BY_FAMILY,
-  MAX_ENABLED_CONTROLNETS,
-  IP_ADAPTER_FAMILIES,
-  CONTROLNET_PREPROCESSORS,
-  REFUSED_CONTROLNETS,
-  familyOf,
-  controlNetsFor,
-  runnableControlNetsFor,
-  supportsIpAdapter,
-} from './ModelFamilies.ts';
 export {
   buildTinyModel,
   buildTinyLora,
@@ -57,7 +34,6 @@ export {
   type TinyModelOptions,
 } from './tiny/TinyModelBuilder.ts';
 export { type FetchImage, STYLE_IMAGE_MAX_BYTES, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
-export { checkControlNetPreprocessor } from './ControlNet.ts';
 export { PREPROCESSOR_PARAMS, parsePreprocessorParams } from './preprocessors/ModelPreprocessor.ts';
 export { MODEL_PREPROCESSOR_NAMES, PREPROCESSOR_CONTRACTS, PreprocessorModel, type ModelPreprocessorName, type PreprocessorContract } from './preprocessors/PreprocessorModel.ts';
 export { openModelPreprocessor } from './preprocessors/Preprocessors.ts';

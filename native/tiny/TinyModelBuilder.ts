@@ -14,7 +14,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LcmScheduler } from '../LcmScheduler.ts';
-import { runnableControlNetsFor, supportsIpAdapter } from '../ModelFamilies.ts';
+import { runnableControlNetsFor, supportsIpAdapter } from '../params/index.ts';
 import { writeSafetensors } from '../LoraMerge.ts';
 import { SeededRandom } from '../SeededNoise.ts';
 import { OnnxGraph } from '../OnnxGraph.ts';

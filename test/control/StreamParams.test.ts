@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import type { NodeStreamStatus } from '../../control/MediaNodeClient.ts';
-import { classifyChanges, DEFAULT_PARAMS, mergeParams, paramsHash, stableJson, type StreamParams } from '../../control/StreamParams.ts';
+import { planUpdate, DEFAULT_PARAMS, mergeParams, paramsHash, stableJson, type StreamParams } from '../../control/StreamParams.ts';
 import { runnerState } from '../../control/StreamService.ts';
 
 const base = (over: Partial<StreamParams> = {}): StreamParams => mergeParams(null, { model_id: 'Lykon/dreamshaper-8', ...over } as never);
@@ -21,10 +21,11 @@ t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other 
     ['ip_adapter_style_image_url', { ip_adapter_style_image_url: 'https://x.example/a.png' }],
     ['prompt_interpolation_method', { prompt_interpolation_method: 'linear' }],
     ['use_safety_checker', { use_safety_checker: false }],
+    ['safety_checker_threshold', { safety_checker_threshold: 0.2 }],
     ['image_preprocessing', { image_preprocessing: { enabled: true, processors: [{ type: 'blur', enabled: true, params: {} }] } }],
     ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'sharpen', enabled: true, params: {} }] } }],
   ];
-  for (const [key, patch] of hot) t.same(classifyChanges(base(), mergeParams(base(), patch as never)), { mode: 'hot', hot: [key], reload: [] }, `${key} is hot`);
+  for (const [key, patch] of hot) t.same(planUpdate(base(), mergeParams(base(), patch as never)), { mode: 'hot', hot: [key], reload: [] }, `${key} is hot`);
   const reload: [string, Partial<StreamParams>][] = [
     ['model_id', { model_id: 'prompthero/openjourney-v4' }],
     ['width', { width: 640 }],
@@ -32,22 +33,23 @@ t.test('the spec hot list and ai-runner\'s dynamic details are hot; every other 
     ['do_add_noise', { do_add_noise: false }],
     ['skip_diffusion', { skip_diffusion: true }],
     ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'upscale', enabled: true, params: { scale_factor: 2 } }] } }],
+    ['image_postprocessing', { image_postprocessing: { enabled: true, processors: [{ type: 'realesrgan_trt', enabled: true, params: {} }] } }],
   ];
-  for (const [key, patch] of reload) t.same(classifyChanges(base(), mergeParams(base(), patch as never)).reload, [key], `${key} reloads`);
-  t.same(classifyChanges(base(), mergeParams(base(), { prompt: 'x', width: 640 })), { mode: 'reload', hot: ['prompt'], reload: ['width'] }, 'one reload key makes the update a reload');
-  t.same(classifyChanges(base(), base()), { mode: 'none', hot: [], reload: [] });
+  for (const [key, patch] of reload) t.same(planUpdate(base(), mergeParams(base(), patch as never)).reload, [key], `${key} reloads`);
+  t.same(planUpdate(base(), mergeParams(base(), { prompt: 'x', width: 640 })), { mode: 'reload', hot: ['prompt'], reload: ['width'] }, 'one reload key makes the update a reload');
+  t.same(planUpdate(base(), base()), { mode: 'none', hot: [], reload: [] });
 });
 
 t.test('ControlNets: only a conditioning_scale change on the same list is hot; IP-Adapter: every change is hot', async (t) => {
   const cn = base({ controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth' }] as never });
-  t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', conditioning_scale: 0.3 }] })).mode, 'hot');
-  t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', enabled: false }] })).mode, 'reload', 'enabled is not the scale');
-  t.equal(classifyChanges(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth' }, { model_id: 'lllyasviel/control_v11p_sd15_canny' }] })).mode, 'reload', 'adding reloads');
+  t.equal(planUpdate(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', conditioning_scale: 0.3 }] })).mode, 'hot');
+  t.equal(planUpdate(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth', enabled: false }] })).mode, 'reload', 'enabled is not the scale');
+  t.equal(planUpdate(cn, mergeParams(cn, { controlnets: [{ model_id: 'lllyasviel/control_v11f1p_sd15_depth' }, { model_id: 'lllyasviel/control_v11p_sd15_canny' }] })).mode, 'reload', 'adding reloads');
   const ip = base({ ip_adapter: { scale: 1 } as never });
-  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: { scale: 0.2, enabled: false, weight_type: 'ease in' } })).mode, 'hot');
-  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: { type: 'faceid' } })).mode, 'hot', 'a type change is hot');
-  t.equal(classifyChanges(base(), ip).mode, 'hot', 'adding it is hot (spec: fully hot-swappable)');
-  t.equal(classifyChanges(ip, mergeParams(ip, { ip_adapter: null })).mode, 'hot', 'removing it is hot');
+  t.equal(planUpdate(ip, mergeParams(ip, { ip_adapter: { scale: 0.2, enabled: false, weight_type: 'ease in' } })).mode, 'hot');
+  t.equal(planUpdate(ip, mergeParams(ip, { ip_adapter: { type: 'faceid' } })).mode, 'hot', 'a type change is hot');
+  t.equal(planUpdate(base(), ip).mode, 'hot', 'adding it is hot (spec: fully hot-swappable)');
+  t.equal(planUpdate(ip, mergeParams(ip, { ip_adapter: null })).mode, 'hot', 'removing it is hot');
 });
 
 t.test('mergeParams fills defaults, replaces arrays whole and resets null fields', async (t) => {

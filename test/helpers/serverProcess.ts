@@ -27,10 +27,25 @@ export interface ServerProcess {
   api(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
 }
 
-export async function startServerProcess(t: Teardown, opts: { env: Record<string, string>; lab?: Lab; ns?: string; timeoutMs?: number }): Promise<ServerProcess> {
+export async function startServerProcess(
+  t: Teardown,
+  opts: {
+    env: Record<string, string>;
+    lab?: Lab;
+    ns?: string;
+    timeoutMs?: number;
+    /** Extra node options before the entry (e.g. `--import` hooks). */
+    nodeArgs?: string[];
+    /**
+     * A key made beforehand (a shared store prints none on start): the process counts as started
+     * once it says it is running.
+     */
+    key?: string;
+  },
+): Promise<ServerProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-server-'));
   const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn', ...opts.env };
-  const args = ['--import', 'tsx', join(ROOT, 'control/main.ts'), 'serve'];
+  const args = ['--import', 'tsx', ...(opts.nodeArgs ?? []), join(ROOT, 'control/main.ts'), 'serve'];
   const child = opts.lab && opts.ns ? opts.lab.spawn(opts.ns, process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const keep = (d: Buffer) => {
@@ -48,9 +63,10 @@ export async function startServerProcess(t: Teardown, opts: { env: Record<string
     const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), opts.timeoutMs ?? 60_000);
     const check = () => {
       const m = /API key \(shown once, keep it\): (\S+)/.exec(out);
-      if (m) {
+      const running = opts.key !== undefined && /Reverie is running/.test(out);
+      if (m || running) {
         clearTimeout(timer);
-        resolve(m[1] as string);
+        resolve(opts.key ?? (m?.[1] as string));
       }
     };
     child.stdout?.on('data', check);

@@ -6,7 +6,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
-import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
+import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -48,6 +48,8 @@ export async function startMediaServer(
     outboundPolicy?: OutboundPolicy;
     /** Receives every log line (JSON) at debug level, instead of LOG_LEVEL's silence. */
     onLog?: (line: string) => void;
+    /** Replaces the harness's key check (tests that hold a grant back). */
+    resolveIngest?: MediaNodeOptions['resolveIngest'];
   } = {},
 ): Promise<MediaServer> {
   const onLog = opts.onLog;
@@ -68,11 +70,11 @@ export async function startMediaServer(
     ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
     // STREAM_ID and any other `str_test…` id take STREAM_KEY; their playback ids are `play_test…`.
-    resolveIngest: async (streamId, token) =>
+    resolveIngest: opts.resolveIngest ?? (async (streamId, token) =>
       !streamId.startsWith(STREAM_ID) ? null
       : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 }, outputRtmpUrl: opts.outputRtmpUrl }
       : token === REFUSED_KEY ? { refused: 'streaming allowance used up' }
-      : null,
+      : null),
     resolvePlayback: async (playbackId) => (playbackId.startsWith(PLAYBACK_ID) ? { streamId: STREAM_ID + playbackId.slice(PLAYBACK_ID.length) } : null),
   });
   node.registerRoutes(app);

@@ -8,10 +8,10 @@ import {
   CONTROLNETS_BY_FAMILY,
   controlNetsFor,
   createFramePipeline,
-  type ControlNetParams,
+  type ControlNetPatch,
   type Frame,
   type FramePipeline,
-  type StreamParams,
+  type ParamsPatch,
 } from '../../native/index.ts';
 
 // A demo model under the real sd-turbo id, with two of its family's ControlNets on disk.
@@ -29,10 +29,10 @@ function frame(seed: number): Frame {
   for (let i = 0; i < data.length; i++) data[i] = (Math.sin(i * 0.013 + seed) * 100 + 128) | 0;
   return { width: W, height: W, data, ptsMs: 0 };
 }
-const base: Partial<StreamParams> = { model_id: MODEL, width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [12, 20, 32] };
-const cn = (over: Partial<ControlNetParams> = {}): ControlNetParams => ({ model_id: CANNY, conditioning_scale: 0, preprocessor: 'passthrough', ...over });
+const base: ParamsPatch = { model_id: MODEL, width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [12, 20, 32] };
+const cn = (over: Partial<ControlNetPatch> = {}): ControlNetPatch => ({ model_id: CANNY, conditioning_scale: 0, preprocessor: 'passthrough', ...over });
 
-async function open(t: { teardown(fn: () => unknown): void }, params: Partial<StreamParams> = {}): Promise<FramePipeline> {
+async function open(t: { teardown(fn: () => unknown): void }, params: ParamsPatch = {}): Promise<FramePipeline> {
   const p = await createFramePipeline({ modelsDir: dir, params: { ...base, ...params }, logger });
   t.teardown(() => p.close());
   return p;

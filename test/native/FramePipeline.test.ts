@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
-import { buildTinyModel, createFramePipeline, createProcessorChain, type Frame, type FramePipeline, type StreamParams } from '../../native/index.ts';
+import { buildTinyModel, createFramePipeline, createProcessorChain, type Frame, type FramePipeline, type ParamsPatch } from '../../native/index.ts';
 
 // Tiny demo models on CPU at 128×128 (16×16 latents with the f=8 VAE) keep each frame ~ms.
 const dir = mkdtempSync(join(tmpdir(), 'reverie-native-'));
@@ -18,9 +18,9 @@ function frame(seed: number, ptsMs = 0): Frame {
   return { width: W, height: W, data, ptsMs };
 }
 
-const base: Partial<StreamParams> = { model_id: 'demo/tiny', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [12, 20, 32] };
+const base: ParamsPatch = { model_id: 'demo/tiny', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [12, 20, 32] };
 
-async function open(t: Tap, params: Partial<StreamParams> = {}): Promise<FramePipeline> {
+async function open(t: Tap, params: ParamsPatch = {}): Promise<FramePipeline> {
   const p = await createFramePipeline({ modelsDir: dir, params: { ...base, ...params }, logger });
   t.teardown(() => p.close());
   return p;

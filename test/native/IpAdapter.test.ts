@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
-import { buildTinyModel, createFramePipeline, type FetchImage, type Frame, type FramePipeline, type StreamParams } from '../../native/index.ts';
+import { buildTinyModel, createFramePipeline, type FetchImage, type Frame, type FramePipeline, type ParamsPatch } from '../../native/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-ip-'));
 buildTinyModel(dir, 'Lykon/dreamshaper-8', { imageEncoder: true });
@@ -16,9 +16,9 @@ const input: Frame = { width: W, height: W, data: Uint8Array.from({ length: W * 
 // A real PNG made by ffmpeg.
 const png = execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=96x64', '-frames:v', '1', '-f', 'image2pipe', '-vcodec', 'png', 'pipe:1']);
 const dataUrl = `data:image/png;base64,${png.toString('base64')}`;
-const base: Partial<StreamParams> = { model_id: 'Lykon/dreamshaper-8', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
+const base: ParamsPatch = { model_id: 'Lykon/dreamshaper-8', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
 
-async function open(t: { teardown(fn: () => unknown): void }, params: Partial<StreamParams>, fetchImage?: FetchImage): Promise<FramePipeline> {
+async function open(t: { teardown(fn: () => unknown): void }, params: ParamsPatch, fetchImage?: FetchImage): Promise<FramePipeline> {
   const p = await createFramePipeline({ modelsDir: dir, params: { ...base, ...params }, logger, ...(fetchImage ? { fetchImage } : {}) });
   t.teardown(() => p.close());
   return p;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
-import { buildTinyLora, buildTinyModel, createFramePipeline, readSafetensors, writeSafetensors, type Frame, type StreamParams } from '../../native/index.ts';
+import { buildTinyLora, buildTinyModel, createFramePipeline, readSafetensors, writeSafetensors, type Frame, type ParamsPatch } from '../../native/index.ts';
 import { LORA_CACHE_MAX_BYTES, LORA_WEIGHT_STEP, mergedUnetFile } from '../../native/LoraMerge.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-lora-'));
@@ -13,7 +13,7 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const logger = pino({ level: 'silent' });
 const W = 64;
 const input: Frame = { width: W, height: W, data: Uint8Array.from({ length: W * W * 3 }, (_, i) => (Math.sin(i * 0.02) * 90 + 128) | 0), ptsMs: 0 };
-const base: Partial<StreamParams> = { model_id: 'demo/tiny', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
+const base: ParamsPatch = { model_id: 'demo/tiny', width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
 
 async function outputOf(t: { teardown(fn: () => unknown): void }, lora: Record<string, number> | null): Promise<Uint8Array> {
   const p = await createFramePipeline({ modelsDir: dir, params: { ...base, lora_dict: lora }, logger });

@@ -23,7 +23,7 @@ import {
   type Frame,
   type FramePipeline,
   type ModelPreprocessorName,
-  type StreamParams,
+  type ParamsPatch,
 } from '../../native/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-pre-'));
@@ -52,8 +52,8 @@ const CN: Record<ModelPreprocessorName, string> = {
   pose_tensorrt: 'thibaud/controlnet-sd21-openpose-diffusers',
   soft_edge: 'thibaud/controlnet-sd21-hed-diffusers',
 };
-const base: Partial<StreamParams> = { model_id: MODEL, width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
-async function open(t: { teardown(fn: () => unknown): void }, params: Partial<StreamParams>): Promise<FramePipeline> {
+const base: ParamsPatch = { model_id: MODEL, width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
+async function open(t: { teardown(fn: () => unknown): void }, params: ParamsPatch): Promise<FramePipeline> {
   const p = await createFramePipeline({ modelsDir: dir, params: { ...base, ...params }, logger });
   t.teardown(() => p.close());
   return p;

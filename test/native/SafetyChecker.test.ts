@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
-import { buildTinyModel, createFramePipeline, type Frame, type StreamParams } from '../../native/index.ts';
+import { buildTinyModel, createFramePipeline, type Frame, type ParamsPatch } from '../../native/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-safety-'));
 buildTinyModel(dir, 'demo/checked', { safetyChecker: true });
@@ -14,7 +14,7 @@ const W = 64;
 const grey: Frame = { width: W, height: W, data: Uint8Array.from({ length: W * W * 3 }, (_, i) => 100 + (i % 17)), ptsMs: 0 };
 const white: Frame = { ...grey, data: new Uint8Array(W * W * 3).fill(255) };
 // t_index 49 of 50 = the least noisy step: the output stays close to the input picture.
-const base: Partial<StreamParams> = { model_id: 'demo/checked', width: W, height: W, acceleration: 'none', t_index_list: [49], use_safety_checker: true };
+const base: ParamsPatch = { model_id: 'demo/checked', width: W, height: W, acceleration: 'none', t_index_list: [49], use_safety_checker: true };
 
 void t.test('frames the checker flags are blanked and counted; the threshold is hot', { timeout: 60_000 }, async (t) => {
   const p = await createFramePipeline({ modelsDir: dir, params: base, logger });

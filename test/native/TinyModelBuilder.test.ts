@@ -21,7 +21,7 @@ import {
   runnableControlNetsFor,
   supportsIpAdapter,
   type Frame,
-  type StreamParams,
+  type ParamsPatch,
 } from '../../native/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-demo-'));
@@ -31,7 +31,7 @@ const logger = pino({ level: 'silent' });
 const W = 64;
 const input: Frame = { width: W, height: W, data: Uint8Array.from({ length: W * W * 3 }, (_, i) => (Math.sin(i * 0.021) * 100 + 128) | 0), ptsMs: 0 };
 const png = execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=64x64', '-frames:v', '1', '-f', 'image2pipe', '-vcodec', 'png', 'pipe:1']);
-const base: Partial<StreamParams> = { width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
+const base: ParamsPatch = { width: W, height: W, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
 const meanAbsDiff = (a: Uint8Array, b: Uint8Array) => {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += Math.abs(a[i]! - b[i]!);

@@ -1,7 +1,7 @@
 /**
  * Which base model belongs to which family, and which ControlNets / IP-Adapter each family accepts
- * (ai-runner `MODEL_ID_TO_TYPE` / `CONTROLNETS_BY_TYPE`, reference/live-diffusion.md §2.3). The API
- * validator imports this map so the HTTP layer and the engine refuse the same things.
+ * (ai-runner `MODEL_ID_TO_TYPE` / `CONTROLNETS_BY_TYPE`, reference/live-diffusion.md §2.3). One
+ * table for the API and the engine, so both refuse the same things.
  */
 
 /**
@@ -11,12 +11,30 @@
  */
 export type ModelFamily = 'sd21' | 'sd15' | 'sdxl';
 
-export const MODEL_FAMILY: Readonly<Record<string, ModelFamily>> = Object.freeze({
-  'stabilityai/sd-turbo': 'sd21',
-  'Lykon/dreamshaper-8': 'sd15',
-  'prompthero/openjourney-v4': 'sd15',
-  'stabilityai/sdxl-turbo': 'sdxl',
+/** The base models the API serves (Daydream's four). The engine also loads other ids (demo, custom). */
+export const MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'] as const;
+export type ModelId = (typeof MODEL_IDS)[number];
+
+export interface ModelEntry {
+  family: ModelFamily;
+  ipAdapter: boolean;
+  cachedAttention: boolean;
+  /** The deprecated `pipeline_id` that names this model (also reported as status `pipeline_id`). */
+  legacyPipelineId: string;
+}
+
+export const MODELS: Readonly<Record<ModelId, ModelEntry>> = Object.freeze({
+  'stabilityai/sd-turbo': { family: 'sd21', ipAdapter: false, cachedAttention: false, legacyPipelineId: 'pip_SD-turbo' },
+  'stabilityai/sdxl-turbo': { family: 'sdxl', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SDXL-turbo' },
+  'Lykon/dreamshaper-8': { family: 'sd15', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SD15' },
+  'prompthero/openjourney-v4': { family: 'sd15', ipAdapter: true, cachedAttention: true, legacyPipelineId: 'pip_SD15-openjourney' },
 });
+
+export function isModelId(id: string): id is ModelId {
+  return (MODEL_IDS as readonly string[]).includes(id);
+}
+
+export const MODEL_FAMILY: Readonly<Record<string, ModelFamily>> = Object.freeze(Object.fromEntries(MODEL_IDS.map((id) => [id, MODELS[id].family])));
 
 export const CONTROLNETS_BY_FAMILY: Readonly<Record<ModelFamily, readonly string[]>> = Object.freeze({
   sd21: Object.freeze([
@@ -65,6 +83,9 @@ export const MAX_ENABLED_CONTROLNETS: Readonly<Partial<Record<ModelFamily, numbe
 
 /** Families whose models accept an IP-Adapter (h94 sd15 / sdxl weights exist; not SD 2.1). */
 export const IP_ADAPTER_FAMILIES: ReadonlySet<ModelFamily> = new Set<ModelFamily>(['sd15', 'sdxl']);
+
+/** Every ControlNet id the API knows (all families). */
+export const CONTROLNET_IDS = [...CONTROLNETS_BY_FAMILY.sd21, ...CONTROLNETS_BY_FAMILY.sd15, ...CONTROLNETS_BY_FAMILY.sdxl] as [string, ...string[]];
 
 /**
  * Preprocessors a ControlNet entry may name that this engine implements; any other name is

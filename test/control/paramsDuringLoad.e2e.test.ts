@@ -1,0 +1,222 @@
+/**
+ * No lost update: a PATCH that arrives while the stream's processor is still being built (a model
+ * load takes seconds with real weights), or before the publisher has arrived at all (with or
+ * without a viewer waiting), is what the frames show once the processor runs.
+ *
+ * The app is the embedded default with real WHIP publishers (@roamhq/wrtc) and a real WHEP viewer
+ * (for the viewer-first case). The processor is the test's own: its output colour is a function of
+ * `prompt`, so a frame says which params the processor really applied, and its construction waits
+ * on a gate the test opens, so "during the load" is a fact and not a race.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import t, { type Test } from 'tap';
+import { createAccountWithKey } from '../../control/ApiKeys.ts';
+import { buildApp } from '../../control/buildApp.ts';
+import { loadConfig } from '../../control/config.ts';
+import { Metrics } from '../../control/Metrics.ts';
+import { startStreamRoles } from '../../control/StreamRoles.ts';
+import type { Frame, FrameProcessorFactory, StreamParams } from '../../media/index.ts';
+import { createStore, FsBlobStore } from '../../store/index.ts';
+import { wrtcView } from '../media/wrtcPeers.ts';
+
+type Json = Record<string, any>;
+const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
+
+/** The colour each prompt paints (RGB); anything else paints grey. */
+const COLOURS: Record<string, [number, number, number]> = { red: [220, 30, 30], blue: [30, 30, 220] };
+const colourOf = (params: StreamParams): [number, number, number] => COLOURS[String(params['prompt'])] ?? [128, 128, 128];
+
+/** A gate per stream: the processor's construction waits until the test opens it. */
+class Gates {
+  readonly #open = new Map<string, () => void>();
+  readonly #waiting = new Map<string, Promise<void>>();
+  readonly #entered = new Map<string, { promise: Promise<void>; resolve: () => void }>();
+  #slot(id: string) {
+    let e = this.#entered.get(id);
+    if (!e) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      e = { promise, resolve };
+      this.#entered.set(id, e);
+      this.#waiting.set(id, new Promise<void>((r) => this.#open.set(id, r)));
+    }
+    return e;
+  }
+  /** Called by the factory: signals that the load began, then waits for the gate. */
+  async pass(id: string): Promise<void> {
+    this.#slot(id).resolve();
+    await this.#waiting.get(id);
+  }
+  /** Resolves once the processor of `id` is being built. */
+  entered(id: string): Promise<void> {
+    return this.#slot(id).promise;
+  }
+  open(id: string): void {
+    this.#slot(id);
+    this.#open.get(id)?.();
+  }
+}
+
+/** Colours of the frames a stream's processor returned, newest last, with waiters. */
+class Outputs {
+  readonly #last = new Map<string, [number, number, number]>();
+  readonly #count = new Map<string, number>();
+  readonly #waiters = new Set<() => void>();
+  push(id: string, rgb: [number, number, number]): void {
+    this.#last.set(id, rgb);
+    this.#count.set(id, (this.#count.get(id) ?? 0) + 1);
+    for (const w of [...this.#waiters]) w();
+  }
+  count(id: string): number {
+    return this.#count.get(id) ?? 0;
+  }
+  last(id: string): [number, number, number] | undefined {
+    return this.#last.get(id);
+  }
+  waitFor(id: string, n: number, ms: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (this.count(id) < n) return;
+        this.#waiters.delete(check);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.delete(check);
+        reject(new Error(`${id}: ${this.count(id)} of ${n} output frames within ${ms} ms`));
+      }, ms);
+      this.#waiters.add(check);
+      check();
+    });
+  }
+}
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+async function start(t: Test) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-params-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
+  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const store = await createStore({ dataDir });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const gates = new Gates();
+  const outputs = new Outputs();
+  const built = new Map<string, StreamParams>();
+  const factory: FrameProcessorFactory = async (initial, ctx) => {
+    await gates.pass(ctx.streamId);
+    let params: StreamParams = { ...initial };
+    built.set(ctx.streamId, { ...initial });
+    return {
+      process: async (frame: Frame) => {
+        const rgb = colourOf(params);
+        const data = new Uint8Array(frame.width * frame.height * 3);
+        for (let i = 0; i < data.length; i += 3) data.set(rgb, i);
+        outputs.push(ctx.streamId, rgb);
+        return { ...frame, data };
+      },
+      update: (patch) => {
+        params = { ...params, ...patch };
+      },
+      close: () => undefined,
+    };
+  };
+  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
+  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
+  await app.listen({ port, host: '127.0.0.1' });
+  t.teardown(async () => {
+    await app.close();
+    await roles.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const { key } = await createAccountWithKey(store, 'internal');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+  };
+  return { api, gates, outputs, built, base, roles };
+}
+
+/** A wrtc VP8 publisher of a solid colour; killed on teardown. */
+async function publish(t: Test, url: string, token: string): Promise<number> {
+  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, token, '200,200,200'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  return (JSON.parse(String(first.value ?? '{"status":0}')) as { status: number }).status;
+}
+
+const SMALL = { width: 384, height: 384, prompt: 'red' } as const;
+
+t.test('a PATCH during the processor load is what the frames show once it is ready', { timeout: 120_000 }, async (t) => {
+  const { api, gates, outputs, built } = await start(t);
+  const created = await api('POST', '/v1/streams', { params: SMALL });
+  t.equal(created.status, 201, 'created');
+  const s = created.body;
+  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  await gates.entered(s.id);
+  const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } });
+  t.equal(patched.status, 200, 'PATCH during the load → 200');
+  gates.open(s.id);
+  await outputs.waitFor(s.id, 5, 60_000);
+  t.equal(built.get(s.id)?.['prompt'], 'red', 'the processor was built from the params before the PATCH');
+  t.same(outputs.last(s.id), COLOURS['blue'], 'the frames show the PATCHed prompt');
+  const st = (await api('GET', `/v1/streams/${s.id}/status`)).body.data;
+  t.equal(st.inference_status.last_params.prompt, 'blue', 'status last_params agrees with the frames');
+});
+
+t.test('a PATCH before the publisher arrives is what the frames show', { timeout: 120_000 }, async (t) => {
+  const { api, gates, outputs } = await start(t);
+  const created = await api('POST', '/v1/streams', { params: SMALL });
+  t.equal(created.status, 201, 'created');
+  const s = created.body;
+  const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } });
+  t.equal(patched.status, 200, 'PATCH with no publisher → 200');
+  gates.open(s.id);
+  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  await outputs.waitFor(s.id, 5, 60_000);
+  t.same(outputs.last(s.id), COLOURS['blue'], 'the frames show the PATCHed prompt');
+});
+
+t.test('a PATCH while a viewer waits for the publisher, and again during the load, is what the frames show', { timeout: 120_000 }, async (t) => {
+  const { api, gates, outputs, base } = await start(t);
+  const created = await api('POST', '/v1/streams', { params: SMALL });
+  t.equal(created.status, 201, 'created');
+  const s = created.body;
+  const viewer = await wrtcView(t, `${base}/live/${s.output_playback_id}/whep`);
+  t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
+  t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } })).status, 200, 'PATCH with a viewer and no publisher → 200');
+  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  await gates.entered(s.id);
+  t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'red' } })).status, 200, 'PATCH back during the load → 200');
+  t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } })).status, 200, 'and again');
+  gates.open(s.id);
+  await outputs.waitFor(s.id, 5, 60_000);
+  t.same(outputs.last(s.id), COLOURS['blue'], 'the processor applies the latest prompt');
+  // The viewer decodes the processed picture: blue dominates (VP8 and YUV round trips blur it a little).
+  const r = await viewer.waitReport((r) => r.frames >= 5 && r.meanU > 170, 30_000);
+  t.ok(r.meanU > 170, `the viewer sees blue (U mean ${r.meanU.toFixed(0)})`);
+});

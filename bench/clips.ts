@@ -9,49 +9,31 @@
  * Target (outputs issue): ≤ 2 s for a 10 s clip.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
-import { createAccountWithKey } from '../control/ApiKeys.ts';
-import { loadConfig } from '../control/config.ts';
-import { startServer } from '../control/Server.ts';
 import { stampedH264 } from '../test/helpers/h264Source.ts';
+import { startLiveServer } from '../test/helpers/liveServer.ts';
 import { startObsPublishers } from '../test/helpers/obsPublisher.ts';
 import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 export default async function clips(args: Map<string, string>): Promise<void> {
   const reps = Number(args.get('reps') ?? 3);
   const size = Number(args.get('size') ?? 512);
   const lengths = [2, 10, 30];
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-bench-clips-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent', ROLES: 'api,media' });
-  const server = await startServer(config, { logger: pino({ level: 'silent' }) });
   const teardowns: (() => unknown)[] = [];
+  const scope = { teardown: (fn: () => unknown) => teardowns.push(fn) };
   try {
-    const { key } = await createAccountWithKey(server.store, 'internal');
-    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-    const created = (await (await fetch(`${server.url}/v1/streams`, { method: 'POST', headers: auth, body: JSON.stringify({ params: { prompt: 'bench', width: size, height: size, skip_diffusion: true } }) })).json()) as Record<string, string>;
-    const pubs = startObsPublishers({ teardown: (fn) => teardowns.push(fn) });
-    const pub = await pubs.publish({ url: `${server.url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source: await stampedH264({ size, frames: 300 }) });
+    const { url, api, key, dataDir } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal' });
+    const created = (await api('POST', '/v1/streams', { params: { prompt: 'bench', width: size, height: size, skip_diffusion: true } })).body;
+    const pubs = startObsPublishers(scope);
+    const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source: await stampedH264({ size, frames: 300 }) });
     if (pub.status !== 201) throw new Error(`publish failed: ${pub.status} ${pub.body}`);
     // Enough output for the longest clip: the stream's own report of its first output frame.
     const need = (Math.max(...lengths) + 3) * 1000;
     const warm = progress('output buffering', Math.round(need / 1000));
     let shown = 0;
     for (let i = 0; i < 600; i++) {
-      const s = (await (await fetch(`${server.url}/v1/streams/${created['id']}/status`, { headers: auth })).json()) as { data?: { inference_status?: { start_time?: number } } };
-      const start = s.data?.inference_status?.start_time ?? 0;
+      const start = ((await api('GET', `/v1/streams/${created['id']}/status`)).body['data']?.['inference_status']?.['start_time'] as number | undefined) ?? 0;
       const have = start > 0 ? Math.min(Math.floor((Date.now() - start) / 1000), Math.round(need / 1000)) : 0;
       if (have > shown) warm.tick(have - shown);
       shown = Math.max(shown, have);
@@ -70,11 +52,11 @@ export default async function clips(args: Map<string, string>): Promise<void> {
       const durations: number[] = [];
       for (let r = 0; r < reps; r++) {
         const t0 = performance.now();
-        const res = await fetch(`${server.url}/v1/streams/${created['id']}/clips`, { method: 'POST', headers: auth, body: JSON.stringify({ seconds }) });
-        const clip = (await res.json()) as Record<string, string | number>;
+        const res = await api('POST', `/v1/streams/${created['id']}/clips`, { seconds });
+        const clip = res.body;
         if (res.status !== 201) throw new Error(`clip failed: ${res.status} ${JSON.stringify(clip)}`);
         const t1 = performance.now();
-        const mp4 = Buffer.from(await (await fetch(clip['mp4_url'] as string, { headers: { authorization: auth.authorization } })).arrayBuffer());
+        const mp4 = Buffer.from(await (await fetch(clip['mp4_url'] as string, { headers: { authorization: `Bearer ${key}` } })).arrayBuffer());
         const t2 = performance.now();
         ready.push(t1 - t0);
         downloaded.push(t2 - t0);
@@ -105,7 +87,5 @@ export default async function clips(args: Map<string, string>): Promise<void> {
     console.log(`wrote ${writeResult('clips', { size, reps, rows, ...result })}`);
   } finally {
     for (const fn of teardowns.reverse()) await fn();
-    await server.close();
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -6,27 +6,13 @@
  * first, every frame decodable); ranges, list, get, delete, validation and the not-live case.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
 import t from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { loadConfig } from '../../control/config.ts';
-import { startServer } from '../../control/Server.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
+import { startLiveServer, type Json } from '../helpers/liveServer.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
-
-type Json = Record<string, any>;
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 /** Video packets of an MP4: pts (s) and whether each is a keyframe, in file order. */
 function packets(file: string): { pts: number; key: boolean }[] {
@@ -39,25 +25,7 @@ function packets(file: string): { pts: number; key: boolean }[] {
 }
 
 t.test('clips: the last N seconds of a live stream as an MP4 behind a signed link', { timeout: 180_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-clips-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent', ROLES: 'api,media' });
-  const server = await startServer(config, { logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }) });
-  t.teardown(async () => {
-    await server.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const { key } = await createAccountWithKey(server.store, 'pro');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      redirect: 'manual',
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as Json };
-  };
+  const { server, api, dataDir } = await startLiveServer(t, { env: { ROLES: 'api,media' } });
 
   const created = await api('POST', '/v1/streams', { params: { prompt: 'clips', width: 384, height: 384, skip_diffusion: true } });
   t.equal(created.status, 201, JSON.stringify(created.body));

@@ -6,49 +6,18 @@
  * (libdatachannel, H.264). Receivers report connects and disconnects over nginx's HTTP callbacks.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
 import t from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { loadConfig } from '../../control/config.ts';
-import { startServer } from '../../control/Server.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
+import { startLiveServer, type Json } from '../helpers/liveServer.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
-
-type Json = Record<string, any>;
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 t.test('two RTMP destinations from one encode; one toggled off and on live, the other untouched', { timeout: 180_000 }, async (t) => {
   if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (.ci/run installs them)');
   const [a, b] = [await startNginx(t), await startNginx(t)];
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-outputs-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent', ROLES: 'api,media', ALLOW_LOOPBACK_TARGETS: '1' });
-  const server = await startServer(config, { logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }) });
-  t.teardown(async () => {
-    await server.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const { key } = await createAccountWithKey(server.store, 'pro');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  };
+  const { server, api } = await startLiveServer(t, { env: { ROLES: 'api,media', ALLOW_LOOPBACK_TARGETS: '1' } });
   const urlA = `rtmp://127.0.0.1:${a.port}/live/key-a`;
   const urlB = `rtmp://127.0.0.1:${b.port}/live/key-b`;
 

@@ -17,12 +17,13 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { RedisStore } from '../../store/index.ts';
+import { stampedH264 } from '../helpers/h264Source.ts';
+import { startObsPublishers, type ObsPublishers } from '../helpers/obsPublisher.ts';
 import { freePort, startRedis, type RedisServer } from '../helpers/redis.ts';
 import { makeTls, TestReceiver, type TestTls } from '../webhooks/helpers.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const CLI = ['--import', 'tsx', join(ROOT, 'control/main.ts'), 'serve'];
-const PUBLISHER = join(ROOT, 'test/media/fixtures/wrtcPublisher.ts');
 
 export type Json = Record<string, any>;
 
@@ -48,6 +49,7 @@ export interface Publisher {
 export class Cluster {
   readonly procs = new Set<Proc>();
   key = '';
+  #pubs: ObsPublishers | null = null;
 
   private constructor(
     readonly t: Test,
@@ -91,6 +93,8 @@ export class Cluster {
         MODELS_DIR: modelsDir,
         // The test cluster has no real exports: ask for demo models (off by default with MODELS_DIR).
         DEMO_MODELS: '1',
+        // Loopback only: addresses other tests add and remove (network labs) must not carry our media.
+        WEBRTC_INTERFACES: '127.0.0.1',
         LOG_LEVEL: process.env['SCALEOUT_LOG'] ?? 'warn',
         RENDER_WORKERS: '1',
         ALLOW_LOOPBACK_TARGETS: '1',
@@ -141,26 +145,17 @@ export class Cluster {
     return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as Json) : {} };
   }
 
-  /** Publishes a synthetic camera over WHIP to `url` from a child process. */
+  /**
+   * Publishes a synthetic H.264 camera over WHIP to `url` (libdatachannel, as OBS, in one child
+   * process for the cluster). Its media stays on 127.0.0.1, as the media nodes' ICE does
+   * (WEBRTC_INTERFACES): a publisher that gathered on every interface could pair over an address
+   * another test adds and then removes (the network lab's veth), and lose its session mid-test.
+   */
   async publish(url: string, streamKey: string): Promise<Publisher> {
-    const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, streamKey, '200,60,60'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const exited = once(child, 'exit');
-    this.t.teardown(async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    });
-    let out = '';
-    const line = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const nl = out.indexOf('\n');
-        if (nl >= 0) resolve(out.slice(0, nl));
-      });
-      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-      void exited.then(() => reject(new Error(`publisher exited: ${out}`)));
-    });
-    const r = JSON.parse(line) as { status: number; location: string | null };
-    return { ...r, stop: () => child.kill('SIGKILL') };
+    this.#pubs ??= startObsPublishers(this.t);
+    const pubs = this.#pubs;
+    const p = await pubs.publish({ url, token: streamKey, source: await stampedH264({ size: 256, frames: 300 }), bindAddress: '127.0.0.1' });
+    return { status: p.status, location: p.location, stop: () => void pubs.vanish(p.id).catch(() => undefined) };
   }
 
   /** Polls `check` (a real read of the system) until it returns a value, or fails after `timeoutMs`. */
@@ -189,17 +184,28 @@ export class Cluster {
 }
 
 /**
- * A process's last 2 500 characters of log without the reconnect noise: during a Redis outage
- * every client logs a connection error per retry, which would push out the lines that tell
- * what went wrong. Those become one count.
+ * A process's last 4 000 characters of log with the noise folded: during a Redis outage every
+ * client logs a connection error per retry and every loop a failure per tick, which would push
+ * out the lines that tell what went wrong. A run of lines with the same message becomes its first
+ * line and a count; stacks are left out.
  */
 function tail(output: string): string {
-  const lines = output.split('\n');
-  const noise = lines.filter((l) => l.includes('redis | connection error')).length;
-  const kept = lines
-    .filter((l) => !l.includes('redis | connection error'))
-    .map((l) => l.replace(/"stack":"(?:[^"\\]|\\.)*",?/g, ''))
-    .join('\n')
-    .slice(-2_500);
-  return `${noise > 0 ? `(${noise} "redis | connection error" lines left out)\n` : ''}${kept}`;
+  const msgOf = (l: string) => /"msg":"((?:[^"\\]|\\.)*)"/.exec(l)?.[1] ?? l;
+  const out: string[] = [];
+  let last = '';
+  let repeats = 0;
+  for (const line of output.split('\n')) {
+    if (line.trim() === '') continue;
+    const msg = msgOf(line);
+    if (msg === last) {
+      repeats++;
+      continue;
+    }
+    if (repeats > 0) out.push(`  (× ${repeats} more)`);
+    repeats = 0;
+    last = msg;
+    out.push(line.replace(/"stack":"(?:[^"\\]|\\.)*",?/g, ''));
+  }
+  if (repeats > 0) out.push(`  (× ${repeats} more)`);
+  return out.join('\n').slice(-4_000);
 }

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import {
   CONTROLNET_IDS,
   IP_ADAPTER_WEIGHT_TYPES,
+  API_CONTROLNET_PREPROCESSORS,
   MODEL_IDS,
   stableJson,
   type ModelFamily,
@@ -73,28 +74,8 @@ export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
 };
 
 
-/**
- * ControlNet preprocessors we accept (ai-runner's ImageProcessorName minus the output-resizing
- * post-processors realesrgan_trt/upscale/sharpen, which make no sense before a ControlNet).
- */
-export const CONTROLNET_PREPROCESSORS = [
-  'passthrough',
-  'blur',
-  'canny',
-  'depth',
-  'depth_tensorrt',
-  'external',
-  'feedback',
-  'hed',
-  'lineart',
-  'mediapipe_pose',
-  'mediapipe_segmentation',
-  'openpose',
-  'pose_tensorrt',
-  'soft_edge',
-  'standard_lineart',
-  'temporal_net_tensorrt',
-] as const;
+/** ControlNet preprocessor names the API accepts (the params module's list). */
+export const CONTROLNET_PREPROCESSORS = API_CONTROLNET_PREPROCESSORS;
 
 
 

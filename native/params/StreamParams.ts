@@ -393,10 +393,11 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
 }
 
 /**
- * Daydream's ImageProcessorName: names the API knows of. Those this runtime lacks are refused by
- * name ("not supported yet") rather than as unknown.
+ * ControlNet preprocessor names the API accepts (Daydream's ImageProcessorName minus the
+ * output-resizing post-processors realesrgan_trt/upscale/sharpen, which make no sense before a
+ * ControlNet). Those this runtime lacks are refused by name ("not supported yet").
  */
-const DAYDREAM_IMAGE_PROCESSORS: ReadonlySet<string> = new Set([
+export const API_CONTROLNET_PREPROCESSORS = [
   'passthrough',
   'blur',
   'canny',
@@ -413,10 +414,10 @@ const DAYDREAM_IMAGE_PROCESSORS: ReadonlySet<string> = new Set([
   'soft_edge',
   'standard_lineart',
   'temporal_net_tensorrt',
-  'realesrgan_trt',
-  'sharpen',
-  'upscale',
-]);
+] as const;
+
+/** Daydream's ImageProcessorName: image processor names the API knows of (refused by name when this runtime lacks them). */
+const DAYDREAM_IMAGE_PROCESSORS: ReadonlySet<string> = new Set([...API_CONTROLNET_PREPROCESSORS, 'realesrgan_trt', 'sharpen', 'upscale']);
 
 /** Throws the first issue of checkParams: the engine's form (typed NativeError). Returns `p`. */
 export function assertParams(p: StreamParams): StreamParams {

@@ -28,6 +28,7 @@ export {
   checkParams,
   assertParams,
   checkControlNetPreprocessor,
+  API_CONTROLNET_PREPROCESSORS,
   outputScale,
 } from './StreamParams.ts';
 export { HOT_KEYS, planUpdate, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';

@@ -4,15 +4,10 @@
  * `timingSafeEqual`, so no comparison leaks how much of a guess matched.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import type { Account, Plan, Store } from '../store/index.ts';
+import { newId, type Account, type Plan, type Store } from '../store/index.ts';
 
 export const KEY_PREFIX = 'rv_';
 const KEY_PATTERN = /^rv_[A-Za-z0-9_-]{43}$/;
-
-export function newId(prefix: string): string {
-  // 16 random bytes → 22 base64url chars: collision-free at any scale we will see.
-  return `${prefix}_${randomBytes(16).toString('base64url')}`;
-}
 
 export function digestKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');

@@ -4,8 +4,7 @@
  * answered with an `error` message naming the field, in the Area B error envelope.
  */
 import { z } from 'zod';
-import { CONTROL_LIMITS } from './StreamControl.ts';
-import { ParamsInputSchema } from './StreamParams.ts';
+import { CONTROL_LIMITS, ParamsInputSchema } from '../streams/index.ts';
 
 const EpochMs = z.number().finite().min(0).max(8.64e15).describe('ms since the epoch, on the server clock (see ping)');
 const ClientId = z.string().min(1).max(64).regex(/^[A-Za-z0-9._:-]+$/, 'letters, digits and ._:- only');

@@ -8,9 +8,8 @@ import type { Logger } from 'pino';
 import type { Account } from '../store/index.ts';
 import { ClientMessageSchema, type ClientMessage } from './ControlMessages.ts';
 import { fieldPath, toApiError } from './ErrorReplies.ts';
-import { streamError, type ApiError } from './errors.ts';
-import type { ControlEvent, StreamControl, Tempo } from './StreamControl.ts';
-import type { StatusData, StreamService } from './StreamService.ts';
+import { streamError, type ApiError } from '../errors/index.ts';
+import type { ControlEvent, StatusData, StreamControl, StreamService, Tempo } from '../streams/index.ts';
 import { WS_OPEN, type WebSocketLike } from './WebSockets.ts';
 
 export const SESSION_TIMING = {

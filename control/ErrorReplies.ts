@@ -6,7 +6,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { isStoreUnavailable } from '../store/index.ts';
-import { ApiError, musicError, streamError, type Area } from './errors.ts';
+import { ApiError, musicError, streamError, type Area } from '../errors/index.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

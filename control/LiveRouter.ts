@@ -22,7 +22,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import type { Logger } from 'pino';
 import type { Store, StreamRecord } from '../store/index.ts';
 import { FORWARDED_HEADER, forwardedFor } from '../media/index.ts';
-import type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
+import type { MediaNodeClient, MediaNodeInfo } from '../streams/index.ts';
 
 export type LiveRouting = 'proxy' | 'redirect';
 

@@ -6,8 +6,7 @@
  * The same objects run in every mode: only the store behind them differs (embedded or Redis).
  */
 import { readFileSync } from 'node:fs';
-import type { Logger } from 'pino';
-import type { BlobStore, Store } from '../store/index.ts';
+import type { Store } from '../store/index.ts';
 import type { FetchImage } from '../media/index.ts';
 import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
@@ -17,18 +16,8 @@ import type { Services } from './Services.ts';
 import { startSongRoles } from './SongRoles.ts';
 import { startStreamRoles } from './StreamRoles.ts';
 
-export interface RoleDeps {
-  store: Store;
-  blobs: BlobStore;
-  logger: Logger;
-  metrics: Metrics;
-  /**
-   * Secret an api replica signs the client address of a forwarded WHIP/WHEP request with, and
-   * media nodes verify (derived from LINK_SIGNING_SECRET, the same on every process).
-   */
-  forwardedSecret?: string;
-  now?: () => number;
-}
+export type { RoleDeps } from './RoleDeps.ts';
+import type { RoleDeps } from './RoleDeps.ts';
 
 export interface RoleHandles {
   services: Services;

@@ -3,13 +3,13 @@
  * `api` process wires every service while tests pass only what they exercise.
  */
 import type { FastifyPluginAsync } from 'fastify';
-import type { BlobStore } from '../store/index.ts';
-import type { SongService } from '../songs/SongService.ts';
+import type { Logger } from 'pino';
+import type { BlobStore, Store } from '../store/index.ts';
+import type { SongService } from '../songs/index.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
-import type { ClipService } from './ClipService.ts';
-import type { RtmpOutputService } from './RtmpOutputService.ts';
-import type { StreamService } from './StreamService.ts';
+import type { Metrics } from './Metrics.ts';
+import type { ClipService, RtmpOutputService, StreamService } from '../streams/index.ts';
 
 export interface Services {
   /** Area A. Without it only /usage answers (503). */
@@ -30,4 +30,13 @@ export interface Services {
   mediaRoutes?: FastifyPluginAsync;
   /** The pages people use (web/). */
   webRoutes?: FastifyPluginAsync;
+}
+
+/** What the routes get: the services this process runs, and the store, logger and metrics. */
+export interface AppContext extends Services {
+  store: Store;
+  logger: Logger;
+  metrics: Metrics;
+  /** False while starting or draining; /healthz answers 503 then. */
+  isReady?: () => boolean;
 }

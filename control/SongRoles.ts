@@ -5,7 +5,7 @@
  * render backlog is too long for a song to start soon.
  */
 import type { Config } from './config.ts';
-import type { RoleDeps } from './Roles.ts';
+import type { RoleDeps } from './RoleDeps.ts';
 import type { Services } from './Services.ts';
 import { planSong, RenderPool, SongRenderWorker, SongService, RENDER_QUEUE, type Planner } from '../songs/index.ts';
 

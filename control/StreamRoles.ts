@@ -11,17 +11,24 @@
 import type { Logger } from 'pino';
 import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
 import { AddressPolicy } from '../webhooks/index.ts';
+import {
+  ClipService,
+  LocalMediaNodeClient,
+  mediaNodeId,
+  RtmpOutputService,
+  scaleOutStreams,
+  StreamLifecycle,
+  StreamService,
+  type LifecycleClock,
+  type MediaNodeClient,
+  type ScaleOutStreams,
+  type StreamLifecycleOptions,
+} from '../streams/index.ts';
 import type { Config } from './config.ts';
-import { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+import { LiveRouter } from './LiveRouter.ts';
 import { registerMediaMetrics } from './MediaMetrics.ts';
-import { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.ts';
-import type { MediaNodeClient } from './MediaNodeClient.ts';
-import type { RoleDeps } from './Roles.ts';
+import type { RoleDeps } from './RoleDeps.ts';
 import type { Services } from './Services.ts';
-import { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
-import { ClipService } from './ClipService.ts';
-import { RtmpOutputService } from './RtmpOutputService.ts';
-import { StreamService } from './StreamService.ts';
 
 export interface StreamRoleOverrides {
   /** The supervisor's clock (tests move it instead of waiting 45 s). */
@@ -76,6 +83,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   const has = (role: Config['roles'][number]) => config.roles.includes(role);
   let node: MediaNode | null = null;
   let media: MediaNodeClient = new NoMediaNodes();
+  /** This process's own node behind its direct client (media role). */
+  let local: LocalMediaNodeClient | null = null;
   let service: StreamService | null = null;
 
   const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
@@ -105,7 +114,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       resolvePlayback: (playbackId) => service?.resolvePlayback(playbackId) ?? Promise.resolve(null),
     });
     if (demo) deps.logger.warn(`startStreamRoles() | media node serves DEMO models (tiny, random weights) for some of ${models.join(', ')}`);
-    media = new LocalMediaNodeClient({
+    local = new LocalMediaNodeClient({
       node,
       // Scale-out: registered under its address, unique per node.
       ...(deps.store.kind === 'redis' ? { nodeId: mediaNodeId(config.publicUrl) } : {}),
@@ -115,6 +124,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       blobs: deps.blobs,
       ...(deps.now ? { now: deps.now } : {}),
     });
+    media = local;
     registerMediaMetrics(deps.metrics, node);
     const n = node;
     services.mediaRoutes = async (app) => {
@@ -123,21 +133,29 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   }
 
   // Scale-out (shared store): every node, this one included, is reached over the store's bus; the
-  // parts below are the same objects as in the embedded default (control/ScaleOut.ts).
+  // parts below are the same objects as in the embedded default (streams/ScaleOut.ts).
   let scaleOut: ScaleOutStreams | null = null;
   if (deps.store.kind === 'redis') {
     scaleOut = scaleOutStreams({
       store: deps.store,
       logger: deps.logger,
-      local: node && media instanceof LocalMediaNodeClient ? { node, client: media } : null,
-      routes: has('api') || has('media'),
+      local: node && local ? { node, client: local } : null,
       sweep: has('worker'),
-      ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
       ...(deps.now ? { now: deps.now } : {}),
     });
     media = scaleOut.media;
-    if (scaleOut.routes) services.mediaRoutes = scaleOut.routes;
-    else delete services.mediaRoutes;
+    // WHIP/WHEP/HLS are served (forwarded to the owning node) by api and media roles: the local
+    // node's routes behind forwarding, or forwarding alone.
+    if (has('api') || has('media')) {
+      const n = node;
+      services.mediaRoutes = new LiveRouter({
+        store: deps.store,
+        media: scaleOut.media,
+        logger: deps.logger,
+        ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
+        ...(n && local ? { local: { nodeId: local.nodeId, routes: (app) => n.registerRoutes(app) } } : {}),
+      }).plugin();
+    } else delete services.mediaRoutes;
   }
 
   // The resolvers above need the service even when this process does not serve the REST API.

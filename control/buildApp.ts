@@ -19,8 +19,7 @@ import type { Account, Store } from '../store/index.ts';
 import { authenticate, bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
-import { musicError, streamError, type Area } from './errors.ts';
-import type { Metrics } from './Metrics.ts';
+import { musicError, streamError, type Area } from '../errors/index.ts';
 import { capabilitiesRoutes } from './routes/capabilities.ts';
 import { controlRoutes } from './routes/control.ts';
 import { clipRoutes } from './routes/clips.ts';
@@ -29,9 +28,8 @@ import { outputRoutes } from './routes/outputs.ts';
 import { systemRoutes } from './routes/system.ts';
 import { streamRoutes } from './routes/streams.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
-import type { Services } from './Services.ts';
-import { StreamControl } from './StreamControl.ts';
-import { ControlTokens } from './ControlTokens.ts';
+import type { AppContext } from './Services.ts';
+import { ControlTokens, StreamControl } from '../streams/index.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,14 +43,6 @@ declare module 'fastify' {
 }
 
 export type App = ReturnType<typeof createFastify>;
-
-export interface AppContext extends Services {
-  store: Store;
-  logger: Logger;
-  metrics: Metrics;
-  /** False while starting or draining; /healthz answers 503 then. */
-  isReady?: () => boolean;
-}
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 

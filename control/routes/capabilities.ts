@@ -1,11 +1,11 @@
 /**
- * `GET /v1/capabilities`: what this deployment serves now (control/Capabilities.ts), so clients
+ * `GET /v1/capabilities`: what this deployment serves now (streams/Capabilities.ts), so clients
  * build their controls from it instead of hard-coding model and processor lists.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import type { AppContext } from '../buildApp.ts';
-import { CapabilitiesSchema, describeCapabilities } from '../Capabilities.ts';
+import type { AppContext } from '../Services.ts';
+import { CapabilitiesSchema, describeCapabilities } from '../../streams/index.ts';
 import type { Config } from '../config.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 

@@ -9,10 +9,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { CLIP_MAX_SECONDS } from '../../media/index.ts';
 import type { Account } from '../../store/index.ts';
-import type { AppContext } from '../buildApp.ts';
-import { CLIPS_PER_MINUTE, ClipService } from '../ClipService.ts';
+import type { AppContext } from '../Services.ts';
+import { CLIPS_PER_MINUTE, ClipService } from '../../streams/index.ts';
 import type { Config } from '../config.ts';
-import { streamError } from '../errors.ts';
+import { streamError } from '../../errors/index.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 
 export const ClipSchema = z

@@ -15,13 +15,12 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Account } from '../../store/index.ts';
 import { authenticate, bearerToken, traceIdFrom } from '../ApiKeys.ts';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { ControlSession } from '../ControlSession.ts';
-import type { ControlTokens } from '../ControlTokens.ts';
+import type { ControlTokens, StreamControl } from '../../streams/index.ts';
 import { toApiError } from '../ErrorReplies.ts';
-import { streamError, type ApiError } from '../errors.ts';
-import type { StreamControl } from '../StreamControl.ts';
+import { streamError, type ApiError } from '../../errors/index.ts';
 import { createWebSocketServer } from '../WebSockets.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 

@@ -1,14 +1,14 @@
 /**
  * Area A routes (spec "Area A: song generation"), mounted under MUSIC_BASE_PATH (default /music/v1).
- * Failures use the Area A Error record; see control/errors.ts for the codes.
+ * Failures use the Area A Error record; see errors/index.ts for the codes.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { SongRecord, StemName, TakeRecord } from '../../store/index.ts';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
-import { musicError } from '../errors.ts';
+import { musicError } from '../../errors/index.ts';
 import { PlanInputError, partialMp3Key } from '../../songs/index.ts';
 import { growingFileStream } from '../GrowingFileStream.ts';
 

@@ -7,7 +7,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Account } from '../../store/index.ts';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { EnvelopeErrorSchema, RtmpOutputsSchema } from './streams.ts';
 

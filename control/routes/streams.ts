@@ -10,11 +10,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { MAX_RTMP_DESTINATIONS, PRIMARY_RTMP } from '../../media/index.ts';
 import type { Account } from '../../store/index.ts';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
-import type { StreamControl } from '../StreamControl.ts';
-import type { UpdateOutcome } from '../StreamService.ts';
-import { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema } from '../StreamParams.ts';
+import { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema, type StreamControl, type UpdateOutcome } from '../../streams/index.ts';
 
 export const EnvelopeErrorSchema = z
   .object({

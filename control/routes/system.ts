@@ -11,9 +11,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
-import { streamError } from '../errors.ts';
+import { streamError } from '../../errors/index.ts';
 
 /**
  * How long /readyz waits for the store, ms. During a Redis outage the client holds commands until

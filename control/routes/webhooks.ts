@@ -7,9 +7,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isWebhookError, type WebhookService } from '../../webhooks/index.ts';
-import type { AppContext } from '../buildApp.ts';
+import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
-import { streamError } from '../errors.ts';
+import { streamError } from '../../errors/index.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 
 const EVENT = z.enum(['stream.started', 'stream.ended']);

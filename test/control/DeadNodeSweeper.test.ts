@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t, { type Test } from 'tap';
-import { DeadNodeSweeper } from '../../control/DeadNodeSweeper.ts';
+import { DeadNodeSweeper } from '../../streams/DeadNodeSweeper.ts';
 import { EmbeddedStore, type StreamRecord } from '../../store/index.ts';
 
 const T0 = Date.parse('2026-03-01T12:00:00.000Z');

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import t, { type Test } from 'tap';
-import { BusMediaNodeClient } from '../../control/BusMediaNodeClient.ts';
+import { BusMediaNodeClient } from '../../streams/BusMediaNodeClient.ts';
 import { LiveRouter, type LiveRouting } from '../../control/LiveRouter.ts';
 import { MediaNode } from '../../media/index.ts';
 import { EmbeddedStore, type StreamRecord } from '../../store/index.ts';

@@ -3,11 +3,11 @@
  * the rest of the prompt and weights, and never touches innocent words that contain a listed one.
  */
 import t from 'tap';
-import { PromptFilter } from '../../control/PromptFilter.ts';
+import { PromptFilter } from '../../streams/PromptFilter.ts';
 
 t.test('the shipped list censors whole words and keeps the rest', async (t) => {
   const f = PromptFilter.fromFile();
-  t.ok(f.size > 20, `${f.size} entries loaded from control/data/prompt-blocklist.txt`);
+  t.ok(f.size > 20, `${f.size} entries loaded from streams/data/prompt-blocklist.txt`);
   t.same(f.text('a NAKED woman on a beach'), { value: 'a woman on a beach', censored: true });
   t.same(f.text('nudity, flowers, nsfw'), { value: 'flowers', censored: true }, 'prefix entries (nud*) and comma tidy-up');
   t.same(f.text('child   porn'), { value: '', censored: true }, 'phrases match across spaces');

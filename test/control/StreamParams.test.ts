@@ -3,9 +3,9 @@
  * and the runner-state rules of the status endpoint (reference §2.5).
  */
 import t from 'tap';
-import type { NodeStreamStatus } from '../../control/MediaNodeClient.ts';
-import { planUpdate, DEFAULT_PARAMS, mergeParams, paramsHash, stableJson, type StreamParams } from '../../control/StreamParams.ts';
-import { runnerState } from '../../control/StreamService.ts';
+import type { NodeStreamStatus } from '../../streams/MediaNodeClient.ts';
+import { planUpdate, DEFAULT_PARAMS, mergeParams, paramsHash, stableJson, type StreamParams } from '../../streams/StreamParams.ts';
+import { runnerState } from '../../streams/StreamStatusView.ts';
 
 const base = (over: Partial<StreamParams> = {}): StreamParams => mergeParams(null, { model_id: 'Lykon/dreamshaper-8', ...over } as never);
 

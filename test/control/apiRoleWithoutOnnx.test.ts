@@ -38,7 +38,7 @@ t.test('the hook refuses onnxruntime-node: importing the engine entry fails unde
 });
 
 t.test('the params module, the stream service and the control app load without onnxruntime-node', { timeout: 90_000 }, async (t) => {
-  for (const m of ['native/params/index.ts', 'control/StreamService.ts', 'control/buildApp.ts', 'control/Roles.ts', 'media/index.ts']) {
+  for (const m of ['native/params/index.ts', 'streams/StreamService.ts', 'control/buildApp.ts', 'control/Roles.ts', 'media/index.ts']) {
     const r = await importUnderHook(m);
     t.equal(r.code, 0, `${m} imports (${r.out.trim().slice(-300)})`);
   }

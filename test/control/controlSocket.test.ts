@@ -6,8 +6,8 @@
  * `on_beat`, and transitions stepping the prompt blend.
  */
 import t, { type Test } from 'tap';
-import { ControlTokens } from '../../control/ControlTokens.ts';
-import { StreamControl } from '../../control/StreamControl.ts';
+import { ControlTokens } from '../../streams/ControlTokens.ts';
+import { StreamControl } from '../../streams/StreamControl.ts';
 import { connectWebSocket, type WebSocketLike } from '../../control/WebSockets.ts';
 import { makeStreamApp, type StreamTestApp } from './streamApp.ts';
 

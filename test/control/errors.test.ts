@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { MUSIC_ERRORS, STREAM_ERRORS, withoutPaths } from '../../control/errors.ts';
+import { MUSIC_ERRORS, STREAM_ERRORS, withoutPaths } from '../../errors/index.ts';
 
 const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
 

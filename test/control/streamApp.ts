@@ -5,8 +5,8 @@
 import { AddressPolicy, type ResolvedAddress } from '../../webhooks/index.ts';
 import pino from 'pino';
 import type { Test } from 'tap';
-import { LocalMediaNodeClient } from '../../control/LocalMediaNodeClient.ts';
-import { StreamService } from '../../control/StreamService.ts';
+import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
+import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode } from '../../media/index.ts';
 import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';

@@ -5,7 +5,7 @@
  * and its filter, status while offline, list, delete, placement and account scoping.
  */
 import t from 'tap';
-import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT, publicParams } from '../../control/StreamParams.ts';
+import { DEFAULT_PARAMS, LEGACY_PIPELINE_IDS, MAX_INT, publicParams } from '../../streams/StreamParams.ts';
 import { streamStartedEvent } from '../../webhooks/index.ts';
 import { makeStreamApp, PUBLIC_URL, type StreamTestApp } from './streamApp.ts';
 

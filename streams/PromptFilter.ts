@@ -5,7 +5,7 @@
  *
  * Applied on every path a prompt takes to a model — create, PATCH and the beta prompt endpoint —
  * so no route bypasses it. Negative prompts are left alone (they keep content out). The word list
- * is `control/data/prompt-blocklist.txt` (format in its header).
+ * is `streams/data/prompt-blocklist.txt` (format in its header).
  */
 import { readFileSync } from 'node:fs';
 
@@ -38,7 +38,7 @@ export class PromptFilter {
     this.#pattern = alternatives.length ? new RegExp(`(?<![\\p{L}\\p{N}])(?:${alternatives.join('|')})(?![\\p{L}\\p{N}])`, 'giu') : null;
   }
 
-  /** The list shipped in control/data/prompt-blocklist.txt. */
+  /** The list shipped in streams/data/prompt-blocklist.txt. */
   static fromFile(path: URL | string = DEFAULT_LIST): PromptFilter {
     return new PromptFilter(readFileSync(path, 'utf8').split('\n'));
   }

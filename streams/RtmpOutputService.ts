@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import { PRIMARY_RTMP, redactRtmpUrl, type RtmpDestinationStatus } from '../media/index.ts';
 import type { Account, RtmpOutputRecord, Store, StreamRecord } from '../store/index.ts';
-import { streamError } from './errors.ts';
+import { streamError } from '../errors/index.ts';
 import type { MediaNodeClient } from './MediaNodeClient.ts';
 import type { StreamService } from './StreamService.ts';
 

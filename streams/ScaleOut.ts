@@ -6,16 +6,14 @@
  *
  * - media role: a MediaNodeAgent registers the local node (heartbeats) and answers for it;
  * - api/media roles: WHIP/WHEP/HLS requests for streams owned by another node are forwarded there
- *   (LiveRouter);
+ *   (control's LiveRouter, built on `media` here: routing HTTP is the process's job, not the domain's);
  * - worker role: the DeadNodeSweeper ends the streams of nodes whose heartbeats stopped.
  */
-import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import type { MediaNode } from '../media/index.ts';
 import type { Store } from '../store/index.ts';
 import { BusMediaNodeClient } from './BusMediaNodeClient.ts';
 import { DeadNodeSweeper } from './DeadNodeSweeper.ts';
-import { LiveRouter } from './LiveRouter.ts';
 import type { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
 import { MediaNodeAgent } from './MediaNodeAgent.ts';
 
@@ -32,20 +30,14 @@ export interface ScaleOutStreamsOptions {
   logger: Logger;
   /** This process's media node and its direct client (media role), or null. */
   local: { node: MediaNode; client: LocalMediaNodeClient } | null;
-  /** Serve (forward) WHIP/WHEP/HLS here: api or media role. */
-  routes: boolean;
   /** Sweep dead nodes here: worker role. */
   sweep: boolean;
-  /** Signs the client address of forwarded WHIP/WHEP POSTs (media nodes verify it). */
-  forwardedSecret?: string;
   now?: () => number;
 }
 
 export interface ScaleOutStreams {
   /** The client the stream parts of this process use. */
   media: BusMediaNodeClient;
-  /** WHIP/WHEP/HLS: the local node's routes behind forwarding, or forwarding alone; null when not served here. */
-  routes: FastifyPluginAsync | null;
   agent: MediaNodeAgent | null;
   sweeper: DeadNodeSweeper | null;
   /** Registers the local node and starts sweeping. */
@@ -59,19 +51,9 @@ export function scaleOutStreams(opts: ScaleOutStreamsOptions): ScaleOutStreams {
   const local = opts.local;
   const agent = local ? new MediaNodeAgent({ store: opts.store, local: local.client, logger: opts.logger }) : null;
   const sweeper = opts.sweep ? new DeadNodeSweeper({ store: opts.store, logger: opts.logger, ...(opts.now ? { now: opts.now } : {}) }) : null;
-  const router = opts.routes
-    ? new LiveRouter({
-        store: opts.store,
-        media,
-        logger: opts.logger,
-        ...(opts.forwardedSecret ? { forwardedSecret: opts.forwardedSecret } : {}),
-        ...(local ? { local: { nodeId: local.client.nodeId, routes: (app) => local.node.registerRoutes(app) } } : {}),
-      })
-    : null;
   let closing: Promise<void> | null = null;
   return {
     media,
-    routes: router ? router.plugin() : null,
     agent,
     sweeper,
     async start() {

@@ -14,10 +14,10 @@
  * client sees its socket close and sends them again).
  */
 import type { Logger } from 'pino';
-import type { SongService } from '../songs/SongService.ts';
+import type { SongService } from '../songs/index.ts';
 import type { Account } from '../store/index.ts';
 import { CONTROL_TOKEN_TTL_S } from './ControlTokens.ts';
-import { ApiError, streamError } from './errors.ts';
+import { ApiError, streamError } from '../errors/index.ts';
 import type { ParamsInput } from './StreamParams.ts';
 import type { StreamService } from './StreamService.ts';
 

@@ -10,9 +10,8 @@
  * (`CLIPS_PER_MINUTE`), since each one makes the node write a file.
  */
 import type { Logger } from 'pino';
-import type { Account, BlobStore, Store, StreamRecord } from '../store/index.ts';
-import { newId } from './ApiKeys.ts';
-import { streamError } from './errors.ts';
+import { newId, type Account, type BlobStore, type Store, type StreamRecord } from '../store/index.ts';
+import { streamError } from '../errors/index.ts';
 import type { MediaNodeClient } from './MediaNodeClient.ts';
 
 export const MAX_CLIPS_PER_STREAM = 50;

@@ -9,13 +9,12 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import type { Account, RtmpOutputRecord, Store, StreamRecord } from '../store/index.ts';
-import { StoreError } from '../store/index.ts';
+import { newId, StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
-import { newId } from './ApiKeys.ts';
-import { streamError, withoutPaths } from './errors.ts';
-import type { MediaNodeClient, MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
+import { streamError, withoutPaths } from '../errors/index.ts';
+import type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';
-import type { ScheduledView } from './StreamControl.ts';
+import { statusView, type StatusData } from './StreamStatusView.ts';
 import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
 import {
   BETA_MODEL_FAMILY,
@@ -24,7 +23,6 @@ import {
   LEGACY_PIPELINE_IDS,
   mergeParams,
   MODELS,
-  paramsHash,
   publicParams,
   type PublicStreamParams,
   type BetaModelId,
@@ -90,8 +88,6 @@ export interface UpdateOutcome {
  * - `ERROR`: loading for more than 180 s, or the pipeline the params ask for cannot be built (a
  *   fallback keeps the output flowing; `last_error` says why) until an update that builds.
  */
-export type RunnerState = 'OFFLINE' | 'LOADING' | 'ONLINE' | 'DEGRADED_INPUT' | 'DEGRADED_INFERENCE' | 'ERROR';
-
 export interface StreamServiceOptions {
   store: Store;
   media: MediaNodeClient;
@@ -379,72 +375,9 @@ export class StreamService {
 
   async status(account: Account, id: string): Promise<StatusData> {
     const stream = await this.#own(account, id);
-    const params = stream.params as unknown as StreamParams;
     const node = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
-    const nodeInfo = (await this.#media.nodes()).find((n) => n.id === stream.nodeId);
-    const view = this.view(stream);
-    const live = node !== null && node.state !== 'idle' && stream.state !== 'ended';
-    const base = {
-      stream_id: stream.id,
-      request_id: node?.ingest?.sessionId ?? '',
-      // One value wherever a pipeline_id appears (status and webhook events): the stream's pipeline.
-      pipeline_id: stream.pipeline,
-      type: 'status' as const,
-      pipeline: 'streamdiffusion',
-      orchestrator_info: { address: stream.nodeId ?? '', url: nodeInfo?.publicUrl ?? '' },
-      demo: nodeInfo?.demo ?? false,
-    };
-    if (!live) {
-      // Teardown: OFFLINE and no timestamp anywhere (spec "Stream status record").
-      return {
-        ...base,
-        state: 'OFFLINE',
-        inference_status: {
-          pipeline: 'streamdiffusion',
-          last_params: publicParams(params),
-          last_params_hash: paramsHash(publicParams(params)),
-          input_fps: 0,
-          output_fps: 0,
-          restart_count: node?.restartCount ?? 0,
-          last_restart_logs: (node?.lastRestartLogs ?? []).map(withoutPaths),
-          last_error: withoutPaths(node?.lastError ?? ''),
-          stream_id: stream.id,
-        },
-        gateway_status: { whep_url: view.output_stream_url, ingest_metrics: { stats: emptyStats() } },
-      };
-    }
-    const now = this.#now();
-    const state = runnerState(node, now);
-    const lastParams = publicParams(node.lastParams as unknown as StreamParams);
-    return {
-      ...base,
-      state,
-      last_state_update_time: now,
-      ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
-      viewers: node.viewers,
-      ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
-      inference_status: {
-        pipeline: 'streamdiffusion',
-        start_time: node.startTime ?? 0,
-        last_params_update_time: node.lastParamsUpdateTime ?? node.startTime ?? 0,
-        last_params: lastParams,
-        last_params_hash: paramsHash(lastParams),
-        input_fps: node.inputFps,
-        output_fps: node.outputFps,
-        last_input_time: node.lastInputTime ?? 0,
-        last_output_time: node.lastOutputTime ?? 0,
-        restart_count: node.restartCount,
-        last_restart_time: node.lastRestartTime ?? 0,
-        last_restart_logs: node.lastRestartLogs.map(withoutPaths),
-        last_error: withoutPaths(node.lastError ?? ''),
-        stream_id: stream.id,
-      },
-      gateway_status: {
-        whep_url: view.output_stream_url,
-        ...(node.lastError !== null ? { error: { error_message: withoutPaths(node.lastError), error_time: node.lastErrorTime ?? now } } : {}),
-        ingest_metrics: { stats: ingestStats(node) },
-      },
-    };
+    const nodeInfo = (await this.#media.nodes()).find((n) => n.id === stream.nodeId) ?? null;
+    return statusView({ stream, whepUrl: this.view(stream).output_stream_url, node, nodeInfo, now: this.#now() });
   }
 
   // ───────────────────────────── for the media node
@@ -495,116 +428,4 @@ export class StreamService {
     const s = await this.#store.streams.getByPlaybackId(playbackId);
     return s && !s.deleted ? { streamId: s.id } : null;
   }
-}
-
-// ───────────────────────────── status helpers
-
-export interface TrackStatsView {
-  type: string;
-  jitter: number;
-  packets_lost: number;
-  packets_received: number;
-  packet_loss_pct: number;
-  rtt: number;
-  warnings: string[];
-}
-
-export interface IngestStatsView {
-  peer_conn_stats: { ID: string; BytesReceived: number; BytesSent: number };
-  conn_quality: 'good' | 'fair' | 'poor' | 'unknown';
-  track_stats: TrackStatsView[];
-}
-
-export interface StatusData {
-  stream_id: string;
-  request_id: string;
-  pipeline_id: string;
-  type: 'status';
-  pipeline: string;
-  orchestrator_info: { address: string; url: string };
-  demo: boolean;
-  state: RunnerState;
-  last_state_update_time?: number;
-  /** ms per stage on the media node, p50/p95 over its recent frames (an addition to the spec). */
-  stage_latency_ms?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
-  /** WHEP viewers now (absent when OFFLINE; an addition to the spec). */
-  viewers?: number;
-  /** Output frames since the publisher session started (absent when OFFLINE; an addition to the spec). */
-  frames_out?: number;
-  /** Changes scheduled over the control WebSocket, soonest first, until applied (an addition to the spec). */
-  scheduled_updates?: ScheduledView[];
-  inference_status: {
-    pipeline: string;
-    start_time?: number;
-    last_params_update_time?: number;
-    last_params: unknown;
-    last_params_hash: string;
-    input_fps: number;
-    output_fps: number;
-    last_input_time?: number;
-    last_output_time?: number;
-    restart_count: number;
-    last_restart_time?: number;
-    last_restart_logs: string[];
-    last_error: string;
-    stream_id: string;
-  };
-  gateway_status: {
-    whep_url: string;
-    error?: { error_message: string; error_time: number };
-    ingest_metrics: { stats: IngestStatsView };
-  };
-}
-
-function emptyStats(): IngestStatsView {
-  return { peer_conn_stats: { ID: '', BytesReceived: 0, BytesSent: 0 }, conn_quality: 'unknown', track_stats: [] };
-}
-
-/** Thresholds behind `conn_quality` and track warnings (WebRTC rules of thumb, documented). */
-export const QUALITY = { fairLossPct: 2, poorLossPct: 10, fairJitterS: 0.03, poorJitterS: 0.1, fairRttS: 0.3, poorRttS: 1 } as const;
-
-function ingestStats(node: NodeStreamStatus): IngestStatsView {
-  const ingest = node.ingest;
-  if (!ingest) return emptyStats();
-  let worst: 0 | 1 | 2 = 0;
-  const tracks = ingest.tracks.map((t) => {
-    const total = t.packetsReceived + t.packetsLost;
-    const loss = total > 0 ? (100 * t.packetsLost) / total : 0;
-    const warnings: string[] = [];
-    const grade = (v: number, fair: number, poor: number, what: string) => {
-      if (v >= poor) {
-        warnings.push(`high ${what}`);
-        worst = 2;
-      } else if (v >= fair) {
-        warnings.push(`elevated ${what}`);
-        worst = Math.max(worst, 1) as 0 | 1 | 2;
-      }
-    };
-    grade(loss, QUALITY.fairLossPct, QUALITY.poorLossPct, 'packet loss');
-    grade(t.jitter, QUALITY.fairJitterS, QUALITY.poorJitterS, 'jitter');
-    grade(t.rtt, QUALITY.fairRttS, QUALITY.poorRttS, 'round-trip time');
-    if (t.type === 'video' && node.inputFps < 15) warnings.push('low input frame rate');
-    return { type: t.type, jitter: t.jitter, packets_lost: t.packetsLost, packets_received: t.packetsReceived, packet_loss_pct: Math.round(loss * 100) / 100, rtt: t.rtt, warnings };
-  });
-  return {
-    peer_conn_stats: { ID: ingest.sessionId, BytesReceived: ingest.bytesReceived, BytesSent: ingest.bytesSent },
-    conn_quality: (['good', 'fair', 'poor'] as const)[worst],
-    track_stats: tracks,
-  };
-}
-
-/** ai-runner `_compute_current_state` over the node's live values (reference §2.5). */
-export function runnerState(s: NodeStreamStatus, now: number): RunnerState {
-  if (s.state === 'idle') return 'OFFLINE';
-  // The requested pipeline cannot be built: a fallback serves, but the stream is not what was asked.
-  if (s.pipelineError) return 'ERROR';
-  if (s.state === 'connecting') {
-    const since = s.startTime ?? s.lastInputTime ?? now;
-    return s.lastOutputTime === null && now - since > 180_000 ? 'ERROR' : 'LOADING';
-  }
-  if ((s.lastErrorTime !== null && now - s.lastErrorTime < 15_000) || (s.lastRestartTime !== null && now - s.lastRestartTime < 60_000)) return 'DEGRADED_INFERENCE';
-  if (s.lastInputTime === null || now - s.lastInputTime > 2_000 || s.inputFps < 15) return 'DEGRADED_INPUT';
-  if (s.lastOutputTime === null || now - s.lastOutputTime > 2_000 || s.outputFps < Math.min(10, 0.8 * s.inputFps)) return 'DEGRADED_INFERENCE';
-  if (s.lastOutputTime < s.lastInputTime - 1_000 && now - s.lastOutputTime > 5_000) return 'DEGRADED_INFERENCE';
-  return 'ONLINE';
 }

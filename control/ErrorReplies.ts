@@ -49,7 +49,7 @@ export function toApiError(area: Area, err: unknown): ApiError {
   if (err instanceof ApiError) {
     if (err.area === area) return err;
     // Thrown by shared code for the other area: keep status and text, re-shape.
-    return new ApiError(area, err.code, err.status, err.message, err.details, err.extra, err.headers);
+    return new ApiError(area, err.code, err.status, err.message, err.details, err.extra, err.headers, err.cause);
   }
   const e = err as FastifyError;
   if (hasZodFastifySchemaValidationErrors(e)) {
@@ -61,7 +61,7 @@ export function toApiError(area: Area, err: unknown): ApiError {
     return area === 'music' ? musicError('invalid_request', message) : streamError('REQUEST/INVALID', message, { details });
   }
   if (isResponseSerializationError(e)) {
-    return area === 'music' ? musicError('internal_error') : streamError('INTERNAL/ERROR');
+    return area === 'music' ? musicError('internal_error', undefined, { cause: err }) : streamError('INTERNAL/ERROR', undefined, { cause: err });
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -82,15 +82,17 @@ export function toApiError(area: Area, err: unknown): ApiError {
   if (isStoreUnavailable(err)) {
     // The store is restarting (Redis down): the request was held while it reconnected, then given up.
     const headers = { 'retry-after': '5' };
-    return area === 'music' ? musicError('service_unavailable', undefined, { headers }) : streamError('SERVICE/UNAVAILABLE', 'The service is briefly unavailable (its store is reconnecting); try again shortly.', { headers });
+    return area === 'music'
+      ? musicError('service_unavailable', undefined, { headers, cause: err })
+      : streamError('SERVICE/UNAVAILABLE', 'The service is briefly unavailable (its store is reconnecting); try again shortly.', { headers, cause: err });
   }
   const status = e?.statusCode ?? 500;
   if (status === 413) return area === 'music' ? musicError('payload_too_large') : streamError('REQUEST/TOO_LARGE');
   if (status === 415) return area === 'music' ? musicError('unsupported_media_type') : streamError('REQUEST/UNSUPPORTED_MEDIA_TYPE');
   if (status >= 400 && status < 500) {
-    return area === 'music' ? musicError('invalid_request', e.message) : streamError('REQUEST/INVALID', e.message);
+    return area === 'music' ? musicError('invalid_request', e.message, { cause: err }) : streamError('REQUEST/INVALID', e.message, { cause: err });
   }
-  return area === 'music' ? musicError('internal_error') : streamError('INTERNAL/ERROR');
+  return area === 'music' ? musicError('internal_error', undefined, { cause: err }) : streamError('INTERNAL/ERROR', undefined, { cause: err });
 }
 
 /** Writes `err` in the shape of its area. */

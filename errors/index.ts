@@ -1,6 +1,8 @@
 /**
- * The error catalogues, one per area of the spec. Every failure a client can see is one of these
- * codes; docs/api.md documents each (a test checks), and routes throw `ApiError`s made here.
+ * The error catalogues, one per area of the spec: the one list of failures a client can see.
+ * docs/api.md documents each code and documents no other (a test checks both ways, and that every
+ * code is raised somewhere); routes and services throw `ApiError`s made here, keeping the error
+ * that caused one as its `cause` for the logs.
  *
  * Area A answers with the Error record `{ error, message }` (402 adds limit/used/plan/upgrade_url).
  * Area B answers with the envelope `{ success: false, error, code, status, details, requestId, traceId }`.
@@ -16,7 +18,6 @@ export const MUSIC_ERRORS = {
   file_not_found: { status: 404, message: 'No such file.' },
   route_not_found: { status: 404, message: 'No such route.' },
   link_expired: { status: 403, message: 'This download link has expired or its signature is wrong.' },
-  method_not_allowed: { status: 405, message: 'This method is not allowed here.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'The body must be application/json.' },
   prompt_refused: { status: 422, message: 'The prompt names an artist.' },
@@ -34,7 +35,6 @@ export const STREAM_ERRORS = {
   'REQUEST/MALFORMED_JSON': { status: 400, message: 'The body is not valid JSON.' },
   'AUTH/UNAUTHORIZED': { status: 401, message: 'A valid API key is required: send Authorization: Bearer <token>.' },
   'ROUTE/NOT_FOUND': { status: 404, message: 'No such route.' },
-  'ROUTE/METHOD_NOT_ALLOWED': { status: 405, message: 'This method is not allowed here.' },
   'REQUEST/TOO_LARGE': { status: 413, message: 'The request body is too large.' },
   'REQUEST/UNSUPPORTED_MEDIA_TYPE': { status: 415, message: 'The body must be application/json.' },
   'STREAMS/NOT_FOUND': { status: 404, message: 'No such stream on this account.' },
@@ -49,7 +49,6 @@ export const STREAM_ERRORS = {
   'WEBHOOKS/NOT_FOUND': { status: 404, message: 'No such webhook endpoint on this account.' },
   'WEBHOOKS/LIMIT_REACHED': { status: 409, message: 'An account can have at most 10 webhook endpoints.' },
   'WEBHOOKS/URL_REJECTED': { status: 422, message: 'The webhook URL is not allowed.' },
-  'WEBHOOKS/TEST_FAILED': { status: 502, message: 'The endpoint could not be reached.' },
   'WEBHOOKS/RATE_LIMITED': { status: 429, message: 'Too many webhook test sends; slow down.' },
   'INTERNAL/ERROR': { status: 500, message: 'Something went wrong on our side.' },
   'SERVICE/UNAVAILABLE': { status: 503, message: 'The service is not ready; try again shortly.' },
@@ -71,8 +70,10 @@ export class ApiError extends Error {
     readonly extra: Record<string, unknown> = {},
     /** Response headers to add (Retry-After…). */
     readonly headers: Record<string, string> = {},
+    /** The error behind this one (logged, never shown to the client). */
+    cause?: unknown,
   ) {
-    super(message);
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'ApiError';
   }
 }
@@ -80,19 +81,19 @@ export class ApiError extends Error {
 export function musicError(
   code: MusicErrorCode,
   message?: string,
-  opts: { extra?: Record<string, unknown>; headers?: Record<string, string> } = {},
+  opts: { extra?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
 ): ApiError {
   const entry = MUSIC_ERRORS[code];
-  return new ApiError('music', code, entry.status, message ?? entry.message, null, opts.extra, opts.headers);
+  return new ApiError('music', code, entry.status, message ?? entry.message, null, opts.extra, opts.headers, opts.cause);
 }
 
 export function streamError(
   code: StreamErrorCode,
   message?: string,
-  opts: { details?: unknown; headers?: Record<string, string> } = {},
+  opts: { details?: unknown; headers?: Record<string, string>; cause?: unknown } = {},
 ): ApiError {
   const entry = STREAM_ERRORS[code];
-  return new ApiError('streams', code, entry.status, message ?? entry.message, opts.details ?? null, {}, opts.headers);
+  return new ApiError('streams', code, entry.status, message ?? entry.message, opts.details ?? null, {}, opts.headers, opts.cause);
 }
 
 /**

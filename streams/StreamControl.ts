@@ -281,7 +281,7 @@ export class StreamControl {
       const ack = await this.#apply(p.account, streamId, p.req, due);
       this.#emit(streamId, { type: 'applied', ack });
     } catch (err) {
-      const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR');
+      const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR', undefined, { cause: err });
       if (!(err instanceof ApiError)) this.#log.error({ err }, `fire() | update failed [streamId:${streamId}] [id:${id}]`);
       this.#emit(streamId, { type: 'failed', id, error });
       // The stream is gone (deleted): what else waits for it would fail the same way.
@@ -354,7 +354,7 @@ export class StreamControl {
           })
           .catch((err: unknown) => {
             if (this.#transitions.get(streamId) === timer) this.#transitions.delete(streamId);
-            const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR');
+            const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR', undefined, { cause: err });
             this.#emit(streamId, { type: 'failed', id: req.id, error });
           });
       }, delay);

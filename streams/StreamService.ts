@@ -273,7 +273,7 @@ export class StreamService {
       return { data: res.items.map((s) => this.view(s)), next_cursor: res.nextCursor };
     } catch (err) {
       if (err instanceof StoreError && err.code === 'invalid_cursor') {
-        throw streamError('REQUEST/INVALID', 'cursor: not a cursor this API returned', { details: { where: 'querystring', issues: [{ field: 'cursor', message: 'unknown cursor' }] } });
+        throw streamError('REQUEST/INVALID', 'cursor: not a cursor this API returned', { details: { where: 'querystring', issues: [{ field: 'cursor', message: 'unknown cursor' }] }, cause: err });
       }
       throw err;
     }

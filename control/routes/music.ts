@@ -195,7 +195,7 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         try {
           outcome = await songs.create(req.account!, req.body);
         } catch (err) {
-          if (err instanceof PlanInputError) throw musicError('invalid_request', err.message);
+          if (err instanceof PlanInputError) throw musicError('invalid_request', err.message, { cause: err });
           const artist = (err as { artist?: unknown }).artist;
           if (typeof artist === 'string') {
             throw musicError('prompt_refused', `The prompt was refused because it names an artist: ${artist}. Describe the sound instead (genre, mood, instruments, tempo).`);
@@ -234,7 +234,7 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         try {
           page = await songs.list(req.account!, req.query.limit, req.query.cursor ?? null);
         } catch (err) {
-          if ((err as { code?: string }).code === 'invalid_cursor') throw musicError('invalid_request', 'cursor: not a cursor this API returned');
+          if ((err as { code?: string }).code === 'invalid_cursor') throw musicError('invalid_request', 'cursor: not a cursor this API returned', { cause: err });
           throw err;
         }
         return { songs: await Promise.all(page.items.map(view)), next_cursor: page.nextCursor };

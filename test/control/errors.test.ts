@@ -1,12 +1,25 @@
 /**
- * The error catalogues are documented: every code of each area appears in docs/api.md with its
- * status, so clients can branch on codes they can read about.
+ * The error catalogues and the docs agree both ways: every code of each area appears in
+ * docs/api.md with its status (clients can branch on codes they can read about), the docs list no
+ * code the server does not have, and every code is raised somewhere (no reserved codes that never
+ * happen). An ApiError keeps the error behind it as its cause.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
-import { MUSIC_ERRORS, STREAM_ERRORS, withoutPaths } from '../../errors/index.ts';
+import { ApiError, MUSIC_ERRORS, STREAM_ERRORS, streamError, withoutPaths } from '../../errors/index.ts';
 
-const doc = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
+const root = new URL('../../', import.meta.url).pathname;
+const doc = readFileSync(join(root, 'docs/api.md'), 'utf8');
+
+function sourcesOf(dir: string, out: string[] = []): string[] {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) sourcesOf(path, out);
+    else if (name.endsWith('.ts')) out.push(path);
+  }
+  return out;
+}
 
 for (const [area, catalogue] of [['Area A', MUSIC_ERRORS], ['Area B', STREAM_ERRORS]] as const) {
   t.test(`every ${area} error code is documented with its status`, async (t) => {
@@ -17,6 +30,31 @@ for (const [area, catalogue] of [['Area A', MUSIC_ERRORS], ['Area B', STREAM_ERR
     }
   });
 }
+
+t.test('docs/api.md documents no error code the catalogues lack', async (t) => {
+  const rows = [...doc.matchAll(/^\| `([A-Za-z_]+(?:\/[A-Z_]+)?)` \| (\d{3}) \|/gm)];
+  t.ok(rows.length >= Object.keys(MUSIC_ERRORS).length + Object.keys(STREAM_ERRORS).length, `${rows.length} error rows found`);
+  for (const [, code, status] of rows) {
+    const entry = (MUSIC_ERRORS as Record<string, { status: number }>)[code as string] ?? (STREAM_ERRORS as Record<string, { status: number }>)[code as string];
+    t.ok(entry, `${code} is in a catalogue`);
+    t.equal(entry?.status, Number(status), `${code}: ${status} in both`);
+  }
+});
+
+t.test('every error code is raised by the server somewhere', async (t) => {
+  const text = ['control', 'streams', 'songs', 'webhooks', 'media', 'store'].flatMap((part) => sourcesOf(join(root, part))).map((f) => readFileSync(f, 'utf8')).join('\n');
+  for (const code of [...Object.keys(MUSIC_ERRORS), ...Object.keys(STREAM_ERRORS)]) {
+    t.ok(text.includes(`'${code}'`), `${code} is used outside the catalogue`);
+  }
+});
+
+t.test('an ApiError keeps its cause', async (t) => {
+  const cause = new Error('store said no');
+  const err = streamError('INTERNAL/ERROR', undefined, { cause });
+  t.ok(err instanceof ApiError);
+  t.equal(err.cause, cause);
+  t.equal(streamError('STREAMS/NOT_FOUND').cause, undefined, 'none when none given');
+});
 
 t.test('client-visible text carries no file paths; URLs and plain words are kept', async (t) => {
   t.equal(

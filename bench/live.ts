@@ -52,7 +52,7 @@ export default async function live(args: Map<string, string>): Promise<void> {
     },
     iceAddresses: ['127.0.0.1'],
     logger,
-    createProcessor: async (params) => new ImageChainProcessor(null, null, params),
+    createProcessor: async (params) => new ImageChainProcessor(null, params),
     resolveIngest: async (streamId, token) => (token === 'bench' ? { streamId, params: { width: size, height: size } } : null),
     resolvePlayback: async (id) => ({ streamId: id }),
   });

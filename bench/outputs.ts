@@ -130,7 +130,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
         iceAddresses: ['127.0.0.1'],
         logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }),
         settings: { hlsEnabled: phase.hls },
-        createProcessor: async (params) => new ImageChainProcessor(null, null, params),
+        createProcessor: async (params) => new ImageChainProcessor(null, params),
         resolveIngest: async (streamId, token) =>
           token === 'bench' ? { streamId, params: { width: size, height: size }, outputRtmpUrl: phase.rtmp ? `rtmp://127.0.0.1:${rtmpPort}/live/bench` : undefined } : null,
         resolvePlayback: async (id) => ({ streamId: id }),

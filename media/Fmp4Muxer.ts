@@ -82,12 +82,6 @@ const MATRIX = Buffer.concat([u32(0x00010000), u32(0), u32(0), u32(0), u32(0x000
 /** ISO 639-2 "und" packed as three 5-bit letters. */
 const LANG_UND = 0x55c4;
 
-/** RFC 6381 codec string of an SPS, e.g. `avc1.42c01f`. */
-export function avcCodecString(sps: Uint8Array): string {
-  const hex = (n: number | undefined) => (n ?? 0).toString(16).padStart(2, '0');
-  return `avc1.${hex(sps[1])}${hex(sps[2])}${hex(sps[3])}`;
-}
-
 function avcC(v: VideoConfig): Buffer {
   return box(
     'avcC',

@@ -73,13 +73,6 @@ export interface FrameProcessor {
 }
 
 /** Diffusion stage plugged in by the caller (native's createFramePipeline, wrapped). */
-export interface DiffusionStage {
-  process(frame: Frame): Promise<Frame | null>;
-  update(params: StreamParams): void;
-  close(): void;
-  release?(frame: Frame): void;
-}
-
 export interface ProcessorContext {
   streamId: string;
   logger: Logger;
@@ -115,18 +108,17 @@ interface ImageChain {
 type ChainFactory = (block: ProcessingBlock | null | undefined, kind: 'image') => ImageChain;
 
 /**
- * image_preprocessing → [diffusion unless skip_diffusion] → image_postprocessing.
+ * image_preprocessing → image_postprocessing, without diffusion: what a node without models runs
+ * (the diffusion path is DiffusionProcessor, which runs these chains inside the engine). A null
+ * factory passes frames through (benchmarks of the media path).
  */
 export class ImageChainProcessor implements FrameProcessor {
   readonly #factory: ChainFactory | null;
-  readonly #diffusion: DiffusionStage | null;
   #pre: ImageChain | null = null;
   #post: ImageChain | null = null;
-  #skipDiffusion = false;
 
-  constructor(factory: ChainFactory | null, diffusion: DiffusionStage | null, params: StreamParams) {
+  constructor(factory: ChainFactory | null, params: StreamParams) {
     this.#factory = factory;
-    this.#diffusion = diffusion;
     this.update(params);
   }
 
@@ -138,27 +130,20 @@ export class ImageChainProcessor implements FrameProcessor {
       this.#pre = pre;
       this.#post = post;
     }
-    if (params.skip_diffusion !== undefined) this.#skipDiffusion = params.skip_diffusion;
-    this.#diffusion?.update(params);
   }
 
   async process(frame: Frame): Promise<Frame | null> {
-    let f: Frame | null = this.#pre && !this.#pre.empty ? this.#pre.apply(frame) : frame;
-    if (this.#diffusion && !this.#skipDiffusion) f = await this.#diffusion.process(f);
-    if (!f) return null;
+    const f = this.#pre && !this.#pre.empty ? this.#pre.apply(frame) : frame;
     const out = this.#post && !this.#post.empty ? this.#post.apply(f) : f;
     this.#pre?.observeOutput(out);
     this.#post?.observeOutput(out);
     return out;
   }
 
-  /** Only diffusion outputs have an owner that reuses buffers; image chains allocate their own. */
-  release(frame: Frame): void {
-    if (this.#diffusion && !this.#skipDiffusion) this.#diffusion.release?.(frame);
-  }
-
+  /** Holds no threads, sessions or pooled frames (image chains allocate their own frames). */
   close(): void {
-    this.#diffusion?.close();
+    this.#pre = null;
+    this.#post = null;
   }
 }
 
@@ -167,7 +152,7 @@ export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(
   async (params: StreamParams) => {
     // The engine's entry loads ONNX Runtime: loaded with the first stream that processes frames.
     const { createProcessorChain } = await import('../native/index.ts');
-    return new ImageChainProcessor(createProcessorChain, null, params);
+    return new ImageChainProcessor(createProcessorChain, params);
   },
   { passthrough: imageChainsIdle },
 );

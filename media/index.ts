@@ -24,7 +24,6 @@ export {
   frameBytes,
   imageChainsIdle,
   type PixelFormat,
-  type DiffusionStage,
   type Frame,
   type FrameProcessor,
   type FrameProcessorFactory,

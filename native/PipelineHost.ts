@@ -54,13 +54,12 @@ const LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fa
 const loggedOnce = new Set<string>();
 
 /**
- * Starts PipelineWorker. Under tsx (`.ts` sources) `--import tsx` in execArgv does not register
- * tsx's hooks inside a worker on Node 20, so a bootstrap registers tsx's ESM API first (as
- * songs/RenderPool.ts does).
+ * Starts PipelineWorker. Our sources always run through tsx (no build step), and `--import tsx` in
+ * execArgv does not register tsx's hooks inside a worker on Node 20, so a bootstrap registers tsx's
+ * ESM API first (as songs/RenderPool.ts does).
  */
 function startWorker(): Worker {
-  const url = new URL(import.meta.url.endsWith('.ts') ? './PipelineWorker.ts' : './PipelineWorker.js', import.meta.url);
-  if (!import.meta.url.endsWith('.ts')) return new Worker(url, { execArgv: [] });
+  const url = new URL('./PipelineWorker.ts', import.meta.url);
   const api = import.meta.resolve('tsx/esm/api');
   const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true, execArgv: [] });

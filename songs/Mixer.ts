@@ -19,8 +19,7 @@ import { renderVoice, voiceLength } from './Synth.ts';
 
 /** Loudness target, LUFS (streaming reference, songs.md §4.7). */
 export const TARGET_LUFS = -14;
-/** True-peak ceiling, dBTP (spec: ≤ −1). The limiter aims a little lower for int16 rounding. */
-export const TRUE_PEAK_DBTP = -1;
+/** Limiter ceiling, dBTP: the spec asks ≤ −1 dBTP; this aims a little lower for int16 rounding. */
 const LIMITER_CEILING_DB = -1.25;
 /** Seconds of tail rendered past a loop's end and folded onto its start. */
 const LOOP_TAIL_SECONDS = 4;

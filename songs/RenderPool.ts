@@ -50,13 +50,12 @@ type WorkerMessage =
   | { id: number; type: 'error'; message: string; stack?: string };
 
 /**
- * Starts a worker on RenderWorker. From TypeScript sources (`node --import tsx`), `--import tsx` in
- * a worker's execArgv does not register tsx's hooks on Node 20, so a small bootstrap registers
- * tsx's ESM API inside the worker and then imports the worker module.
+ * Starts a worker on RenderWorker. Our sources always run as TypeScript through tsx (there is no
+ * build step), and `--import tsx` in a worker's execArgv does not register tsx's hooks on Node 20,
+ * so a small bootstrap registers tsx's ESM API inside the worker and then imports the worker module.
  */
 function startWorker(): Worker {
   const url = new URL('./RenderWorker.ts', import.meta.url);
-  if (!import.meta.url.endsWith('.ts')) return new Worker(url, { execArgv: [] });
   const api = import.meta.resolve('tsx/esm/api');
   const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true, execArgv: [] });

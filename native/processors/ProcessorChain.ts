@@ -61,8 +61,6 @@ export interface ProcessorChain<T> {
   reset(): void;
 }
 
-export type ChainValue<K extends ProcessorKind> = K extends 'image' ? Frame : LatentTensor;
-
 export function createProcessorChain(block: ProcessingBlock | null | undefined, kind: 'image'): ProcessorChain<Frame>;
 export function createProcessorChain(block: ProcessingBlock | null | undefined, kind: 'latent'): ProcessorChain<LatentTensor>;
 export function createProcessorChain(

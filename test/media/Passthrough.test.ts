@@ -32,7 +32,7 @@ t.test('no processing → no processor, I420 end to end; a processor is built wh
   const factory: FrameProcessorFactory = Object.assign(
     async (params: StreamParams) => {
       built++;
-      return new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], null, params);
+      return new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], params);
     },
     { passthrough: imageChainsIdle },
   );

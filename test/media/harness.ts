@@ -20,7 +20,7 @@ export const PLAYBACK_ID = 'play_test';
 
 /** Real native image processors (canny, blur…), no diffusion stage. */
 export const nativeImageProcessors: FrameProcessorFactory = async (params) =>
-  new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], null, params);
+  new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], params);
 
 export interface MediaServer {
   app: FastifyInstance;

@@ -37,7 +37,10 @@ USER node
 # Listen on every interface; WebRTC on a fixed UDP range so it can be published (one port per
 # publisher or viewer session: 100 here). Behind Docker's NAT browsers need the host's address:
 # set WEBRTC_ANNOUNCED_ADDRESSES (docs/operations.md, "Ports and NAT").
+# MALLOC_ARENA_MAX: two glibc malloc arenas, against fragmentation under stream churn
+# (docs/operations.md "Memory").
 ENV NODE_ENV=production \
+    MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/data \

@@ -22,7 +22,7 @@
 import Fastify from 'fastify';
 import pino from 'pino';
 import type { Page } from 'playwright-core';
-import { ImageChainProcessor, MediaNode } from '../media/index.ts';
+import { ImageChainProcessor, MediaNode, registerMediaRoutes } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
 import { PAGE } from './live/page.ts';
 import { liveRemote } from './live/remote.ts';
@@ -56,7 +56,7 @@ export default async function live(args: Map<string, string>): Promise<void> {
     resolveIngest: async (streamId, token) => (token === 'bench' ? { streamId, params: { width: size, height: size } } : null),
     resolvePlayback: async (id) => ({ streamId: id }),
   });
-  node.registerRoutes(app);
+  registerMediaRoutes(app, node);
   app.get('/bench.html', async (_req, reply) => reply.type('text/html').send(PAGE));
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import Fastify from 'fastify';
 import pino from 'pino';
 import type { Page } from 'playwright-core';
-import { ImageChainProcessor, MediaNode } from '../media/index.ts';
+import { ImageChainProcessor, MediaNode, registerMediaRoutes } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
 import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
@@ -135,7 +135,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
           token === 'bench' ? { streamId, params: { width: size, height: size }, outputRtmpUrl: phase.rtmp ? `rtmp://127.0.0.1:${rtmpPort}/live/bench` : undefined } : null,
         resolvePlayback: async (id) => ({ streamId: id }),
       });
-      node.registerRoutes(app);
+      registerMediaRoutes(app, node);
       await app.listen({ host: '127.0.0.1', port: 0 });
       const addr = app.server.address();
       baseUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;

@@ -9,7 +9,7 @@
  * 503 STREAMS/NO_CAPACITY) until the Redis-backed client exists.
  */
 import type { Logger } from 'pino';
-import { MediaNode, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
+import { MediaNode, registerMediaRoutes, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
 import { AddressPolicy } from '../webhooks/index.ts';
 import {
   ClipService,
@@ -128,7 +128,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     registerMediaMetrics(deps.metrics, node);
     const n = node;
     services.mediaRoutes = async (app) => {
-      n.registerRoutes(app);
+      registerMediaRoutes(app, n);
     };
   }
 
@@ -153,7 +153,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
         media: scaleOut.media,
         logger: deps.logger,
         ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
-        ...(n && local ? { local: { nodeId: local.nodeId, routes: (app) => n.registerRoutes(app) } } : {}),
+        ...(n && local ? { local: { nodeId: local.nodeId, routes: (app) => registerMediaRoutes(app, n) } } : {}),
       }).plugin();
     } else delete services.mediaRoutes;
   }

@@ -1,6 +1,6 @@
 /**
- * The media node: owns this process's live streams and their WHIP/WHEP sessions, and serves the
- * WHIP/WHEP HTTP endpoints as a fastify plugin (`registerRoutes`). The control plane decides who
+ * The media node: owns this process's live streams and their WHIP/WHEP sessions (its HTTP
+ * endpoints, which call it, are mounted by `registerMediaRoutes`). The control plane decides who
  * may publish or play (resolveIngest/resolvePlayback) and listens for `started`/`live`/`ended`.
  *
  * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
@@ -8,7 +8,6 @@
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
@@ -18,10 +17,8 @@ import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { holdWebRtcEgress, type WhepSession } from './WhepSession.ts';
-import { hlsRoutes } from './HlsRoutes.ts';
 import type { TurnConfig } from './IceServers.ts';
 import { RateLimiter } from './RateLimiter.ts';
-import { whipWhepRoutes } from './WhipWhepRoutes.ts';
 import type { WhipSession } from './WhipSession.ts';
 
 /** A publisher that may go live. */
@@ -166,12 +163,6 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   get options(): Readonly<MediaNodeOptions> {
     return this.#opts;
-  }
-
-  /** Registers the WHIP/WHEP endpoints (an encapsulated plugin with its own SDP body parsers) and the HLS endpoints. */
-  registerRoutes(app: FastifyInstance): void {
-    void app.register(whipWhepRoutes, { node: this });
-    if (this.settings.hlsEnabled) void app.register(hlsRoutes, { node: this });
   }
 
   /** Returns the stream, creating it (idle, no pipelines yet) if needed. */

@@ -6,6 +6,7 @@
  */
 export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions } from './MediaNode.ts';
 export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
+export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
 export { STAGE_BUCKETS_S, type StageTotals } from './StageTimer.ts';

@@ -13,7 +13,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { BusMediaNodeClient } from '../../streams/BusMediaNodeClient.ts';
 import { LiveRouter, type LiveRouting } from '../../control/LiveRouter.ts';
-import { MediaNode } from '../../media/index.ts';
+import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
 import { EmbeddedStore, type StreamRecord } from '../../store/index.ts';
 
 const logger = pino({ level: 'silent' });
@@ -48,7 +48,7 @@ async function setup(t: Test, routing: LiveRouting = 'proxy') {
   nodeApp.addHook('onRequest', async (req) => {
     seen.push({ url: req.url, forwarded: req.headers['x-reverie-forwarded'] as string | undefined });
   });
-  node.registerRoutes(nodeApp);
+  registerMediaRoutes(nodeApp, node);
   nodeUrl = await listen(nodeApp);
 
   // The router's clock, moved by hand to expire a node's beats.

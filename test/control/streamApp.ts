@@ -7,7 +7,7 @@ import pino from 'pino';
 import type { Test } from 'tap';
 import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
 import { StreamService } from '../../streams/StreamService.ts';
-import { MediaNode } from '../../media/index.ts';
+import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
 import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';
 import { songServices } from '../helpers/songs.ts';
@@ -60,7 +60,7 @@ export async function makeStreamApp(
       });
       service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, outboundPolicy: new AddressPolicy({ resolve: fakeDns }), ...(opts.now ? { now: opts.now } : {}) });
       const n = node;
-      return { streams: service, mediaRoutes: async (app) => n.registerRoutes(app), ...(opts.songs ? songServices({ store }) : {}) };
+      return { streams: service, mediaRoutes: async (app) => registerMediaRoutes(app, n), ...(opts.songs ? songServices({ store }) : {}) };
     },
   });
   t.teardown(() => {

@@ -6,7 +6,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
-import { ImageChainProcessor, MediaNode, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
+import { ImageChainProcessor, MediaNode, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -77,7 +77,7 @@ export async function startMediaServer(
       : null),
     resolvePlayback: async (playbackId) => (playbackId.startsWith(PLAYBACK_ID) ? { streamId: STREAM_ID + playbackId.slice(PLAYBACK_ID.length) } : null),
   });
-  node.registerRoutes(app);
+  registerMediaRoutes(app, node);
   app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

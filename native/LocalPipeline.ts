@@ -10,7 +10,7 @@ import { InvalidParamsError, InvalidStateError } from './errors.ts';
 import type { Frame, LatentTensor } from './Frame.ts';
 import { assertFrame } from './Frame.ts';
 import { ControlNet } from './ControlNet.ts';
-import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState } from './FramePipeline.ts';
+import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState } from './FramePipelineTypes.ts';
 import { resizeFrame } from './FrameResize.ts';
 import { IpAdapter, loadStyleImage } from './IpAdapter.ts';
 import { mergedUnetFile } from './LoraMerge.ts';

@@ -13,7 +13,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { InferenceError, NativeError, type NativeErrorCode } from './errors.ts';
 import type { Frame } from './Frame.ts';
-import type { FramePipelineOptions, FramePipelineStatus } from './FramePipeline.ts';
+import type { FramePipelineOptions, FramePipelineStatus } from './FramePipelineTypes.ts';
 import type { StreamParams } from './params/index.ts';
 
 /** What the worker needs to open its pipeline (functions and loggers cannot cross threads). */

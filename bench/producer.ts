@@ -14,11 +14,15 @@
 import { readFileSync } from 'node:fs';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
 import { compose } from '../songs/Composer.ts';
+import { EncoderHost } from '../songs/EncoderHost.ts';
 import { writeMidi } from '../songs/MidiWriter.ts';
 import { renderTakeHere } from '../songs/Renderer.ts';
 import { planSong } from '../songs/SongPlanner.ts';
 
-/** CPU seconds of this process (all threads) plus its waited-for children (LAME), from /proc. */
+/**
+ * CPU seconds of this process (all threads), its waited-for children, and the encoder host with the
+ * LAME processes it ran (LAME runs under the host, not as our child), from /proc.
+ */
 function cpuSeconds(): number {
   const u = process.cpuUsage();
   let children = 0;
@@ -29,7 +33,7 @@ function cpuSeconds(): number {
   } catch {
     // not Linux: children not counted
   }
-  return (u.user + u.system) / 1e6 + children;
+  return (u.user + u.system) / 1e6 + children + EncoderHost.cpuSeconds();
 }
 
 export default async function producer(args: Map<string, string>): Promise<void> {

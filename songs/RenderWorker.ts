@@ -4,6 +4,7 @@
  * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
  */
 import { parentPort } from 'node:worker_threads';
+import { EncoderHost } from './EncoderHost.ts';
 import { renderTakeHere } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
@@ -16,6 +17,8 @@ export interface RenderRequest {
 
 const port = parentPort;
 if (!port) throw new Error('RenderWorker.ts must run in a worker thread');
+// The encoder host is forked now, while this thread holds no audio buffers (see EncoderHost).
+EncoderHost.prewarm();
 
 port.on('message', (msg: RenderRequest) => {
   let last = -1;

@@ -151,7 +151,7 @@ export class RenderPool {
         const r = msg.result;
         // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
         const buf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: buf(r.stems.zip) } : null });
+        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: r.stems.zip ? buf(r.stems.zip) : null } : null });
         this.logger?.debug({ id: job.id }, `render() | done [take:${job.n}]`);
       } else {
         const e = new RenderError(`render failed [take:${job.n}] [seed:${job.plan.seed}]: ${msg.message}`);

@@ -2,17 +2,24 @@
  * One take, in the calling thread: mix → WAV → peaks → MP3. RenderWorker runs this off the main
  * event loop; tests and the benchmark may call it directly.
  */
+import { closeSync, fdatasyncSync, openSync } from 'node:fs';
+import type { MasteredStems } from './Mixer.ts';
 import { Mp3Stream } from './Mp3Encoder.ts';
 import { writeMidi } from './MidiWriter.ts';
 import { renderMix, type MixResult, type StemName } from './Mixer.ts';
 import { computePeaks } from './Peaks.ts';
 import type { SongPlan } from './SongPlanner.ts';
-import { buildStemsZip } from './StemsZip.ts';
+import { buildStemsZip, FileSink, writeStemsZip, type StemsZip } from './StemsZip.ts';
 import { WAV_HEADER_BYTES, WavDither, writeWavHeader } from './WavWriter.ts';
 
 export interface RenderOptions {
   /** Also render the stems zip (opt-in: about 5 × the WAV's size and some time). Default false. */
   stems?: boolean;
+  /**
+   * With stems: write the zip to this file (created or truncated, flushed to disk; its folder must
+   * exist) instead of returning it in memory. The render worker writes it where the blob store keeps it.
+   */
+  stemsPath?: string;
   /** Receives the MP3 bytes as they are encoded (progressive delivery), in order. */
   onMp3Chunk?: (chunk: Buffer) => void;
 }
@@ -33,8 +40,11 @@ export interface TakeResult {
   firstSpanSeconds: number;
   /** Standard MIDI File of the notes rendered (always: it is a few kB). */
   midi: Buffer;
-  /** The stems zip and where each stem's WAV lies in it, when asked for; else null. */
-  stems: { zip: Buffer; members: Record<StemName, { offset: number; size: number }> } | null;
+  /**
+   * The stems zip (null when it was written to `stemsPath`) and where each stem's WAV lies in it,
+   * when asked for; else null.
+   */
+  stems: { zip: Buffer | null; members: Record<StemName, { offset: number; size: number }> } | null;
 }
 
 /** Audio before the first MP3 bytes are awaited: LAME emits output within its first second of input. */
@@ -71,7 +81,7 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
   const waveform = computePeaks(mix.L, mix.R, mix.n, 200);
   const midi = writeMidi(plan, mix.score);
   const tp = performance.now();
-  const stems = mix.stems ? buildStemsZip(mix.stems, wav, mix.n, plan.sampleRate) : null;
+  const stems = mix.stems ? stemsZip(mix.stems, wav, mix.n, plan.sampleRate, options.stemsPath) : null;
   mix.release();
   const t1 = performance.now();
   onProgress?.(0.82);
@@ -90,4 +100,17 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
     midi,
     stems: stems ? { zip: stems.zip, members: stems.members } : null,
   };
+}
+
+/** The stems zip, in memory or (with `path`) written to that file and flushed, as the blob store's put() does. */
+function stemsZip(stems: MasteredStems, wav: Buffer, n: number, sampleRate: number, path: string | undefined): Omit<StemsZip, 'zip'> & { zip: Buffer | null } {
+  if (path === undefined) return buildStemsZip(stems, wav, n, sampleRate);
+  const fd = openSync(path, 'w');
+  try {
+    const r = writeStemsZip(stems, wav, n, sampleRate, new FileSink(fd));
+    fdatasyncSync(fd);
+    return { ...r, zip: null };
+  } finally {
+    closeSync(fd);
+  }
 }

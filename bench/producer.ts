@@ -76,7 +76,7 @@ export default async function producer(args: Map<string, string>): Promise<void>
   const firstByteCpu: number[] = [];
   const stemStages: Record<string, number> = {};
   const plainStages: Record<string, number> = {};
-  const STAGES = ['compose', 'voices', 'drums', 'reference', 'stemSplit', 'reverb', 'bus', 'loudness', 'firstSpan', 'truepeak', 'stems', 'wavPeaks', 'stemsZip', 'mp3'];
+  const STAGES = ['compose', 'voices', 'drums', 'reference', 'reverb', 'bus', 'loudness', 'firstSpan', 'secondSpan', 'truepeak', 'stems', 'wavPeaks', 'stemsZip', 'mp3'];
   let zipBytes = 0;
   for (let r = 0; r < runs; r++) {
     // Alternate which side goes first so drift in machine load does not favour one.

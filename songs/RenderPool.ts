@@ -26,6 +26,11 @@ export interface RenderPoolOptions {
   /** Worker threads, default 2 (one per core on our 2-core machines). */
   size?: number;
   logger?: Logger;
+  /**
+   * Start every worker now rather than on its first take (default false): a worker's start-up
+   * (loading the engine, forking its encoder host) then happens before a song waits on it.
+   */
+  prewarm?: boolean;
 }
 
 interface Job {
@@ -74,6 +79,7 @@ export class RenderPool {
   constructor(options: RenderPoolOptions = {}) {
     this.size = Math.max(1, Math.floor(options.size ?? 2));
     this.logger = options.logger;
+    if (options.prewarm === true) while (this.slots.length < this.size) this.spawn();
   }
 
   /** Takes waiting for a worker. */

@@ -2,7 +2,7 @@
  * One take, in the calling thread: mix → WAV → peaks → MP3. RenderWorker runs this off the main
  * event loop; tests and the benchmark may call it directly.
  */
-import { closeSync, fdatasyncSync, openSync } from 'node:fs';
+import { close, closeSync, fdatasync, openSync } from 'node:fs';
 import type { MasteredStems } from './Mixer.ts';
 import { Mp3Stream } from './Mp3Encoder.ts';
 import { writeMidi } from './MidiWriter.ts';
@@ -77,6 +77,8 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
     enc.abort();
     throw e;
   }
+  // Every sample is in LAME's pipe: let it finish while the peaks, MIDI and stems are made here.
+  const mp3Done = enc.end();
   const t0 = performance.now();
   const waveform = computePeaks(mix.L, mix.R, mix.n, 200);
   const midi = writeMidi(plan, mix.score);
@@ -85,7 +87,7 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
   mix.release();
   const t1 = performance.now();
   onProgress?.(0.82);
-  const mp3 = await enc.end();
+  const [mp3] = await Promise.all([mp3Done, stems?.flushed]);
   const t2 = performance.now();
   onProgress?.(1);
   return {
@@ -102,15 +104,28 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
   };
 }
 
-/** The stems zip, in memory or (with `path`) written to that file and flushed, as the blob store's put() does. */
-function stemsZip(stems: MasteredStems, wav: Buffer, n: number, sampleRate: number, path: string | undefined): Omit<StemsZip, 'zip'> & { zip: Buffer | null } {
-  if (path === undefined) return buildStemsZip(stems, wav, n, sampleRate);
+/**
+ * The stems zip, in memory or (with `path`) written to that file; `flushed` settles once the file
+ * is on disk (as the blob store's put() does it), which runs while LAME finishes the MP3.
+ */
+function stemsZip(
+  stems: MasteredStems, wav: Buffer, n: number, sampleRate: number, path: string | undefined,
+): Omit<StemsZip, 'zip'> & { zip: Buffer | null; flushed: Promise<void> } {
+  if (path === undefined) return { ...buildStemsZip(stems, wav, n, sampleRate), flushed: Promise.resolve() };
   const fd = openSync(path, 'w');
+  let r: Omit<StemsZip, 'zip'>;
   try {
-    const r = writeStemsZip(stems, wav, n, sampleRate, new FileSink(fd));
-    fdatasyncSync(fd);
-    return { ...r, zip: null };
-  } finally {
+    r = writeStemsZip(stems, wav, n, sampleRate, new FileSink(fd));
+  } catch (e) {
     closeSync(fd);
+    throw e;
   }
+  const flushed = new Promise<void>((resolve, reject) => {
+    fdatasync(fd, (err) => {
+      close(fd, () => (err ? reject(err) : resolve()));
+    });
+  });
+  // Awaited with the MP3; kept from being unhandled should the MP3 fail first.
+  flushed.catch(() => {});
+  return { ...r, zip: null, flushed };
 }

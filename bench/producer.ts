@@ -11,14 +11,24 @@
  * Wall time on our shared 2-core VMs swings with other people's load, so each side is also
  * measured in CPU seconds: this process (all threads) plus the LAME children it waited for.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
-import { compose } from '../songs/Composer.ts';
-import { writeMidi } from '../songs/MidiWriter.ts';
-import { renderTakeHere } from '../songs/Renderer.ts';
-import { planSong } from '../songs/SongPlanner.ts';
+import type * as ComposerModule from '../songs/Composer.ts';
+import type * as HostModule from '../songs/EncoderHost.ts';
+import type * as MidiModule from '../songs/MidiWriter.ts';
+import type * as RendererModule from '../songs/Renderer.ts';
+import type * as PlannerModule from '../songs/SongPlanner.ts';
 
-/** CPU seconds of this process (all threads) plus its waited-for children (LAME), from /proc. */
+/** Encoder host CPU of the engine under test (engines before it had none: LAME was our child). */
+let hostCpu: () => number = () => 0;
+
+/**
+ * CPU seconds of this process (all threads), its waited-for children, and the encoder host with the
+ * LAME processes it ran (LAME runs under the host, not as our child), from /proc.
+ */
 function cpuSeconds(): number {
   const u = process.cpuUsage();
   let children = 0;
@@ -29,14 +39,28 @@ function cpuSeconds(): number {
   } catch {
     // not Linux: children not counted
   }
-  return (u.user + u.system) / 1e6 + children;
+  return (u.user + u.system) / 1e6 + children + hostCpu();
 }
 
 export default async function producer(args: Map<string, string>): Promise<void> {
   const prompt = args.get('prompt') ?? 'uplifting trance with supersaw chords, arpeggios and a big lead';
   const duration = Number(args.get('duration') ?? 120);
   const runs = Math.max(1, Number(args.get('runs') ?? 3));
+  // --engine <songs folder>: measure another copy of the engine (an older commit's songs/, for a
+  // before/after run back to back; one engine per process, so one's LAME forks cannot tax the other).
+  const engineDir = resolve(args.get('engine') ?? new URL('../songs', import.meta.url).pathname);
+  const load = <T>(file: string) => import(pathToFileURL(join(engineDir, file)).href) as Promise<T>;
+  const { compose } = await load<typeof ComposerModule>('Composer.ts');
+  const { writeMidi } = await load<typeof MidiModule>('MidiWriter.ts');
+  const { renderTakeHere } = await load<typeof RendererModule>('Renderer.ts');
+  const { planSong } = await load<typeof PlannerModule>('SongPlanner.ts');
+  const host = await load<typeof HostModule>('EncoderHost.ts').catch(() => null);
+  if (host) hostCpu = () => host.EncoderHost.cpuSeconds();
   const plan = planSong({ prompt, seed: 2024, duration });
+  // The stems side writes each zip to a file, as the render worker does (into the blob store);
+  // the files are kept until the end (deleting them would let the next run reuse their page cache).
+  const zipDir = mkdtempSync(join(tmpdir(), 'bench-producer-'));
+  let zipCount = 0;
 
   // Warm-up (JIT) on a short take of the same style, both paths.
   const warm = planSong({ prompt, seed: 1, duration: 10 });
@@ -52,7 +76,7 @@ export default async function producer(args: Map<string, string>): Promise<void>
   const firstByteCpu: number[] = [];
   const stemStages: Record<string, number> = {};
   const plainStages: Record<string, number> = {};
-  const STAGES = ['compose', 'voices', 'drums', 'reference', 'stemSplit', 'reverb', 'bus', 'loudness', 'firstSpan', 'truepeak', 'stems', 'wavPeaks', 'stemsZip', 'mp3'];
+  const STAGES = ['compose', 'voices', 'drums', 'reference', 'reverb', 'bus', 'loudness', 'firstSpan', 'secondSpan', 'truepeak', 'stems', 'wavPeaks', 'stemsZip', 'mp3'];
   let zipBytes = 0;
   for (let r = 0; r < runs; r++) {
     // Alternate which side goes first so drift in machine load does not favour one.
@@ -68,8 +92,11 @@ export default async function producer(args: Map<string, string>): Promise<void>
           cFirst = cpuSeconds();
         }
       };
-      const a = await renderTakeHere(plan, 1, undefined, { stems: side === 'stems', onMp3Chunk });
-      const b = await renderTakeHere(plan, 2, undefined, { stems: side === 'stems' });
+      const stemsPath = (k: number) => (side === 'stems' ? { stemsPath: join(zipDir, `${k}-${zipCount++}.zip`) } : {});
+      const pa = stemsPath(1);
+      const pb = stemsPath(2);
+      const a = await renderTakeHere(plan, 1, undefined, { stems: side === 'stems', onMp3Chunk, ...pa });
+      const b = await renderTakeHere(plan, 2, undefined, { stems: side === 'stems', ...pb });
       const total = (performance.now() - t0) / 1000;
       const cpu = cpuSeconds() - c0;
       if (side === 'plain') {
@@ -81,11 +108,13 @@ export default async function producer(args: Map<string, string>): Promise<void>
       } else {
         stems.push(total);
         stemsCpu.push(cpu);
-        zipBytes = (a.stems?.zip.length ?? 0) + (b.stems?.zip.length ?? 0);
+        const size = (z: Buffer | null | undefined, p: { stemsPath?: string }) => z?.length ?? (p.stemsPath ? statSync(p.stemsPath).size : 0);
+        zipBytes = size(a.stems?.zip, pa) + size(b.stems?.zip, pb);
         for (const tk of [a, b]) for (const k of STAGES) stemStages[k] = (stemStages[k] ?? 0) + (tk.timings[k] ?? 0) / (2 * runs);
       }
     }
   }
+  rmSync(zipDir, { recursive: true, force: true });
   const score = compose(plan, 1);
   const m0 = performance.now();
   const midi = writeMidi(plan, score);
@@ -109,6 +138,6 @@ export default async function producer(args: Map<string, string>): Promise<void>
   console.log(
     `targets: stems ≤ 1.3× plain: wall ${targets.stemsRatioWall ? 'met' : 'NOT met'}, CPU ${targets.stemsRatioCpu ? 'met' : 'NOT met'}; first MP3 byte ≤ 1 s: ${targets.firstByteUnder1s ? 'met' : 'NOT met'}`,
   );
-  const path = writeResult('producer', { prompt, duration: plan.duration, runs, samples: { plain, stems, plainCpu, stemsCpu, firstByte, firstByteCpu }, plain: p, stems: s, plainCpu: pc, stemsCpu: sc, ratio: s.p50 / p.p50, ratioCpu: sc.p50 / pc.p50, firstMp3Byte: f, firstMp3ByteCpu: fc, midiBytes: midi.length, midiMs, stemsZipBytes: zipBytes, stemStagesMsPerTake: stemStages, plainStagesMsPerTake: plainStages, targets });
+  const path = writeResult('producer', { engine: engineDir, prompt, duration: plan.duration, runs, samples: { plain, stems, plainCpu, stemsCpu, firstByte, firstByteCpu }, plain: p, stems: s, plainCpu: pc, stemsCpu: sc, ratio: s.p50 / p.p50, ratioCpu: sc.p50 / pc.p50, firstMp3Byte: f, firstMp3ByteCpu: fc, midiBytes: midi.length, midiMs, stemsZipBytes: zipBytes, stemStagesMsPerTake: stemStages, plainStagesMsPerTake: plainStages, targets });
   console.log(`wrote ${path}`);
 }

@@ -41,7 +41,7 @@ export async function startSongRoles(config: Readonly<Config>, deps: RoleDeps): 
     const renders = deps.metrics.counter('reverie_song_renders_total', 'Song render attempts in this process, by how they ended (done, retried, failed).', ['outcome']);
     // 0.5 s … 10 min: a 10 s song renders in about a second, two takes of a long one in minutes.
     const renderSeconds = deps.metrics.histogram('reverie_song_render_duration_seconds', 'Wall time of a song render attempt (all takes), seconds.', ['outcome'], [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600]);
-    pool = new RenderPool({ size: config.renderWorkers });
+    pool = new RenderPool({ size: config.renderWorkers, prewarm: true });
     worker = new SongRenderWorker({
       store: deps.store,
       blobs: deps.blobs,

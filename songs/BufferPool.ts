@@ -1,8 +1,9 @@
 /**
- * Stem and gain buffers kept between stem renders in one thread (10 × ≈ 23 MB at 120 s). Fresh
- * memory costs ≈ 3.5 ms per MB to first touch on our VMs; note that every LAME spawn (a fork)
- * makes the next write to each kept page fault once too, so reuse saves the allocation more than
- * the page faults.
+ * The mixer's big buffers kept between renders in one thread (≈ 23 MB each at 120 s: the bus,
+ * sends, part and limiter buffers on every render, ≈ 12 × 23 MB; the stem and gain buffers, 10 more,
+ * with stems). Fresh memory costs ≈ 3.5 ms per MB to first touch on our VMs, and freeing the last
+ * render's buffers took a major GC, often right before the first MP3 byte. Kept pages stay cheap
+ * only because this process never forks while it renders (LAME is started by EncoderHost).
  * A render leases the thread's pool and gives it back when it no longer reads the buffers; a
  * second render in the same thread while the first holds it (two awaited renders interleaving)
  * gets a pool of its own that is dropped after it.

@@ -18,9 +18,12 @@ export class DuckCurve {
   readonly #rel: number;
   readonly #len: number;
 
-  /** `loopLen`: a loop's length (its kicks also duck the folded tail), else null. */
-  constructor(score: Score, len: number, loopLen: number | null) {
-    this.g = new Float32Array(len);
+  /**
+   * `loopLen`: a loop's length (its kicks also duck the folded tail), else null. `buffer`: where
+   * to keep g (≥ len samples, any content: every block is written before it is read), else fresh.
+   */
+  constructor(score: Score, len: number, loopLen: number | null, buffer?: Float32Array) {
+    this.g = buffer ? buffer.subarray(0, len) : new Float32Array(len);
     this.#len = len;
     this.#done = new Uint8Array(Math.ceil(len / BLOCK));
     this.#rel = Math.round(score.samplesPerBeat * 0.6);

@@ -82,56 +82,6 @@ function stemOfRole(role: string): Exclude<StemName, 'drums' | 'effects'> {
   return 'lead';
 }
 
-/** Stem copy of mixPair's bus write (no sends: the effects stem carries them). */
-function stemPair(
-  a: Float32Array, b: Float32Array, d: Float32Array | null, lo: number, hi: number,
-  al: number, ar: number, bl: number, br: number, L: Float32Array, R: Float32Array,
-): void {
-  for (let i = lo; i < hi; i++) {
-    const g = d ? (d[i] as number) : 1;
-    const xa = (a[i] as number) * g;
-    const xb = (b[i] as number) * g;
-    L[i] = (L[i] as number) + al * xa + bl * xb;
-    R[i] = (R[i] as number) + ar * xa + br * xb;
-  }
-}
-
-function stemMono(a: Float32Array, d: Float32Array | null, lo: number, hi: number, al: number, ar: number, L: Float32Array, R: Float32Array): void {
-  for (let i = lo; i < hi; i++) {
-    const x = (a[i] as number) * (d ? (d[i] as number) : 1);
-    L[i] = (L[i] as number) + al * x;
-    R[i] = (R[i] as number) + ar * x;
-  }
-}
-
-/**
- * chords = dry bus − drums − bass − lead over [from, to) (before the effects reach that span).
- * Float32 rounding of the difference is ~1e-7 of full scale, far under one 16-bit step (3e-5).
- */
-function splitBus(L: Float32Array, R: Float32Array, stems: Record<DryStemName, StereoBuffer>, from: number, to: number): void {
-  const cL = stems.chords.L;
-  const cR = stems.chords.R;
-  const dL = stems.drums.L;
-  const dR = stems.drums.R;
-  const bL = stems.bass.L;
-  const bR = stems.bass.R;
-  const lL = stems.lead.L;
-  const lR = stems.lead.R;
-  for (let i = from; i < to; i++) {
-    cL[i] = (L[i] as number) - (dL[i] as number) - (bL[i] as number) - (lL[i] as number);
-    cR[i] = (R[i] as number) - (dR[i] as number) - (bR[i] as number) - (lR[i] as number);
-  }
-}
-
-/** A drum hit into the drums stem (same gains as addDrum, no send). */
-function addDrumStem(smp: Float32Array, start: number, end: number, gl: number, gr: number, L: Float32Array, R: Float32Array): void {
-  for (let i = start; i < end; i++) {
-    const x = smp[i - start] as number;
-    L[i] = (L[i] as number) + gl * x;
-    R[i] = (R[i] as number) + gr * x;
-  }
-}
-
 /** Multiplies [from, to) of both channels by g. */
 function scaleSpan(L: Float32Array, R: Float32Array, from: number, to: number, g: number): void {
   for (let i = from; i < to; i++) {
@@ -230,6 +180,68 @@ function mixMono(
   }
 }
 
+/**
+ * mixPair that also adds the part, as it goes into the bus (no sends: the effects stem carries
+ * them), into its stem: one pass over the part buffer for both.
+ */
+function mixPairStem(
+  a: Float32Array, b: Float32Array, d: Float32Array | null, lo: number, hi: number,
+  al: number, ar: number, bl: number, br: number, sv: number, sd: number,
+  L: Float32Array, R: Float32Array, rev: Float32Array, dly: Float32Array, SL: Float32Array, SR: Float32Array,
+): void {
+  const withDelay = sd !== 0;
+  for (let i = lo; i < hi; i++) {
+    const g = d ? (d[i] as number) : 1;
+    const xa = (a[i] as number) * g;
+    const xb = (b[i] as number) * g;
+    const l = al * xa + bl * xb;
+    const r = ar * xa + br * xb;
+    L[i] = (L[i] as number) + l;
+    R[i] = (R[i] as number) + r;
+    SL[i] = (SL[i] as number) + l;
+    SR[i] = (SR[i] as number) + r;
+    const m = xa + xb;
+    rev[i] = (rev[i] as number) + sv * m;
+    if (withDelay) dly[i] = (dly[i] as number) + sd * m;
+  }
+}
+
+/** mixMono that also adds the part into its stem (see mixPairStem). */
+function mixMonoStem(
+  a: Float32Array, d: Float32Array | null, lo: number, hi: number, al: number, ar: number, sv: number, sd: number,
+  L: Float32Array, R: Float32Array, rev: Float32Array, dly: Float32Array, SL: Float32Array, SR: Float32Array,
+): void {
+  const withDelay = sd !== 0;
+  for (let i = lo; i < hi; i++) {
+    const x = (a[i] as number) * (d ? (d[i] as number) : 1);
+    const l = al * x;
+    const r = ar * x;
+    L[i] = (L[i] as number) + l;
+    R[i] = (R[i] as number) + r;
+    SL[i] = (SL[i] as number) + l;
+    SR[i] = (SR[i] as number) + r;
+    rev[i] = (rev[i] as number) + sv * x;
+    if (withDelay) dly[i] = (dly[i] as number) + sd * x;
+  }
+}
+
+/** addDrum that also adds the hit into the drums stem. */
+function addDrumStem(
+  smp: Float32Array, start: number, end: number, gl: number, gr: number, sv: number,
+  L: Float32Array, R: Float32Array, rev: Float32Array, SL: Float32Array, SR: Float32Array,
+): void {
+  for (let i = start; i < end; i++) {
+    const x = smp[i - start] as number;
+    const l = gl * x;
+    const r = gr * x;
+    L[i] = (L[i] as number) + l;
+    R[i] = (R[i] as number) + r;
+    SL[i] = (SL[i] as number) + l;
+    SR[i] = (SR[i] as number) + r;
+    rev[i] = (rev[i] as number) + sv * x;
+  }
+}
+
 /** Adds one drum hit (samples [start, end) of the bus) with its pan gains and reverb send. */
 function addDrum(smp: Float32Array, start: number, end: number, gl: number, gr: number, sv: number, L: Float32Array, R: Float32Array, rev: Float32Array): void {
   for (let i = start; i < end; i++) {
@@ -273,9 +285,18 @@ interface MixContext {
   pool: BufferPool;
 }
 
-/** Pool slots: 0–7 the dry stems; then the master and limiter gains. */
+/**
+ * Pool slots: 0–7 the dry stems; then the master and limiter gains; then the mix's own buffers
+ * (every render, with or without stems: allocating them fresh cost ≈ 0.5 s of page faults per
+ * 120 s take and a major GC, the latter often right before the first MP3 byte).
+ */
 const POOL_MASTER_GAIN = 8;
 const POOL_LIMITER_GAIN = 9;
+const POOL_BUS = 10; // L, R, reverb send (later final L), delay send (later final R): 10–13
+const POOL_PART = 14; // partA, partB: 14–15
+const POOL_DUCK = 16; // duck curve, later the limiter's peak detector
+const POOL_LIM = 17; // limiter scratch pre, suf: 17–18
+const POOL_LIM_FIRST = 19; // the first span's limiter scratch a, pre, suf: 19–21
 
 /**
  * Renders the notes of every part whose onset `pick` accepts, into the bus, its sends and the
@@ -332,14 +353,12 @@ function renderNotes(c: MixContext, pick: (start: number) => boolean): void {
       const lo = spans[k] as number;
       const hi = spans[k + 1] as number;
       if (d) duck!.ensure(lo, hi);
-      if (spread > 0) mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
+      const st = stems ? stems[group] : null;
+      if (spread > 0) {
+        if (st) mixPairStem(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly, st.L, st.R);
+        else mixPair(partA, partB, d, lo, hi, al, ar, bl, br, sv, sd, L, R, rev, dly);
+      } else if (st) mixMonoStem(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly, st.L, st.R);
       else mixMono(partA, d, lo, hi, al, ar, sv, sd, L, R, rev, dly);
-      // Chords (+ pad) are not accumulated: they are the dry bus minus the other stems (splitBus).
-      if (stems && group !== 'chords') {
-        const st = stems[group];
-        if (spread > 0) stemPair(partA, partB, d, lo, hi, al, ar, bl, br, st.L, st.R);
-        else stemMono(partA, d, lo, hi, al, ar, st.L, st.R);
-      }
     }
   });
 }
@@ -356,8 +375,8 @@ function renderDrums(c: MixContext, kit: Record<DrumKind, Float32Array> | null, 
     const gr = amp * Math.sin(a) * Math.SQRT2;
     const sv = amp * DRUM_REVERB[h.kind];
     const end = Math.min(c.len, h.start + smp.length);
-    addDrum(smp, h.start, end, gl, gr, sv, c.L, c.R, c.rev);
-    if (c.stems) addDrumStem(smp, h.start, end, gl, gr, c.stems.drums.L, c.stems.drums.R);
+    if (c.stems) addDrumStem(smp, h.start, end, gl, gr, sv, c.L, c.R, c.rev, c.stems.drums.L, c.stems.drums.R);
+    else addDrum(smp, h.start, end, gl, gr, sv, c.L, c.R, c.rev);
   }
 }
 
@@ -379,7 +398,12 @@ function effectOptions(plan: SongPlan, score: Score): { reverb: ReverbOptions; d
  */
 const FIRST_SPAN_MIN_SECONDS = 2;
 const FIRST_SPAN_MAX_SECONDS = 8;
-const REF_BARS = 4;
+const REF_BARS = 2;
+/** The lead-in: the first piece of the first span, LEAD_IN_BARS bars within 1.5–3 s (split off only when ≥ 0.5 s of the span is left). */
+const LEAD_IN_BARS = 1;
+const LEAD_IN_MIN_SECONDS = 1.5;
+const LEAD_IN_MAX_SECONDS = 3;
+const LEAD_IN_MIN_REST_SECONDS = 0.5;
 const RAMP_SECONDS = 1;
 /** Samples past the first span that are mixed with it: the limiter's look-ahead and true-peak taps (48 + 6) fit. */
 const FIRST_SPAN_GUARD = 128;
@@ -409,7 +433,7 @@ export async function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: numbe
   const len = total + tail;
   const pool = BufferPool.lease();
   let pooledK = 0;
-  // Bass, lead and drums accumulate (zeroed); chords are written in full by splitBus.
+  // Every stem accumulates its parts (zeroed).
   const stereo = (zero: boolean): StereoBuffer => ({ L: pool.get(pooledK++, len, zero), R: pool.get(pooledK++, len, zero) });
   const partBase: number[] = [];
   let totalNotes = 0;
@@ -419,11 +443,12 @@ export async function renderMix(plan: SongPlan, n: 1 | 2, onProgress?: (f: numbe
   }
   const c: MixContext = {
     plan, score, len,
-    // Fresh (lazily zeroed) memory: a progressive render touches only what it has mixed so far.
-    L: new Float32Array(len), R: new Float32Array(len), rev: new Float32Array(len), dly: new Float32Array(len),
-    duck: score.parts.some((p) => p.duck) ? new DuckCurve(score, len, plan.loop ? total : null) : null,
-    partA: new Float32Array(len), partB: new Float32Array(len), pool,
-    stems: options.stems ? { drums: stereo(true), bass: stereo(true), chords: stereo(false), lead: stereo(true) } : null,
+    // The bus and sends accumulate (zeroed: 4 × 23 MB at 120 s, ≈ 10 ms); the part buffers are
+    // cleared span by span in renderNotes, the duck curve block by block.
+    L: pool.get(POOL_BUS, len, true), R: pool.get(POOL_BUS + 1, len, true), rev: pool.get(POOL_BUS + 2, len, true), dly: pool.get(POOL_BUS + 3, len, true),
+    duck: score.parts.some((p) => p.duck) ? new DuckCurve(score, len, plan.loop ? total : null, pool.get(POOL_DUCK, len, false)) : null,
+    partA: pool.get(POOL_PART, len, false), partB: pool.get(POOL_PART + 1, len, false), pool,
+    stems: options.stems ? { drums: stereo(true), bass: stereo(true), chords: stereo(true), lead: stereo(true) } : null,
     seedBase: takeSeed(plan, n), timings, clock, onProgress, rendered: 0, totalNotes, partBase,
   };
   mark('setup');
@@ -463,54 +488,77 @@ async function masterSong(
   for (const s of plan.sections) if (ref === undefined || s.energy > ref.energy) ref = s;
   const r0 = ref ? Math.round(ref.startBar * barSamples) : 0;
   const r1 = Math.min(total, ref ? Math.round((ref.startBar + Math.min(ref.bars, REF_BARS)) * barSamples) : total);
-  const inA = (start: number) => start < t1e || (start >= r0 && start < r1);
+  const inRef = (start: number) => start >= r0 && start < r1;
+  const inA = (start: number) => start < t1e || inRef(start);
+  // Lead-in: the first span is handed out in two pieces, the first LEAD_IN_BARS bars (1.5–3 s)
+  // and then the rest of it, both at the first span's gain: the first MP3 bytes wait only for the
+  // lead-in (and the reference), while the player still gets the whole first section before the
+  // rest of the take is rendered.
+  let t0 = Math.round(LEAD_IN_BARS * barSamples);
+  t0 = Math.floor(Math.max(LEAD_IN_MIN_SECONDS * sr, Math.min(t0, LEAD_IN_MAX_SECONDS * sr)) / 32) * 32;
+  if (t0 + LEAD_IN_MIN_REST_SECONDS * sr >= t1) t0 = t1;
+  const pieces: [number, number][] = t0 < t1 ? [[0, t0], [t0, t1]] : [[0, t1]];
 
   // ---- first span (and the reference) ----
-  renderNotes(c, inA);
-  mark('voices');
-  renderDrums(c, kit, inA);
-  mark('drums');
-  const refLoud = integratedLoudness(L.subarray(r0, r1), R.subarray(r0, r1), r1 - r0, sr);
-  const refRms = rmsOf(L, R, r0, r1);
-  const g0 = Number.isFinite(refLoud) ? fromDb(TARGET_LUFS - refLoud - REF_LOUDNESS_OFFSET_DB) : 1;
-  // A silent reference (a sparse custom section) leaves the compressor off (threshold over full scale).
-  const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : 6;
-  mark('reference');
-  if (stems) splitBus(L, R, stems, 0, t1e);
-  mark('stemSplit');
   const reverb = new Reverb(sr, fx.reverb);
   const delay = new Delay(sr, fx.delay);
-  reverb.process(rev, L, R, 0, t1e, total);
-  mark('reverb');
-  delay.process(dly, L, R, 0, t1e);
-  mark('delay');
   // With stems, `masterGain` collects the per-sample gain of every master stage (all stereo-linked).
   const masterGain = stems ? c.pool.get(POOL_MASTER_GAIN, total, false) : undefined; // written in full by the compressor
   const limGain = stems ? c.pool.get(POOL_LIMITER_GAIN, total, false) : undefined; // written in full by the limiter
-  const comp = new CompressorRun(thrDb, sr, { ratio: 2.5, attackMs: 10, releaseMs: 150 });
-  comp.process(L, R, 0, t1e, masterGain);
   const fadeN = Math.min(total, Math.round(plan.fadeSeconds * sr));
-  applyFade(L, R, masterGain, total, fadeN, 0, t1e);
-  mark('bus');
   const finalL = rev.subarray(0, total);
   const finalR = dly.subarray(0, total);
   const ceiling = fromDb(LIMITER_CEILING_DB);
   const lim = { ceiling, lookahead: 48, release: Math.round(0.08 * sr), circular: false };
   // The duck curve's buffer is free where the first span's detector writes: later parts mix only
-  // after t1e, and the rest's detector is computed after every part is mixed.
-  const peaks = c.duck ? c.duck.g.subarray(0, total) : new Float32Array(total);
+  // after each piece's guard, and the rest's detector is computed after every part is mixed.
+  const peaks = c.duck ? c.duck.g.subarray(0, total) : c.pool.get(POOL_DUCK, total, false);
   const limiter = new LimiterRun(lim);
-  const small = { a: new Float32Array(t1 + 256), b: new Float32Array(0), pre: new Float32Array(t1 + 256), suf: new Float32Array(t1 + 256) };
-  peakEnvelope(L, R, total, (ceiling / g0) * 0.85, false, peaks, 0, Math.min(total, t1 + 64));
-  limiter.process(L, R, g0, null, 0, peaks, 0, t1, total, finalL, finalR, small, limGain);
-  const afterFirst = limiter.save();
+  const small = { a: c.pool.get(POOL_LIM_FIRST, t1 + 256, false), b: new Float32Array(0), pre: c.pool.get(POOL_LIM_FIRST + 1, t1 + 256, false), suf: c.pool.get(POOL_LIM_FIRST + 2, t1 + 256, false) };
   const maxTp = fromDb(LIMITER_CEILING_DB + 0.05);
-  const tp1 = truePeak(finalL.subarray(0, t1), finalR.subarray(0, t1), t1, false);
-  const trim1 = tp1 > maxTp ? maxTp / tp1 : 1;
-  if (trim1 !== 1) scaleSpan(finalL, finalR, 0, t1, trim1);
-  mark('loudness');
-  await onFinal?.(finalL, finalR, 0, t1);
-  mark('firstSpan');
+  let g0 = 1;
+  let comp: CompressorRun | null = null;
+  /** [from, to, true-peak trim] of each piece handed out so far (the stems' gain takes the trims). */
+  const trims: [number, number, number][] = [];
+  let tpFirst = 0;
+  for (let k = 0; k < pieces.length; k++) {
+    const [a, b] = pieces[k] as [number, number];
+    // Mixed and processed range of this piece: its guard reaches past b (limiter look-ahead, true-peak taps).
+    const ae = a === 0 ? 0 : a + FIRST_SPAN_GUARD;
+    const be = b + FIRST_SPAN_GUARD;
+    const pick = k === 0 ? (start: number) => start < be || inRef(start) : (start: number) => start >= ae && start < be && !inRef(start);
+    renderNotes(c, pick);
+    mark('voices');
+    renderDrums(c, kit, pick);
+    mark('drums');
+    if (k === 0) {
+      const refLoud = integratedLoudness(L.subarray(r0, r1), R.subarray(r0, r1), r1 - r0, sr);
+      const refRms = rmsOf(L, R, r0, r1);
+      g0 = Number.isFinite(refLoud) ? fromDb(TARGET_LUFS - refLoud - REF_LOUDNESS_OFFSET_DB) : 1;
+      // A silent reference (a sparse custom section) leaves the compressor off (threshold over full scale).
+      const thrDb = refRms > 0 ? 20 * Math.log10(refRms) + REF_RMS_OFFSET_DB + 6 : 6;
+      comp = new CompressorRun(thrDb, sr, { ratio: 2.5, attackMs: 10, releaseMs: 150 });
+      mark('reference');
+    }
+    reverb.process(rev, L, R, ae, be, total);
+    mark('reverb');
+    delay.process(dly, L, R, ae, be);
+    mark('delay');
+    comp!.process(L, R, ae, be, masterGain);
+    applyFade(L, R, masterGain, total, fadeN, ae, be);
+    mark('bus');
+    peakEnvelope(L, R, total, (ceiling / g0) * 0.85, false, peaks, a, Math.min(total, b + 64));
+    limiter.process(L, R, g0, null, 0, peaks, a, b, total, finalL, finalR, small, limGain);
+    const tp = truePeak(finalL.subarray(a, b), finalR.subarray(a, b), b - a, false);
+    const trimK = tp > maxTp ? maxTp / tp : 1;
+    if (trimK !== 1) scaleSpan(finalL, finalR, a, b, trimK);
+    trims.push([a, b, trimK]);
+    tpFirst = Math.max(tpFirst, tp * trimK);
+    mark('loudness');
+    await onFinal?.(finalL, finalR, a, b);
+    mark(k === 0 ? 'firstSpan' : 'secondSpan');
+  }
+  const afterFirst = limiter.save();
   c.onProgress?.(0.1);
 
   // ---- the rest ----
@@ -519,14 +567,12 @@ async function masterSong(
   mark('voices');
   renderDrums(c, kit, inB);
   mark('drums');
-  if (stems) splitBus(L, R, stems, t1e, total);
-  mark('stemSplit');
   c.onProgress?.(0.6);
   reverb.process(rev, L, R, t1e, total, total);
   mark('reverb');
   delay.process(dly, L, R, t1e, total);
   mark('delay');
-  comp.process(L, R, t1e, total, masterGain);
+  comp!.process(L, R, t1e, total, masterGain);
   applyFade(L, R, masterGain, total, fadeN, t1e, total);
   mark('bus');
   c.onProgress?.(0.75);
@@ -535,7 +581,7 @@ async function masterSong(
   const pre = integratedLoudness(L, R, total, sr);
   let gain = Number.isFinite(pre) ? fromDb(TARGET_LUFS - pre) : 1;
   const rest = total - t1;
-  const scratch: LimiterScratch = { a: c.partA, b: c.partB, pre: new Float32Array(rest + 256), suf: new Float32Array(rest + 256) };
+  const scratch: LimiterScratch = { a: c.partA, b: c.partB, pre: c.pool.get(POOL_LIM, rest + 256, false), suf: c.pool.get(POOL_LIM + 1, rest + 256, false) };
   peakEnvelope(L, R, total, (ceiling / gain) * 0.85, false, peaks, t1, total);
   const rampN = Math.min(rest, Math.round(RAMP_SECONDS * sr));
   const ramp = new Float32Array(rampN);
@@ -561,11 +607,11 @@ async function masterSong(
     loud += toDb(trim);
   }
   mark('truepeak');
-  const stemsOut = stems && masterGain && limGain ? masterStems(stems, masterGain, limGain, total, [[0, t1, trim1], [t1, total, trim]]) : null;
+  const stemsOut = stems && masterGain && limGain ? masterStems(stems, masterGain, limGain, total, [...trims, [t1, total, trim]]) : null;
   if (stemsOut) mark('stems');
   c.onProgress?.(0.8);
   await onFinal?.(finalL, finalR, t1, total);
-  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(Math.max(tp, tp1 * trim1)), timings: c.timings, score, stems: stemsOut, firstSpan: t1, release: () => c.pool.release() };
+  return { L: finalL, R: finalR, n: total, loudness: loud, truePeakDb: toDb(Math.max(tp, tpFirst)), timings: c.timings, score, stems: stemsOut, firstSpan: t1, release: () => c.pool.release() };
 }
 
 function rmsOf(L: Float32Array, R: Float32Array, from: number, to: number): number {
@@ -618,10 +664,6 @@ async function masterLoop(
   mark('voices');
   renderDrums(c, kit, all);
   mark('drums');
-  if (stems) {
-    splitBus(L, R, stems, 0, len);
-    mark('stemSplit');
-  }
   c.onProgress?.(0.6);
 
   // ---- effects ----
@@ -673,9 +715,9 @@ async function masterLoop(
   let gain = Number.isFinite(pre) ? fromDb(TARGET_LUFS - pre) : 1;
   const lim = { ceiling: fromDb(LIMITER_CEILING_DB), lookahead: 48, release: Math.round(0.08 * sr), circular: plan.loop };
   // The part buffers are free now: reuse them as limiter scratch (saves 2 × 4 bytes per sample).
-  const scratchLim: LimiterScratch = { a: partA.subarray(0, total), b: partB.subarray(0, total), pre: new Float32Array(total + 256), suf: new Float32Array(total + 256) };
+  const scratchLim: LimiterScratch = { a: partA.subarray(0, total), b: partB.subarray(0, total), pre: c.pool.get(POOL_LIM, total + 256, false), suf: c.pool.get(POOL_LIM + 1, total + 256, false) };
   // Detector computed once; blocks more than 6 dB under the first ceiling are bounded, not measured.
-  const peaks = duck ? duck.g.subarray(0, total) : new Float32Array(total);
+  const peaks = duck ? duck.g.subarray(0, total) : c.pool.get(POOL_DUCK, total, false);
   peakEnvelope(outL, outR, total, (lim.ceiling / gain) * 0.85, plan.loop, peaks);
   let loud = pre;
   // With stems: the limiter's gain of the pass whose output is kept (each pass overwrites it).

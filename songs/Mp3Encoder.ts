@@ -3,7 +3,7 @@
  * 48 kHz, joint stereo. LAME writes no timestamps, so the same WAV gives the same bytes; its
  * Info/LAME tag carries the encoder delay and padding for gapless players.
  */
-import { spawn } from 'node:child_process';
+import { EncoderHost, type HostedJob } from './EncoderHost.ts';
 
 export class Mp3EncodeError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -35,49 +35,46 @@ export function encodeMp3(wav: Buffer, onChunk?: (chunk: Buffer) => void): Promi
 /**
  * One LAME process fed a WAV piece by piece (progressive rendering: the first section is encoded
  * while the rest renders). The pieces must be written in order and not changed afterwards (they
- * are queued without a copy).
+ * are queued without a copy). LAME runs under the thread's EncoderHost, not as our own child:
+ * forking the render process would make its next writes to every page fault again.
  */
 export class Mp3Stream {
-  readonly #child: ReturnType<typeof spawn>;
+  readonly #job: HostedJob;
   readonly #done: Promise<Buffer>;
   readonly #first: Promise<void>;
 
   constructor(onChunk?: (chunk: Buffer) => void) {
-    const child = spawn(LAME, [...LAME_ARGS], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.#child = child;
     const chunks: Buffer[] = [];
-    const errChunks: Buffer[] = [];
     let firstSeen: () => void = () => {};
     // Settles on the first MP3 bytes, or when LAME ends without any (then `end()` reports why).
     this.#first = new Promise<void>((resolve) => {
       firstSeen = resolve;
     });
+    let resolveDone: (b: Buffer) => void = () => {};
+    let rejectDone: (e: Error) => void = () => {};
     this.#done = new Promise<Buffer>((resolve, reject) => {
-      child.stdout!.on('data', (c: Buffer) => {
-        chunks.push(c);
-        firstSeen();
-        onChunk?.(c);
-      });
-      child.stderr!.on('data', (c: Buffer) => errChunks.push(c));
-      child.on('error', (err) => {
-        firstSeen();
-        reject(new Mp3EncodeError(`lame failed to start [bin:${LAME}]`, { cause: err }));
-      });
-      child.on('close', (code, signal) => {
-        firstSeen();
-        if (code === 0) resolve(Buffer.concat(chunks));
-        else reject(new Mp3EncodeError(`lame exited [code:${code}] [signal:${signal}] ${Buffer.concat(errChunks).toString('utf8').slice(0, 400)}`));
-      });
+      resolveDone = resolve;
+      rejectDone = reject;
     });
     // Keeps an early failure from being unhandled before end() is awaited.
     this.#done.catch(() => {});
-    child.stdin!.on('error', () => {
-      // EPIPE when lame dies early; reported by 'close'.
+    this.#job = EncoderHost.get().start([LAME, ...LAME_ARGS], {
+      onStdout: (c) => {
+        chunks.push(c);
+        firstSeen();
+        onChunk?.(c);
+      },
+      onExit: ({ code, signal, stderr, error }) => {
+        firstSeen();
+        if (error !== null) rejectDone(new Mp3EncodeError(`lame failed to start [bin:${LAME}]: ${error}`));
+        else if (code === 0) resolveDone(Buffer.concat(chunks));
+        else rejectDone(new Mp3EncodeError(`lame exited [code:${code}] [signal:${signal}] ${stderr}`));
+      },
     });
   }
 
   write(piece: Buffer): void {
-    this.#child.stdin!.write(piece);
+    this.#job.write(piece);
   }
 
   /** Settles once LAME has written its first bytes (or has ended). */
@@ -87,12 +84,12 @@ export class Mp3Stream {
 
   /** Closes LAME's input; resolves to the whole MP3. */
   end(): Promise<Buffer> {
-    this.#child.stdin!.end();
+    this.#job.end();
     return this.#done;
   }
 
   /** Stops LAME (a render that failed half-way). */
   abort(): void {
-    this.#child.kill('SIGKILL');
+    this.#job.kill();
   }
 }

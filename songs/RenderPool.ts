@@ -26,6 +26,11 @@ export interface RenderPoolOptions {
   /** Worker threads, default 2 (one per core on our 2-core machines). */
   size?: number;
   logger?: Logger;
+  /**
+   * Start every worker now rather than on its first take (default false): a worker's start-up
+   * (loading the engine, forking its encoder host) then happens before a song waits on it.
+   */
+  prewarm?: boolean;
 }
 
 interface Job {
@@ -73,6 +78,7 @@ export class RenderPool {
   constructor(options: RenderPoolOptions = {}) {
     this.size = Math.max(1, Math.floor(options.size ?? 2));
     this.logger = options.logger;
+    if (options.prewarm === true) while (this.slots.length < this.size) this.spawn();
   }
 
   /** Takes waiting for a worker. */
@@ -150,7 +156,7 @@ export class RenderPool {
         const r = msg.result;
         // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
         const buf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: buf(r.stems.zip) } : null });
+        job.resolve({ ...r, wav: buf(r.wav), mp3: buf(r.mp3), midi: buf(r.midi), stems: r.stems ? { ...r.stems, zip: r.stems.zip ? buf(r.stems.zip) : null } : null });
         this.logger?.debug({ id: job.id }, `render() | done [take:${job.n}]`);
       } else {
         const e = new RenderError(`render failed [take:${job.n}] [seed:${job.plan.seed}]: ${msg.message}`);

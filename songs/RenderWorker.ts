@@ -4,6 +4,7 @@
  * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
  */
 import { parentPort } from 'node:worker_threads';
+import { EncoderHost } from './EncoderHost.ts';
 import { renderTakeHere } from './Renderer.ts';
 import type { SongPlan } from './SongPlanner.ts';
 
@@ -11,11 +12,13 @@ export interface RenderRequest {
   id: number;
   plan: SongPlan;
   n: 1 | 2;
-  options?: { stems?: boolean; progressive?: boolean };
+  options?: { stems?: boolean; stemsPath?: string; progressive?: boolean };
 }
 
 const port = parentPort;
 if (!port) throw new Error('RenderWorker.ts must run in a worker thread');
+// The encoder host is forked now, while this thread holds no audio buffers (see EncoderHost).
+EncoderHost.prewarm();
 
 port.on('message', (msg: RenderRequest) => {
   let last = -1;
@@ -28,12 +31,13 @@ port.on('message', (msg: RenderRequest) => {
     }
   }, {
     stems: msg.options?.stems === true,
+    ...(msg.options?.stemsPath !== undefined ? { stemsPath: msg.options.stemsPath } : {}),
     ...(msg.options?.progressive ? { onMp3Chunk: (chunk: Buffer) => port.postMessage({ id: msg.id, type: 'mp3chunk', chunk }) } : {}),
   }).then(
     (result) => {
       const transfer: ArrayBuffer[] = [];
       // Buffers that own their whole ArrayBuffer can move without a copy.
-      for (const b of [result.wav, result.mp3, result.midi, ...(result.stems ? [result.stems.zip] : [])]) {
+      for (const b of [result.wav, result.mp3, result.midi, ...(result.stems?.zip ? [result.stems.zip] : [])]) {
         if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
       }
       port.postMessage({ id: msg.id, type: 'done', result }, transfer);

@@ -5,6 +5,8 @@
  * deterministic, so the result is the same). After `maxAttempts` the song fails and its count
  * is given back — nothing stays `rendering` forever.
  */
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { JobLoop, type BlobStore, type LeasedJob, type Store, type TakeRecord, type TakeStems } from '../store/index.ts';
 import { RENDER_QUEUE } from './SongService.ts';
@@ -17,8 +19,11 @@ export interface RenderedTake {
   duration: number;
   /** Standard MIDI File (absent from engines without one). */
   midi?: Buffer;
-  /** Stems zip and where each stem lies in it, when asked for. */
-  stems?: { zip: Buffer; members: TakeStems['members'] } | null;
+  /**
+   * Stems zip and where each stem lies in it, when asked for; `zip` null when the engine wrote it
+   * to `stemsPath` itself.
+   */
+  stems?: { zip: Buffer | null; members: TakeStems['members'] } | null;
 }
 
 /** The engine seam: renders take `n` of a planned song, reporting progress 0–1. */
@@ -26,7 +31,7 @@ export type TakeRenderer = (
   plan: unknown,
   n: 1 | 2,
   onProgress: (fraction: number) => void,
-  options: { stems: boolean; onMp3Chunk?: (chunk: Buffer) => void },
+  options: { stems: boolean; stemsPath?: string; onMp3Chunk?: (chunk: Buffer) => void },
 ) => Promise<RenderedTake>;
 
 /** Blob key of a take's MP3 while it is written progressively (the final one is `<n>.mp3`). */
@@ -130,13 +135,18 @@ export class SongRenderWorker {
             }
           });
         };
+        // The stems zip (≈ 115 MB per 120 s take) is written by the render thread straight to its
+        // blob file, chunk by chunk, instead of crossing threads as one fresh buffer.
+        const zipKey = `songs/${song.id}/${n}-stems.zip`;
+        const stemsPath = song.stems === true ? blobs.pathOf(zipKey) : undefined;
+        if (stemsPath !== undefined) await mkdir(dirname(stemsPath), { recursive: true });
         const take = await this.#o.render(song.plan, n, (fraction) => {
           const t = performance.now();
           if (t - lastWrite < PROGRESS_EVERY_MS) return;
           lastWrite = t;
           const progress = Math.min(0.99, (n - 1 + fraction) / song.variations);
           store.songs.update(song.id, { progress }).catch(() => undefined);
-        }, { stems: song.stems === true, onMp3Chunk });
+        }, { stems: song.stems === true, ...(stemsPath !== undefined ? { stemsPath } : {}), onMp3Chunk });
         await appended;
         const wavKey = `songs/${song.id}/${n}.wav`;
         const mp3Key = `songs/${song.id}/${n}.mp3`;
@@ -148,8 +158,8 @@ export class SongRenderWorker {
           await blobs.put(record.midiKey, take.midi);
         }
         if (take.stems) {
-          const zipKey = `songs/${song.id}/${n}-stems.zip`;
-          await blobs.put(zipKey, take.stems.zip);
+          // Not published until the song record lists it; a retried render deletes it first.
+          if (take.stems.zip) await blobs.put(zipKey, take.stems.zip);
           record.stems = { zipKey, members: take.stems.members };
         }
         takes.push(record);

@@ -104,7 +104,7 @@ t.test('one track per part holding exactly the rendered notes (onset, pitch, len
 
 t.test('MIDI onsets match onsets detected in the rendered stems', { timeout: 60_000 }, async (t) => {
   const secPerTick = 60 / plan.bpm / parsed.tpb;
-  const zip = take.stems!.zip;
+  const zip = take.stems!.zip!;
   const stem = (name: 'drums' | 'lead') => {
     const m = take.stems!.members[name];
     return monoOf(pcmOf(zip.subarray(m.offset, m.offset + m.size)));

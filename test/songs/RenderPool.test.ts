@@ -44,3 +44,25 @@ t.test('closing while a take runs rejects it instead of leaving it pending', { t
   await pool.close();
   await Promise.all(checks);
 });
+
+t.test('a prewarmed pool streams the MP3 and writes the stems zip to the file it is given', { timeout: 180_000 }, async (t) => {
+  const { mkdtempSync, readFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dir = mkdtempSync(join(tmpdir(), 'renderpool-'));
+  const pool = new RenderPool({ size: 1, prewarm: true });
+  t.teardown(async () => {
+    await pool.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const plan = planSong({ prompt: 'deep house with warm pads', seed: 9, duration: 12 });
+  const chunks: Buffer[] = [];
+  const stemsPath = join(dir, 'stems.zip');
+  const take = await pool.render(plan, 1, undefined, { stems: true, stemsPath, onMp3Chunk: (c) => chunks.push(c) });
+  t.ok(chunks.length > 0 && Buffer.concat(chunks).equals(take.mp3), 'streamed chunks = the MP3');
+  t.equal(take.stems?.zip, null, 'the zip did not cross threads');
+  const zip = readFileSync(stemsPath);
+  const m = take.stems!.members.bass;
+  t.equal(zip.subarray(m.offset, m.offset + 4).toString('ascii'), 'RIFF', 'the bass member starts where the record says');
+  t.equal(zip.readUInt32LE(zip.length - 22), 0x06054b50, 'the file ends with the zip directory');
+});

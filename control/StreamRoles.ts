@@ -65,6 +65,9 @@ class NoMediaNodes implements MediaNodeClient {
   async setRtmpDestinations() {
     return false;
   }
+  async setRecording() {
+    return false;
+  }
   async subscribe() {
     return async () => undefined;
   }
@@ -97,6 +100,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
       // RTMP pushes reach only what a webhook may (public unicast; loopback when allowed for tests).
       outboundPolicy,
+      // Recordings go into the shared blob store, where every API role reads them.
+      recordingsDir: deps.blobs.pathOf('recordings'),
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a

@@ -8,6 +8,7 @@
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { writeClipMp4 } from './ClipMp4.ts';
@@ -33,6 +34,8 @@ export interface IngestGrant {
   outputRtmpUrl?: string | undefined;
   /** The stream's other RTMP destinations. */
   rtmpDestinations?: RtmpDestination[] | undefined;
+  /** Record the output (the stream's `record`). */
+  record?: boolean | undefined;
 }
 
 /**
@@ -107,6 +110,11 @@ export interface MediaNodeOptions {
    * control plane passes the webhooks' SSRF policy. Without one a push dials what DNS says.
    */
   outboundPolicy?: OutboundPolicy;
+  /**
+   * Folder recordings are written under (`<dir>/<streamId>/<recordingId>/`): the shared blob
+   * store's `recordings/`, so the API serves what any node wrote. Without it nothing is recorded.
+   */
+  recordingsDir?: string;
 }
 
 export type MediaNodeEvents = {
@@ -186,6 +194,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
+      ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);
@@ -253,6 +262,16 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return { durationMs: Math.round(source.durationMs), size, startedAtMs: source.startedAtMs };
   }
 
+  /**
+   * Turns recording of a held stream's output on or off now (a stream not held here takes the
+   * stored setting with its next publisher); false when not held or recording is unavailable.
+   */
+  setRecording(streamId: string, on: boolean): boolean {
+    const stream = this.#streams.get(streamId);
+    if (!stream || stream.state === 'closed') return false;
+    return stream.setRecording(on);
+  }
+
   /** Sets a stream's extra RTMP destinations live (enabled ones push while a publisher is attached); false when not held here. */
   setRtmpDestinations(streamId: string, dests: RtmpDestination[]): boolean {
     const stream = this.#streams.get(streamId);
@@ -305,7 +324,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     streamId: string,
     params: StreamParams,
     sdp: string,
-    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined } = {},
+    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined } = {},
     paramsStoredAt?: number,
   ): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
@@ -319,6 +338,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.updateParams(params, paramsStoredAt);
     stream.setRtmpOutput(outputs.rtmpUrl);
     stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
+    stream.setRecording(outputs.record === true);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
     this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0 });

@@ -12,6 +12,7 @@ import type { FetchImage } from '../media/index.ts';
 import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';
+import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
 import type { Services } from './Services.ts';
 import { startSongRoles } from './SongRoles.ts';
@@ -27,6 +28,8 @@ export interface RoleDeps {
    * media nodes verify (derived from LINK_SIGNING_SECRET, the same on every process).
    */
   forwardedSecret?: string;
+  /** Signs download and playlist links (recordings). */
+  links?: LinkSigner;
   now?: () => number;
 }
 

@@ -8,6 +8,7 @@ import type { SongService } from '../songs/SongService.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { ClipService } from './ClipService.ts';
+import type { RecordingService } from './RecordingService.ts';
 import type { RtmpOutputService } from './RtmpOutputService.ts';
 import type { StreamService } from './StreamService.ts';
 
@@ -22,6 +23,8 @@ export interface Services {
   streams?: StreamService;
   /** Clips of live streams; mounted with `streams`. */
   clips?: ClipService;
+  /** Recordings of streams' output; mounted with `streams`. */
+  recordings?: RecordingService;
   /** Extra RTMP destinations of streams; mounted with `streams`. */
   rtmpOutputs?: RtmpOutputService;
   /** Area B webhook management. */

@@ -20,6 +20,7 @@ import type { RoleDeps } from './Roles.ts';
 import type { Services } from './Services.ts';
 import { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
 import { ClipService } from './ClipService.ts';
+import { RecordingService } from './RecordingService.ts';
 import { RtmpOutputService } from './RtmpOutputService.ts';
 import { StreamService } from './StreamService.ts';
 
@@ -80,6 +81,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   let node: MediaNode | null = null;
   let media: MediaNodeClient = new NoMediaNodes();
   let service: StreamService | null = null;
+  let recordings: RecordingService | null = null;
 
   const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
   if (has('media')) {
@@ -151,6 +153,20 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     if (has('api')) {
       services.streams = service;
       services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });
+      if (deps.links) {
+        recordings = new RecordingService({
+          store: deps.store,
+          media,
+          blobs: deps.blobs,
+          links: deps.links,
+          publicUrl: config.publicUrl,
+          caps: { maxBytes: config.recording.maxBytes, maxAgeHours: config.recording.maxAgeHours },
+          logger: deps.logger,
+          ...(deps.now ? { now: deps.now } : {}),
+        });
+        recordings.startSweeping(config.recording.sweepIntervalS * 1000);
+        services.recordings = recordings;
+      }
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }
@@ -178,7 +194,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     close() {
       closing ??= (async () => {
         // Streams before the supervisor, so the last `ended` events are recorded.
-        const steps = [() => node?.close(), () => scaleOut?.close(), () => lifecycle?.close(), () => media.close()];
+        const steps = [() => node?.close(), () => node?.recordingsEnded(), () => recordings?.close(), () => scaleOut?.close(), () => lifecycle?.close(), () => media.close()];
         for (const step of steps) {
           try {
             await step();

@@ -252,6 +252,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** Recording asked for (`record: true`); the writer starts with the next output segment. */
   #record = false;
   #recorder: RecordingWriter | null = null;
+  /** The last recording's end (its queued segments written, its meta marked complete). */
+  #recordingEnded: Promise<void> = Promise.resolve();
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -352,7 +354,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #endRecording(): void {
     const r = this.#recorder;
     this.#recorder = null;
-    r?.close().catch((err: unknown) => this.#logger.error({ err }, `endRecording() | close failed [streamId:${this.streamId}]`));
+    if (!r) return;
+    this.#recordingEnded = r.close().catch((err: unknown) => this.#logger.error({ err }, `endRecording() | close failed [streamId:${this.streamId}]`));
+  }
+
+  /** Resolves when the last recording ended is fully on disk (a clean shutdown waits for it). */
+  recordingEnded(): Promise<void> {
+    return this.#recordingEnded;
   }
 
   /**

@@ -155,6 +155,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly capacity: number;
   readonly #releaseEgress: () => void;
   #closed = false;
+  #ending: Promise<void> = Promise.resolve();
 
   constructor(opts: MediaNodeOptions) {
     const logger = opts.logger.child({ module: 'media' });
@@ -402,6 +403,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#closed;
   }
 
+  /** After close(): resolves when every recording the streams were writing is complete on disk. */
+  recordingsEnded(): Promise<void> {
+    return this.#ending;
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
@@ -412,6 +418,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
         this.#logger.warn({ err }, `close() | stream close failed [streamId:${stream.streamId}]`);
       }
     }
+    this.#ending = Promise.all([...this.#streams.values()].map((s) => s.recordingEnded())).then(() => undefined);
     this.#streams.clear();
     this.#sessions.clear();
     this.#early.clear();

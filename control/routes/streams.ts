@@ -291,12 +291,14 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
       async (req) => {
         await service.delete(acc(req), req.query.id);
         await ctx.clips?.deleteAll(req.query.id);
+        await ctx.recordings?.deleteAll(req.query.id);
         return { success: true as const, data: {} };
       },
     );
     r.delete('/v1/streams/:id', { schema: { tags, summary: 'End and delete a stream', params: IdParams, response: deleted } }, async (req) => {
       await service.delete(acc(req), req.params.id);
       await ctx.clips?.deleteAll(req.params.id);
+      await ctx.recordings?.deleteAll(req.params.id);
       return { success: true as const, data: {} };
     });
   };

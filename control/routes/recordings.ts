@@ -39,7 +39,7 @@ const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 403: Envelo
 /** What the signed file route serves from a recording's folder. */
 const FILE = /^(index\.m3u8|init-\d{1,6}\.mp4|s\d{1,12}(?:-[a-z]\d{1,15}){6}\.m4s|download-\d+-\d+-\d+\.mp4)$/;
 
-export function recordingRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+export function recordingRoutes(config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
   return async (app) => {
     const recordings = ctx.recordings;
     if (!recordings || !ctx.links || !ctx.blobs) return;
@@ -82,6 +82,26 @@ export function recordingRoutes(_config: Readonly<Config>, ctx: AppContext): Fas
       async (req, reply) => {
         const file = await recordings.mp4(acc(req), req.params.id, req.params.recId);
         return reply.redirect(recordings.signedPath(req.params.id, req.params.recId, file), 302);
+      },
+    );
+
+    r.get(
+      '/v1/streams/:id/recordings/:recId/links',
+      {
+        schema: {
+          tags,
+          summary: 'Signed links to the MP4 (made now if needed) and the playlist, for pages that hold the key in script (a link cannot send it)',
+          params: RecParams,
+          response: { 200: z.object({ mp4_url: z.url().describe('Valid 10 minutes'), hls_url: z.url().describe('Valid 6 hours') }), ...errors },
+        },
+      },
+      async (req) => {
+        const file = await recordings.mp4(acc(req), req.params.id, req.params.recId);
+        const origin = config.publicUrl;
+        return {
+          mp4_url: `${origin}${recordings.signedPath(req.params.id, req.params.recId, file)}`,
+          hls_url: `${origin}${await recordings.playlistLink(acc(req), req.params.id, req.params.recId)}`,
+        };
       },
     );
 

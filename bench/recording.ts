@@ -8,7 +8,12 @@
  * wall second, in % of one core, per window. Also: the remux of each finished recording to one
  * MP4 (ms).
  *
- *   npm run bench -- recording [--streams 2] [--windows 6] [--window-s 6] [--size 512]
+ *   npm run bench -- recording [--streams 2] [--windows 6] [--window-s 6] [--size 512] [--hls-watch]
+ *
+ * The publishers send audio (Opus), so recording also runs the AAC encoder (Opus decode + AAC
+ * encode), which otherwise runs only for RTMP outputs or HLS players. `--hls-watch` keeps an HLS
+ * player's demand on every stream in both conditions, so the AAC encoder runs throughout and the
+ * difference is the recording writer alone.
  *
  * Target (outputs issue): CPU with recording + clip buffer ≤ 1.1 × without.
  */
@@ -22,6 +27,7 @@ export default async function recording(args: Map<string, string>): Promise<void
   const windows = Number(args.get('windows') ?? 6);
   const windowS = Number(args.get('window-s') ?? 6);
   const size = Number(args.get('size') ?? 512);
+  const hlsWatch = args.has('hls-watch');
   const teardowns: (() => unknown)[] = [];
   const scope = { teardown: (fn: () => unknown) => teardowns.push(fn) };
   try {
@@ -29,11 +35,13 @@ export default async function recording(args: Map<string, string>): Promise<void
     const pubs = startObsPublishers(scope);
     const source = await stampedH264({ size, frames: 300 });
     const ids: string[] = [];
+    const playbackIds: string[] = [];
     for (let i = 0; i < streams; i++) {
       const created = (await api('POST', '/v1/streams', { params: { prompt: 'bench', width: size, height: size, skip_diffusion: true } })).body;
       const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source });
       if (pub.status !== 201) throw new Error(`publish failed: ${pub.status} ${pub.body}`);
       ids.push(created['id'] as string);
+      playbackIds.push(created['output_playback_id'] as string);
     }
     // Warm: every stream has output for 4 s.
     for (let i = 0; i < 600; i++) {
@@ -51,6 +59,8 @@ export default async function recording(args: Map<string, string>): Promise<void
       // off, on, on, off, …: a drift of this shared machine's load over the run cancels out.
       const mode = (['off', 'on', 'on', 'off'] as const)[w % 4] as 'off' | 'on';
       for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: mode === 'on' });
+      // An HLS playlist request marks the stream watched for 30 s (the AAC encoder runs).
+      if (hlsWatch) for (const p of playbackIds) await (await fetch(`${url}/hls/${p}/index.m3u8`)).text();
       // The first second after a toggle settles (a writer opens its folder), then the window counts.
       await new Promise((r) => setTimeout(r, 1000));
       const c0 = process.cpuUsage();
@@ -90,10 +100,10 @@ export default async function recording(args: Map<string, string>): Promise<void
     ];
     const ratio = on.p50 / off.p50;
     const ratioPerFrame = summarize(perFrame.on).p50 / summarize(perFrame.off).p50;
-    printTable(`Recording: node CPU, ${streams} × ${size}² 30 fps streams, ${windows} windows of ${windowS} s each, alternating (on/off p50: ${ratio.toFixed(3)}× per second, ${ratioPerFrame.toFixed(3)}× per output frame; target ≤ 1.1×)`, rows);
+    printTable(`Recording: node CPU, ${streams} × ${size}² 30 fps streams${hlsWatch ? ' (AAC on throughout: HLS watched)' : ''}, ${windows} windows of ${windowS} s each, alternating (on/off p50: ${ratio.toFixed(3)}× per second, ${ratioPerFrame.toFixed(3)}× per output frame; target ≤ 1.1×)`, rows);
     const remuxS = summarize(remux);
     console.log(`remux to one MP4: p50 ${remuxS.p50.toFixed(0)} ms, p95 ${remuxS.p95.toFixed(0)} ms for recordings of ≈ ${summarize(durations).p50.toFixed(1)} s`);
-    console.log(`wrote ${writeResult('recording', { streams, size, windows, windowS, cpu: { off, on, ratioP50: ratio, ratioPerFrameP50: ratioPerFrame, samples: cpu, perFrame }, fps, remux: { ms: remuxS, durationS: summarize(durations) } })}`);
+    console.log(`wrote ${writeResult('recording', { streams, size, windows, windowS, hlsWatch, cpu: { off, on, ratioP50: ratio, ratioPerFrameP50: ratioPerFrame, samples: cpu, perFrame }, fps, remux: { ms: remuxS, durationS: summarize(durations) } })}`);
   } finally {
     for (const fn of teardowns.reverse()) await fn();
   }

@@ -110,7 +110,7 @@ t.test('recording: a publisher killed and reconnected yields one recording that 
   writeFileSync(mp4, bytes);
   const p = await probeRecording(mp4);
   t.equal(p.width, 384);
-  t.ok(p.audio, 'an AAC track (silence: this publisher sends none)');
+  t.ok(p.audio, "an AAC track (the publisher's Opus silence, encoded to AAC)");
   t.ok(Math.abs(p.duration - rec['duration']) <= GOP_S, `MP4 duration ${p.duration} s agrees with the record's ${rec['duration']} s`);
   t.ok(p.packets[0]?.key, 'the first frame is a keyframe');
   t.ok(Math.abs(p.packets[0]?.pts ?? 99) < 0.1, 'timestamps start at zero');

@@ -1,6 +1,7 @@
 /** What every role of a process is started with (control/Roles.ts): the shared parts. */
 import type { Logger } from 'pino';
 import type { BlobStore, Store } from '../store/index.ts';
+import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
 
 export interface RoleDeps {
@@ -13,5 +14,7 @@ export interface RoleDeps {
    * media nodes verify (derived from LINK_SIGNING_SECRET, the same on every process).
    */
   forwardedSecret?: string;
+  /** Signs download and playlist links (recordings). */
+  links?: LinkSigner;
   now?: () => number;
 }

@@ -61,7 +61,7 @@ export async function startServer(config: Readonly<Config>, opts: { logger?: Log
   let roles: RoleHandles | null = null;
   let app: App | null = null;
   try {
-    roles = await startRoles(config, { store, blobs, logger, metrics, forwardedSecret: links.derive('media-forwarded'), ...(opts.now ? { now: opts.now } : {}) });
+    roles = await startRoles(config, { store, blobs, logger, metrics, forwardedSecret: links.derive('media-forwarded'), links, ...(opts.now ? { now: opts.now } : {}) });
     app = await buildApp(config, { store, logger, metrics, blobs, links, isReady: () => ready, webRoutes: webRoutes(config), ...roles.services });
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {

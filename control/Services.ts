@@ -9,7 +9,7 @@ import type { SongService } from '../songs/index.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
-import type { ClipService, RtmpOutputService, StreamService } from '../streams/index.ts';
+import type { ClipService, RecordingService, RtmpOutputService, StreamService } from '../streams/index.ts';
 
 export interface Services {
   /** Area A. Without it only /usage answers (503). */
@@ -22,6 +22,8 @@ export interface Services {
   streams?: StreamService;
   /** Clips of live streams; mounted with `streams`. */
   clips?: ClipService;
+  /** Recordings of streams' output; mounted with `streams`. */
+  recordings?: RecordingService;
   /** Extra RTMP destinations of streams; mounted with `streams`. */
   rtmpOutputs?: RtmpOutputService;
   /** Area B webhook management. */

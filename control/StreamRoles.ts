@@ -15,6 +15,7 @@ import {
   ClipService,
   LocalMediaNodeClient,
   mediaNodeId,
+  RecordingService,
   RtmpOutputService,
   scaleOutStreams,
   StreamLifecycle,
@@ -72,6 +73,9 @@ class NoMediaNodes implements MediaNodeClient {
   async setRtmpDestinations() {
     return false;
   }
+  async setRecording() {
+    return false;
+  }
   async subscribe() {
     return async () => undefined;
   }
@@ -86,6 +90,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   /** This process's own node behind its direct client (media role). */
   let local: LocalMediaNodeClient | null = null;
   let service: StreamService | null = null;
+  let recordings: RecordingService | null = null;
 
   const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
   if (has('media')) {
@@ -106,6 +111,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
       // RTMP pushes reach only what a webhook may (public unicast; loopback when allowed for tests).
       outboundPolicy,
+      // Recordings go into the shared blob store, where every API role reads them.
+      recordingsDir: deps.blobs.pathOf('recordings'),
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
@@ -164,6 +171,20 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     if (has('api')) {
       services.streams = service;
       services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });
+      if (deps.links) {
+        recordings = new RecordingService({
+          store: deps.store,
+          media,
+          blobs: deps.blobs,
+          links: deps.links,
+          publicUrl: config.publicUrl,
+          caps: { maxBytes: config.recording.maxBytes, maxAgeHours: config.recording.maxAgeHours },
+          logger: deps.logger,
+          ...(deps.now ? { now: deps.now } : {}),
+        });
+        recordings.startSweeping(config.recording.sweepIntervalS * 1000);
+        services.recordings = recordings;
+      }
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }
@@ -191,7 +212,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
     close() {
       closing ??= (async () => {
         // Streams before the supervisor, so the last `ended` events are recorded.
-        const steps = [() => node?.close(), () => scaleOut?.close(), () => lifecycle?.close(), () => media.close()];
+        const steps = [() => node?.close(), () => node?.recordingsEnded(), () => recordings?.close(), () => scaleOut?.close(), () => lifecycle?.close(), () => media.close()];
         for (const step of steps) {
           try {
             await step();

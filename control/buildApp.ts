@@ -23,6 +23,7 @@ import { musicError, streamError, type Area } from '../errors/index.ts';
 import { capabilitiesRoutes } from './routes/capabilities.ts';
 import { controlRoutes } from './routes/control.ts';
 import { clipRoutes } from './routes/clips.ts';
+import { recordingRoutes } from './routes/recordings.ts';
 import { musicRoutes } from './routes/music.ts';
 import { outputRoutes } from './routes/outputs.ts';
 import { systemRoutes } from './routes/system.ts';
@@ -140,6 +141,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     area.addHook('onRequest', authHook('streams', ctx.store));
     await area.register(streamRoutes(config, areaCtx));
     await area.register(clipRoutes(config, areaCtx));
+    await area.register(recordingRoutes(config, areaCtx));
     await area.register(outputRoutes(config, areaCtx));
     await area.register(capabilitiesRoutes(config, areaCtx));
     await area.register(controlRoutes(config, areaCtx));

@@ -93,6 +93,12 @@ export const ConfigEnvSchema = z.object({
   RENDER_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
   /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. */
   MEDIA_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
+  /** Caps every account's recordings at this many bytes (below the plan's limit; docs/api.md "Recordings"). */
+  RECORDING_MAX_BYTES: z.coerce.number().int().min(1).optional(),
+  /** Caps the age of every account's recorded segments, hours (below the plan's limit). */
+  RECORDING_MAX_AGE_HOURS: z.coerce.number().min(0.001).optional(),
+  /** Seconds between retention sweeps of recordings (api role). */
+  RECORDING_SWEEP_INTERVAL: z.coerce.number().min(0.1).max(86_400).default(60),
   /**
    * UDP ports WebRTC uses, `low-high` inclusive (one per publisher or viewer session; ICE-TCP uses
    * the same numbers over TCP). Default: any free ephemeral port. Open this range in firewalls.
@@ -145,6 +151,12 @@ export interface Config {
   metricsToken: string | null;
   renderWorkers: number;
   mediaCapacity: number;
+  recording: {
+    /** Operator caps over every plan's retention limits (null: the plan's). */
+    maxBytes: number | null;
+    maxAgeHours: number | null;
+    sweepIntervalS: number;
+  };
   webrtc: {
     udpPortRange: [number, number] | null;
     announcedAddresses: string[];
@@ -206,6 +218,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     metricsToken: e.METRICS_TOKEN ?? null,
     renderWorkers: e.RENDER_WORKERS,
     mediaCapacity: e.MEDIA_CAPACITY ?? Math.max(1, STREAMS_PER_CORE * availableParallelism()),
+    recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({
       udpPortRange: e.WEBRTC_UDP_PORT_RANGE ?? null,
       announcedAddresses: e.WEBRTC_ANNOUNCED_ADDRESSES ?? [],

@@ -25,6 +25,8 @@
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
 import { AacEncoderBin } from './AacEncoderBin.ts';
@@ -35,7 +37,8 @@ import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
-import { HlsPackager, type HlsPackagerStats } from './HlsPackager.ts';
+import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
+import { RecordingWriter, type RecordingWriterStats } from './RecordingWriter.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
@@ -152,6 +155,8 @@ export interface LiveStreamStatus {
   rtmp: RtmpPushStatus | null;
   /** Every RTMP destination (output_rtmp_url first, named so), with its push state. */
   rtmpOutputs: RtmpDestinationStatus[];
+  /** The recording being written (null when recording is off, or on with no output yet). */
+  recording: RecordingWriterStats | null;
 }
 
 export interface LiveStreamOptions {
@@ -162,6 +167,8 @@ export interface LiveStreamOptions {
   createProcessor: FrameProcessorFactory;
   /** Address rules for the RTMP push's connections. */
   outboundPolicy?: OutboundPolicy;
+  /** Folder of this stream's recordings (`recordings/<streamId>` in the blob store); without it recording is refused. */
+  recordingsDir?: string;
   logger: Logger;
 }
 
@@ -242,6 +249,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The spec's output_rtmp_url and the stream's other destinations, as last set. */
   #rtmpUrl: string | undefined;
   #rtmpExtra: RtmpDestination[] = [];
+  /** Recording asked for (`record: true`); the writer starts with the next output segment. */
+  #record = false;
+  #recorder: RecordingWriter | null = null;
+  /** The last recording's end (its queued segments written, its meta marked complete). */
+  #recordingEnded: Promise<void> = Promise.resolve();
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -262,7 +274,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           logger: opts.logger,
           requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
           onDemand: () => this.#syncAac(),
-          onSegment: (segment) => this.#clips.push(segment),
+          onSegment: (segment) => this.#onSegment(segment),
         })
       : null;
     this.#rtmp = new RtmpOutputs({
@@ -307,6 +319,50 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#clips.take(seconds);
   }
 
+  #onSegment(segment: CompletedSegment): void {
+    this.#clips.push(segment);
+    if (!this.#record || !this.#opts.recordingsDir) return;
+    if (!this.#recorder) {
+      const id = `rec_${randomBytes(9).toString('base64url')}`;
+      this.#recorder = new RecordingWriter({ dir: join(this.#opts.recordingsDir, id), id, streamId: this.streamId, logger: this.#logger });
+      this.#logger.info(`onSegment() | recording started [streamId:${this.streamId}] [recordingId:${id}]`);
+    }
+    this.#recorder.push(segment);
+  }
+
+  /**
+   * Turns recording of the output on or off. On: a recording starts with the next complete output
+   * segment and goes on across publisher reconnects (each a discontinuity) until it is turned
+   * off or the stream closes. Needs HLS packaging (the segments) and a recordings folder; false
+   * when either is missing.
+   */
+  setRecording(on: boolean): boolean {
+    this.#assertOpen();
+    if (on && (!this.#hls || !this.#opts.recordingsDir)) return false;
+    if (on === this.#record) return true;
+    this.#record = on;
+    if (!on) this.#endRecording();
+    this.#syncAac();
+    return true;
+  }
+
+  /** The recording being written, if any (tests wait on its `flushed()`). */
+  get recorder(): RecordingWriter | null {
+    return this.#recorder;
+  }
+
+  #endRecording(): void {
+    const r = this.#recorder;
+    this.#recorder = null;
+    if (!r) return;
+    this.#recordingEnded = r.close().catch((err: unknown) => this.#logger.error({ err }, `endRecording() | close failed [streamId:${this.streamId}]`));
+  }
+
+  /** Resolves when the last recording ended is fully on disk (a clean shutdown waits for it). */
+  recordingEnded(): Promise<void> {
+    return this.#recordingEnded;
+  }
+
   /**
    * Sets (or clears) the RTMP push target. The push runs while a publisher is attached: it starts
    * now if one is, else with the next publisher, and stops when the publisher leaves.
@@ -337,13 +393,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * Runs the AAC encoder only while something consumes it: an RTMP push, or HLS players (a
-   * request in the last 30 s). It costs ≈ 1–2 % of a core, so
+   * Runs the AAC encoder only while something consumes it: an RTMP push, a recording, or HLS
+   * players (a request in the last 30 s). It costs ≈ 1–2 % of a core, so
    * streams nobody watches over HLS don't pay for it; HLS parts carry silence until it runs.
    */
   #syncAac(): void {
     const audio = this.#publisher?.audioPayloadType;
-    const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false));
+    // A recording keeps the publisher's sound, so it runs the AAC encoder too.
+    const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
     if (audio === undefined || !wanted) {
       this.#aac?.close();
       this.#aac = null;
@@ -875,6 +932,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       hls: this.#hls?.stats() ?? null,
       rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
       rtmpOutputs: this.#rtmp.status(),
+      recording: this.#recorder?.stats ?? null,
       pipeline: this.#processor?.status?.() ?? null,
     };
   }
@@ -904,6 +962,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#stopOutputs(),
       () => this.#hls?.close(),
       () => this.#clips.clear(),
+      // After the publisher's close flushed its last segment into it.
+      () => this.#endRecording(),
     ];
     for (const step of steps) {
       try {

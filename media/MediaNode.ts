@@ -8,6 +8,7 @@
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
@@ -30,6 +31,8 @@ export interface IngestGrant {
   outputRtmpUrl?: string | undefined;
   /** The stream's other RTMP destinations. */
   rtmpDestinations?: RtmpDestination[] | undefined;
+  /** Record the output (the stream's `record`). */
+  record?: boolean | undefined;
 }
 
 /**
@@ -104,6 +107,11 @@ export interface MediaNodeOptions {
    * control plane passes the webhooks' SSRF policy. Without one a push dials what DNS says.
    */
   outboundPolicy?: OutboundPolicy;
+  /**
+   * Folder recordings are written under (`<dir>/<streamId>/<recordingId>/`): the shared blob
+   * store's `recordings/`, so the API serves what any node wrote. Without it nothing is recorded.
+   */
+  recordingsDir?: string;
 }
 
 export type MediaNodeEvents = {
@@ -144,6 +152,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly capacity: number;
   readonly #releaseEgress: () => void;
   #closed = false;
+  #ending: Promise<void> = Promise.resolve();
 
   constructor(opts: MediaNodeOptions) {
     const logger = opts.logger.child({ module: 'media' });
@@ -177,6 +186,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
+      ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);
@@ -244,6 +254,16 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return { durationMs: Math.round(source.durationMs), size, startedAtMs: source.startedAtMs };
   }
 
+  /**
+   * Turns recording of a held stream's output on or off now (a stream not held here takes the
+   * stored setting with its next publisher); false when not held or recording is unavailable.
+   */
+  setRecording(streamId: string, on: boolean): boolean {
+    const stream = this.#streams.get(streamId);
+    if (!stream || stream.state === 'closed') return false;
+    return stream.setRecording(on);
+  }
+
   /** Sets a stream's extra RTMP destinations live (enabled ones push while a publisher is attached); false when not held here. */
   setRtmpDestinations(streamId: string, dests: RtmpDestination[]): boolean {
     const stream = this.#streams.get(streamId);
@@ -296,7 +316,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     streamId: string,
     params: StreamParams,
     sdp: string,
-    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined } = {},
+    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined } = {},
     paramsStoredAt?: number,
   ): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
@@ -310,6 +330,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.updateParams(params, paramsStoredAt);
     stream.setRtmpOutput(outputs.rtmpUrl);
     stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
+    stream.setRecording(outputs.record === true);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
     this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0 });
@@ -373,6 +394,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#closed;
   }
 
+  /** After close(): resolves when every recording the streams were writing is complete on disk. */
+  recordingsEnded(): Promise<void> {
+    return this.#ending;
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
@@ -383,6 +409,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
         this.#logger.warn({ err }, `close() | stream close failed [streamId:${stream.streamId}]`);
       }
     }
+    this.#ending = Promise.all([...this.#streams.values()].map((s) => s.recordingEnded())).then(() => undefined);
     this.#streams.clear();
     this.#sessions.clear();
     this.#early.clear();

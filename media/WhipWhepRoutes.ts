@@ -125,7 +125,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     // OBS shows the status line and body: a valid key that may not stream now is not a 401.
     if ('refused' in ingest) return fail(reply, ingest.status ?? 402, ingest.refused);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations }, ingest.paramsStoredAt));
+    return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record }, ingest.paramsStoredAt));
   });
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {

@@ -148,6 +148,8 @@ export interface StreamRecord {
   outputRtmpUrl: string | null;
   /** RTMP destinations besides outputRtmpUrl (absent on records made before they existed). */
   rtmpOutputs?: RtmpOutputRecord[];
+  /** Record the output (absent on records made before recording existed: off). */
+  record?: boolean;
   fromPlayground: boolean;
   isSmokeTest: boolean;
   gatewayHost: string;

@@ -37,7 +37,8 @@ export type RpcRequest =
   | { id: string; replyTo: string; method: 'status'; streamId: string }
   | { id: string; replyTo: string; method: 'endStream'; streamId: string }
   | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string }
-  | { id: string; replyTo: string; method: 'setRtmpDestinations'; streamId: string; dests: RtmpDestination[] };
+  | { id: string; replyTo: string; method: 'setRtmpDestinations'; streamId: string; dests: RtmpDestination[] }
+  | { id: string; replyTo: string; method: 'setRecording'; streamId: string; on: boolean };
 
 /** ms a clip request waits for the node (it remuxes and writes the MP4 first). */
 const CLIP_TIMEOUT_MS = 15_000;
@@ -136,6 +137,11 @@ export class BusMediaNodeClient implements MediaNodeClient {
   async setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean> {
     if (!(await this.#isAlive(nodeId))) return false;
     return (await this.#request(nodeId, { method: 'setRtmpDestinations', streamId, dests })) as boolean;
+  }
+
+  async setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean> {
+    if (!(await this.#isAlive(nodeId))) return false;
+    return (await this.#request(nodeId, { method: 'setRecording', streamId, on })) as boolean;
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

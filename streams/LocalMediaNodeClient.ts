@@ -152,6 +152,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     return {
       streamId,
       rtmpOutputs: s.rtmpOutputs,
+      recordingId: s.recording?.id ?? null,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,
       lastInputTime: s.lastInputAt ?? null,
@@ -191,6 +192,11 @@ export class LocalMediaNodeClient implements MediaNodeClient {
   async setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean> {
     if (nodeId !== this.nodeId) return false;
     return this.#node.setRtmpDestinations(streamId, dests);
+  }
+
+  async setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean> {
+    if (nodeId !== this.nodeId) return false;
+    return this.#node.setRecording(streamId, on);
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

@@ -112,6 +112,9 @@ export class MediaNodeAgent {
         case 'setRtmpDestinations':
           result = await this.#local.setRtmpDestinations(this.nodeId, req.streamId, req.dests);
           break;
+        case 'setRecording':
+          result = await this.#local.setRecording(this.nodeId, req.streamId, req.on);
+          break;
         case 'clip':
           result = await this.#local.clip(this.nodeId, req.streamId, { seconds: req.seconds, key: req.key });
           break;

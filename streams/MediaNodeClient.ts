@@ -77,6 +77,8 @@ export interface NodeStreamStatus {
   streamId: string;
   /** Every RTMP destination with its push state (absent from nodes older than the field). */
   rtmpOutputs?: RtmpDestinationStatus[];
+  /** Id of the recording the node is writing now (absent or null when none). */
+  recordingId?: string | null;
   /** - `idle`: no publisher; `connecting`: publisher attached, no output yet; `live`: output flowing. */
   state: 'idle' | 'connecting' | 'live';
   /** When the current publisher session's pipeline started (first output), or when it attached. */
@@ -137,6 +139,8 @@ export interface MediaNodeClient {
   clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null>;
   /** Sets a stream's extra RTMP destinations on the node, live; false when the node does not hold the stream. */
   setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean>;
+  /** Turns recording of the stream's output on or off live; false when the node does not hold the stream. */
+  setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean>;
   subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe>;
   /** Idempotent. */
   close(): Promise<void>;

@@ -57,6 +57,8 @@ export interface StreamView {
   is_smoke_test: boolean;
   created_at: string;
   pipeline: 'streamdiffusion';
+  /** Whether the output is recorded (an addition to the spec). */
+  record: boolean;
 }
 
 export interface CreateInput {
@@ -67,6 +69,7 @@ export interface CreateInput {
   name?: string | undefined;
   output_rtmp_url?: string | undefined;
   outputs?: RtmpOutputRecord[] | undefined;
+  record?: boolean | undefined;
 }
 
 export interface UpdateOutcome {
@@ -164,6 +167,7 @@ export class StreamService {
       is_smoke_test: s.isSmokeTest,
       created_at: s.createdAt,
       pipeline: s.pipeline,
+      record: s.record === true,
     };
   }
 
@@ -213,6 +217,7 @@ export class StreamService {
       playbackId: randomBytes(12).toString('hex'),
       outputRtmpUrl: body.output_rtmp_url ?? null,
       ...(body.outputs?.length ? { rtmpOutputs: body.outputs.map((o) => ({ name: o.name, url: o.url, enabled: o.enabled })) } : {}),
+      ...(body.record ? { record: true } : {}),
       fromPlayground: false,
       isSmokeTest: false,
       gatewayHost: this.#gatewayHost,
@@ -298,13 +303,28 @@ export class StreamService {
     });
   }
 
+  /** Stores `record` and tells the stream's node now (a node that misses it takes it with the next publisher). */
+  async #setRecord(stream: StreamRecord, on: boolean): Promise<StreamRecord> {
+    const updated = await this.#store.streams.update(stream.id, { record: on, updatedAt: new Date(this.#now()).toISOString() });
+    if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${stream.id} on this account.`, { details: { id: stream.id } });
+    if (updated.nodeId) {
+      await this.#media.setRecording(updated.nodeId, updated.id, on).catch((err: unknown) => {
+        this.#log.warn({ err }, `setRecord() | node did not take it now; it applies at the next ingest [streamId:${stream.id}]`);
+        return false;
+      });
+    }
+    this.#log.info(`setRecord() | record ${on ? 'on' : 'off'} [streamId:${stream.id}]`);
+    return updated;
+  }
+
   /**
    * PATCH: merges `patch` over the stored params, checks the merged params, stores them and hands
    * the change to the owning node (hot or reload). `faceid` admits ip_adapter.type faceid (the beta
    * route's sdxl-faceid pipeline); a stream that already has it keeps it.
    */
-  async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean } = {}): Promise<UpdateOutcome> {
-    const stream = await this.#own(account, id);
+  async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean; record?: boolean | undefined } = {}): Promise<UpdateOutcome> {
+    let stream = await this.#own(account, id);
+    if (opts.record !== undefined && opts.record !== (stream.record === true)) stream = await this.#setRecord(stream, opts.record);
     const before = stream.params as unknown as StreamParams;
     const censor = this.#censor(patch);
     const after = mergeParams(before, censor.input);
@@ -390,7 +410,7 @@ export class StreamService {
   async resolveIngest(
     streamId: string,
     bearer: string,
-  ): Promise<{ streamId: string; params: Record<string, unknown>; paramsStoredAt: number; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[] } | { refused: string; status?: 402 | 429 } | null> {
+  ): Promise<{ streamId: string; params: Record<string, unknown>; paramsStoredAt: number; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[]; record?: boolean } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);
@@ -420,6 +440,7 @@ export class StreamService {
       paramsStoredAt: Date.parse(s.updatedAt),
       ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}),
       ...(s.rtmpOutputs?.length ? { rtmpDestinations: s.rtmpOutputs } : {}),
+      ...(s.record ? { record: true } : {}),
     };
   }
 

@@ -68,6 +68,7 @@ function showStream() {
   document.documentElement.style.setProperty('--stream-aspect', `${w} / ${h}`);
   $('streamSize').textContent = `${w}×${h}`;
   $('share').href = `/web/watch.html?v=${encodeURIComponent(stream.output_playback_id)}`;
+  $('record').checked = stream.record === true;
   $('livePrompt').value = typeof stream.params?.prompt === 'string' ? stream.params.prompt : $('prompt').value;
   if (stream.params?.seed !== undefined && typeof stream.params.seed === 'number') $('seed').value = stream.params.seed;
   if (typeof stream.params?.guidance_scale === 'number') $('guidance').value = stream.params.guidance_scale;
@@ -178,6 +179,22 @@ async function watch(forceHls) {
     showError(err);
   }
 }
+// ───────────── recording (PATCH record: true|false; the viewer page lists the recordings)
+$('record').onchange = async () => {
+  if (!stream) return;
+  const on = $('record').checked;
+  $('recordState').textContent = on ? 'Starting…' : 'Stopping…';
+  try {
+    stream = await api('PATCH', `/v1/streams/${encodeURIComponent(stream.id)}`, { record: on });
+    localStorage.setItem('reverie.stream', JSON.stringify(stream));
+    $('recordState').textContent = stream.record ? 'Recording: it starts with the next second of output.' : 'Not recording. Recordings are listed on the viewer page (Share link).';
+  } catch (err) {
+    $('record').checked = !on;
+    $('recordState').textContent = '';
+    showError(err);
+  }
+};
+
 $('watch').onclick = () => void watch(false);
 $('watchHls').onclick = () => void watch(true);
 

@@ -127,7 +127,7 @@ export function clipRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyP
 }
 
 /** One `bytes=a-b` / `bytes=a-` / `bytes=-n` range (what players send); anything else is the whole file. */
-function byteRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
+export function byteRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
   const m = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
   if (!m || (m[1] === '' && m[2] === '')) return null;
   let start: number;

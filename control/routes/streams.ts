@@ -41,6 +41,7 @@ export const StreamSchema = z
     is_smoke_test: z.boolean(),
     created_at: z.string(),
     pipeline: z.literal('streamdiffusion'),
+    record: z.boolean().describe('Whether the output is recorded (GET /v1/streams/{id}/recordings). An addition to the spec'),
   })
   .meta({ id: 'Stream' });
 
@@ -156,6 +157,7 @@ const CreateBody = z
     name: z.string().max(200).optional(),
     output_rtmp_url: RtmpUrlSchema.optional().describe('Must be publicly routable (the same address rules as webhook URLs), checked on create and at every connection'),
     outputs: RtmpOutputsSchema.optional().describe(`More RTMP destinations (up to ${MAX_RTMP_DESTINATIONS}), fed from the same encode; change them live with PUT /v1/streams/{id}/outputs`),
+    record: z.boolean().optional().describe('Record the output (default false); change it live with PATCH'),
     pipeline_id: z.string().min(1).max(100).optional().describe('Deprecated: pip_SD-turbo, pip_SDXL-turbo, pip_SD15…; use params.model_id'),
     pipeline_params: ParamsInputSchema.optional().describe('Deprecated alias of params'),
   })
@@ -164,9 +166,11 @@ const CreateBody = z
 const PatchBody = z
   .object({
     pipeline: z.literal('streamdiffusion').optional().describe('Default streamdiffusion'),
-    params: ParamsInputSchema.describe('Only the params that change'),
+    params: ParamsInputSchema.optional().describe('Only the params that change (may be left out when only `record` changes)'),
+    record: z.boolean().optional().describe('Start (true) or end (false) recording the output, live'),
   })
-  .strict();
+  .strict()
+  .refine((b) => b.params !== undefined || b.record !== undefined, { message: 'send params, record or both', path: ['params'] });
 
 const PromptBody = z
   .object({
@@ -240,7 +244,7 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
         },
       },
       async (req, reply) => {
-        const out = await service.update(acc(req), req.params.id, req.body.params);
+        const out = await service.update(acc(req), req.params.id, req.body.params ?? {}, { record: req.body.record });
         updateHeaders(reply, out);
         return out.stream;
       },
@@ -285,12 +289,14 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
       async (req) => {
         await service.delete(acc(req), req.query.id);
         await ctx.clips?.deleteAll(req.query.id);
+        await ctx.recordings?.deleteAll(req.query.id);
         return { success: true as const, data: {} };
       },
     );
     r.delete('/v1/streams/:id', { schema: { tags, summary: 'End and delete a stream', params: IdParams, response: deleted } }, async (req) => {
       await service.delete(acc(req), req.params.id);
       await ctx.clips?.deleteAll(req.params.id);
+      await ctx.recordings?.deleteAll(req.params.id);
       return { success: true as const, data: {} };
     });
   };

@@ -38,7 +38,9 @@ t.test('POST /v1/streams answers 201 with the full Stream record, every default 
   t.equal(s.is_smoke_test, false);
   t.ok(Math.abs(Date.parse(s.created_at) - Date.now()) < 10_000, 'created_at is an ISO timestamp of now');
   t.equal(s.pipeline, 'streamdiffusion');
-  t.same(Object.keys(s).sort(), ['author', 'created_at', 'from_playground', 'gateway_host', 'id', 'is_smoke_test', 'name', 'output_playback_id', 'output_stream_url', 'params', 'pipeline', 'stream_key', 'whip_url']);
+  // Every spec field, plus our one addition: `record` (recording of the output, off by default).
+  t.same(Object.keys(s).sort(), ['author', 'created_at', 'from_playground', 'gateway_host', 'id', 'is_smoke_test', 'name', 'output_playback_id', 'output_stream_url', 'params', 'pipeline', 'record', 'stream_key', 'whip_url']);
+  t.equal(s.record, false, 'not recorded unless asked');
   t.same(s.params, publicParams({ ...DEFAULT_PARAMS, prompt: 'a red fox' }), 'params = Daydream defaults + what was sent');
   // The spec types lora_dict, the processing blocks and ip_adapter as objects and the style image
   // URL as a string: unset ones are left out, never null.

@@ -1,0 +1,110 @@
+/**
+ * Recording: what writing a stream's output to disk costs the node. The real server (embedded
+ * default: API + media node in this process) holds `--streams` streams (512², 30 fps, OBS-like
+ * publishers in a child process); recording is turned off and on for all of them in alternating
+ * windows of `--window-s` seconds (off, on, on, off, … so a drift of the load over the run
+ * cancels), so both conditions see the same load on this shared machine. The clip buffer is on throughout (it always is); "on" adds the recording
+ * writer. Node CPU = this process's CPU time (all threads: GStreamer, libdatachannel, JS) per
+ * wall second, in % of one core, per window. Also: the remux of each finished recording to one
+ * MP4 (ms).
+ *
+ *   npm run bench -- recording [--streams 2] [--windows 6] [--window-s 6] [--size 512] [--hls-watch]
+ *
+ * The publishers send audio (Opus), so recording also runs the AAC encoder (Opus decode + AAC
+ * encode), which otherwise runs only for RTMP outputs or HLS players. `--hls-watch` keeps an HLS
+ * player's demand on every stream in both conditions, so the AAC encoder runs throughout and the
+ * difference is the recording writer alone.
+ *
+ * Target (outputs issue): CPU with recording + clip buffer ≤ 1.1 × without.
+ */
+import { stampedH264 } from '../test/helpers/h264Source.ts';
+import { startLiveServer, type Json } from '../test/helpers/liveServer.ts';
+import { startObsPublishers } from '../test/helpers/obsPublisher.ts';
+import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
+
+export default async function recording(args: Map<string, string>): Promise<void> {
+  const streams = Number(args.get('streams') ?? 2);
+  const windows = Number(args.get('windows') ?? 6);
+  const windowS = Number(args.get('window-s') ?? 6);
+  const size = Number(args.get('size') ?? 512);
+  const hlsWatch = args.has('hls-watch');
+  const teardowns: (() => unknown)[] = [];
+  const scope = { teardown: (fn: () => unknown) => teardowns.push(fn) };
+  try {
+    const { url, api } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal' });
+    const pubs = startObsPublishers(scope);
+    const source = await stampedH264({ size, frames: 300 });
+    const ids: string[] = [];
+    const playbackIds: string[] = [];
+    for (let i = 0; i < streams; i++) {
+      const created = (await api('POST', '/v1/streams', { params: { prompt: 'bench', width: size, height: size, skip_diffusion: true } })).body;
+      const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source });
+      if (pub.status !== 201) throw new Error(`publish failed: ${pub.status} ${pub.body}`);
+      ids.push(created['id'] as string);
+      playbackIds.push(created['output_playback_id'] as string);
+    }
+    // Warm: every stream has output for 4 s.
+    for (let i = 0; i < 600; i++) {
+      const starts = await Promise.all(ids.map(async (id) => ((await api('GET', `/v1/streams/${id}/status`)).body['data']?.['inference_status']?.['start_time'] as number | undefined) ?? 0));
+      if (starts.every((s) => s > 0 && Date.now() - s > 4000)) break;
+      await new Promise((r) => setTimeout(r, 250)); // poll interval
+    }
+
+    const cpu: Record<'off' | 'on', number[]> = { off: [], on: [] };
+    const fps: Record<'off' | 'on', number[]> = { off: [], on: [] };
+    /** CPU ms per output frame: the output rate drifts with this shared machine's load, and CPU follows it. */
+    const perFrame: Record<'off' | 'on', number[]> = { off: [], on: [] };
+    const bar = progress('windows', windows * 2);
+    for (let w = 0; w < windows * 2; w++) {
+      // off, on, on, off, …: a drift of this shared machine's load over the run cancels out.
+      const mode = (['off', 'on', 'on', 'off'] as const)[w % 4] as 'off' | 'on';
+      for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: mode === 'on' });
+      // An HLS playlist request marks the stream watched for 30 s (the AAC encoder runs).
+      if (hlsWatch) for (const p of playbackIds) await (await fetch(`${url}/hls/${p}/index.m3u8`)).text();
+      // The first second after a toggle settles (a writer opens its folder), then the window counts.
+      await new Promise((r) => setTimeout(r, 1000));
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, windowS * 1000)); // the measured window
+      const c1 = process.cpuUsage(c0);
+      const wallMs = performance.now() - t0;
+      cpu[mode].push(((c1.user + c1.system) / 1000 / wallMs) * 100);
+      const outs = await Promise.all(ids.map(async (id) => ((await api('GET', `/v1/streams/${id}/status`)).body['data']?.['inference_status']?.['output_fps'] as number | undefined) ?? 0));
+      const meanFps = outs.reduce((a, b) => a + b, 0) / outs.length;
+      fps[mode].push(meanFps);
+      if (meanFps > 0) perFrame[mode].push((c1.user + c1.system) / 1000 / (meanFps * streams * (wallMs / 1000)));
+      bar.tick();
+    }
+    bar.done();
+    for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: false });
+
+    // Remux of each finished recording (≈ windowS s each) to one MP4.
+    const remux: number[] = [];
+    const durations: number[] = [];
+    for (const id of ids) {
+      const recs = (await api('GET', `/v1/streams/${id}/recordings`)).body['data'] as Json[];
+      for (const rec of recs.slice(0, 3)) {
+        const t0 = performance.now();
+        const res = await api('GET', `/v1/streams/${id}/recordings/${rec['id']}.mp4`);
+        if (res.status !== 302) continue;
+        remux.push(performance.now() - t0);
+        durations.push(Number(rec['duration']));
+      }
+    }
+
+    const off = summarize(cpu.off);
+    const on = summarize(cpu.on);
+    const rows: Row[] = [
+      { recording: 'off (clip buffer only)', cpu_p50_pct: off.p50, cpu_p95_pct: off.p95, out_fps_p50: summarize(fps.off).p50, cpu_ms_per_frame_p50: summarize(perFrame.off).p50, cpu_ms_per_frame_p95: summarize(perFrame.off).p95, windows: off.n },
+      { recording: 'on (+ recording writer)', cpu_p50_pct: on.p50, cpu_p95_pct: on.p95, out_fps_p50: summarize(fps.on).p50, cpu_ms_per_frame_p50: summarize(perFrame.on).p50, cpu_ms_per_frame_p95: summarize(perFrame.on).p95, windows: on.n },
+    ];
+    const ratio = on.p50 / off.p50;
+    const ratioPerFrame = summarize(perFrame.on).p50 / summarize(perFrame.off).p50;
+    printTable(`Recording: node CPU, ${streams} × ${size}² 30 fps streams${hlsWatch ? ' (AAC on throughout: HLS watched)' : ''}, ${windows} windows of ${windowS} s each, alternating (on/off p50: ${ratio.toFixed(3)}× per second, ${ratioPerFrame.toFixed(3)}× per output frame; target ≤ 1.1×)`, rows);
+    const remuxS = summarize(remux);
+    console.log(`remux to one MP4: p50 ${remuxS.p50.toFixed(0)} ms, p95 ${remuxS.p95.toFixed(0)} ms for recordings of ≈ ${summarize(durations).p50.toFixed(1)} s`);
+    console.log(`wrote ${writeResult('recording', { streams, size, windows, windowS, hlsWatch, cpu: { off, on, ratioP50: ratio, ratioPerFrameP50: ratioPerFrame, samples: cpu, perFrame }, fps, remux: { ms: remuxS, durationS: summarize(durations) } })}`);
+  } finally {
+    for (const fn of teardowns.reverse()) await fn();
+  }
+}

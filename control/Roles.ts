@@ -11,7 +11,6 @@ import type { FetchImage } from '../media/index.ts';
 import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';
-import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
 import type { Services } from './Services.ts';
 import { startSongRoles } from './SongRoles.ts';

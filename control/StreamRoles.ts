@@ -65,6 +65,9 @@ class NoMediaNodes implements MediaNodeClient {
   async setRtmpDestinations() {
     return false;
   }
+  async cancelScheduled() {
+    return false;
+  }
   async subscribe() {
     return async () => undefined;
   }

@@ -154,7 +154,7 @@ export class ControlSession {
         this.#send({ type: 'scheduled', scheduled: e.scheduled });
         break;
       case 'transition_done':
-        this.#send({ type: 'transition_done', id: e.id, at: e.at, frame: e.frame });
+        this.#send({ type: 'transition_done', id: e.id, at: e.at, frame: e.frame, rtp_timestamp: e.rtp_timestamp });
         break;
       case 'tempo':
         this.#send({ type: 'tempo', ...tempoView(e.tempo) });

@@ -131,7 +131,7 @@ export type ControlEvent =
   | { type: 'applied'; ack: UpdateAck }
   | { type: 'failed'; id: string; error: ApiError }
   | { type: 'scheduled'; scheduled: ScheduledView[] }
-  | { type: 'transition_done'; id: string; at: number; frame: number | null }
+  | { type: 'transition_done'; id: string; at: number; frame: number | null; rtp_timestamp: number | null }
   | { type: 'tempo'; tempo: Tempo };
 
 interface Pending {
@@ -315,7 +315,7 @@ export class StreamControl {
       if (!p.nodeId) {
         const ack = this.#ack(p, null);
         // No frames to step over: the record holds the target already; done once the ack is out.
-        if (req.transition) this.#later(streamId, { type: 'transition_done', id: req.id, at: ack.applied_at, frame: null });
+        if (req.transition) this.#later(streamId, { type: 'transition_done', id: req.id, at: ack.applied_at, frame: null, rtp_timestamp: null });
         return { ack };
       }
       return {
@@ -342,7 +342,7 @@ export class StreamControl {
       const d = this.#done.get(e.id);
       if (d) {
         this.#done.delete(e.id);
-        this.#later(d.streamId, { type: 'transition_done', id: d.id, at: e.appliedAt, frame: e.frame });
+        this.#later(d.streamId, { type: 'transition_done', id: d.id, at: e.appliedAt, frame: e.frame, rtp_timestamp: e.rtpTimestamp });
       }
       if (!p) return;
     }
@@ -359,9 +359,9 @@ export class StreamControl {
     clearTimeout(p.timer);
     const ack = this.#ack(p, landed);
     if (p.req.transition) {
-      if (landed && landed.kind === 'done') this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: landed.appliedAt, frame: landed.frame });
+      if (landed && landed.kind === 'done') this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: landed.appliedAt, frame: landed.frame, rtp_timestamp: landed.rtpTimestamp });
       else if (landed && p.nodeId) this.#done.set(p.nodeKey, { streamId: p.streamId, id: p.req.id });
-      else this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: ack.applied_at, frame: null });
+      else this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: ack.applied_at, frame: null, rtp_timestamp: null });
     }
     if (p.resolve) p.resolve(ack);
     else this.#emit(p.streamId, { type: 'applied', ack });

@@ -43,8 +43,8 @@ t.test('the acked frame is the first changed frame a viewer sees; a 10-frame tra
   const id = created.body['id'] as string;
 
   const pubs = startObsPublishers(t);
-  // One picture, looped: every input frame is the same, so the output only changes with the params.
-  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 256, frames: 1, gop: 1 }) });
+  // A still camera: every input frame is the same, so the output only changes with the params.
+  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 256, frames: 300, still: true }) });
   t.equal(pub.status, 201, 'publisher live');
 
   const c = await openControl(t, `${server.url.replace('http', 'ws')}/v1/streams/${id}/control`, { authorization: `Bearer ${key}` });

@@ -109,7 +109,7 @@ export default async function control(args: Map<string, string>): Promise<void> 
     const patch50 = summarize(samples['patch']!);
 
     void hello;
-    const { beatErrors, appliedErrors } = await beatLock(beats, bpm);
+    const { beatErrors, appliedErrors, late } = await beatLock(beats, bpm);
     const beat = summarize(beatErrors);
     const applied = summarize(appliedErrors);
     const frameMs = 1000 / 30;
@@ -121,8 +121,9 @@ export default async function control(args: Map<string, string>): Promise<void> 
       { op: `on_beat, node applied − beat`, p50_ms: +applied.p50.toFixed(3), p95_ms: +applied.p95.toFixed(3), p99_ms: +Math.max(...appliedErrors).toFixed(3), 'p50 ×PATCH': NaN },
     ];
     printTable(`Live control (loopback, ${updates} updates each way, interleaved; ${beats} on_beat updates on a live 30 fps stream; frame interval = ${frameMs.toFixed(1)} ms; last column of the beat rows: max)`, rows);
-    console.log(`beat-lock p95 = ${(beat.p95 / frameMs).toFixed(3)} frame intervals (target ≤ 1); WebSocket p50 = ${(ws50.p50 / patch50.p50).toFixed(2)} × PATCH (target ≤ 0.5)`);
-    const file = writeResult('control', { updates, beats, bpm, websocket: ws50, patch: patch50, beatError: { ...beat, max: Math.max(...beatErrors) }, appliedError: { ...applied, max: Math.max(...appliedErrors) }, frameMs, rows });
+    const within = beatErrors.filter((e) => e <= frameMs + 0.01).length;
+    console.log(`beat-lock p95 = ${(beat.p95 / frameMs).toFixed(3)} frame intervals (target ≤ 1); ${within}/${beats} within one frame interval, ${late} reached the node after their frame had gone; WebSocket p50 = ${(ws50.p50 / patch50.p50).toFixed(2)} × PATCH (target ≤ 0.5)`);
+    const file = writeResult('control', { updates, beats, bpm, websocket: ws50, patch: patch50, beatError: { ...beat, max: Math.max(...beatErrors) }, appliedError: { ...applied, max: Math.max(...appliedErrors) }, beatErrors, late, frameMs, rows });
     console.log(`wrote ${file}`);
     ws.close();
   } finally {
@@ -137,7 +138,7 @@ export default async function control(args: Map<string, string>): Promise<void> 
  * `beats` on_beat updates on a live stream (real server, a 30 fps WHIP publisher, nothing to
  * process): per update, frame_at − due_at and applied_at − due_at, ms.
  */
-async function beatLock(beats: number, bpm: number): Promise<{ beatErrors: number[]; appliedErrors: number[] }> {
+async function beatLock(beats: number, bpm: number): Promise<{ beatErrors: number[]; appliedErrors: number[]; late: number }> {
   const teardowns: (() => unknown)[] = [];
   const t = { teardown: (fn: () => unknown) => void teardowns.push(fn) };
   try {
@@ -172,16 +173,19 @@ async function beatLock(beats: number, bpm: number): Promise<{ beatErrors: numbe
     await next((m) => m.type === 'tempo', 5000);
     const beatErrors: number[] = [];
     const appliedErrors: number[] = [];
+    // Changes that reached the node after the first frame at or after their beat had gone through.
+    let late = 0;
     for (let i = 0; i < beats; i++) {
       const ack = next((m) => m.type === 'ack' && m.id === `beat${i}`, 10_000);
       ws.send(JSON.stringify({ type: 'update', id: `beat${i}`, params: { seed: i }, on_beat: true }));
       const a = await ack;
       if (typeof a.frame_at !== 'number') throw new Error(`beat ${i}: no frame in ${JSON.stringify(a)}`);
       beatErrors.push(a.frame_at - a.due_at);
+      if (typeof a.prev_frame_at === 'number' && a.prev_frame_at >= a.due_at) late++;
       appliedErrors.push(a.applied_at - a.due_at);
     }
     await pubs.stop(pub.id);
-    return { beatErrors, appliedErrors };
+    return { beatErrors, appliedErrors, late };
   } finally {
     for (const fn of teardowns.reverse()) await fn();
   }

@@ -112,6 +112,9 @@ export interface ParamsLanding extends ParamsMark {
  */
 const LANDING_FALLBACK_MS = 1000;
 
+/** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
+const CAPTURE_WINDOW_MS = 2000;
+
 export interface StageStats {
   p50: number;
   p95: number;
@@ -243,8 +246,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #scheduleTimer: NodeJS.Timeout | undefined;
   /** Capture times (ms epoch) of the frames inside the decoder, oldest first (it emits in order). */
   #inputTimes: number[] = [];
-  /** Least (arrival − RTP time) seen this publisher session, ms: maps RTP time to the node's clock. */
-  #captureOffset = Infinity;
+  /**
+   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms, as a monotonic queue whose
+   * head is the least: maps RTP time to the node's clock.
+   */
+  #captureOffsets: { at: number; offset: number }[] = [];
   /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
   #rtpLast: number | null = null;
   #rtpUnwrapped = 0;
@@ -510,7 +516,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#stopOutputs();
     this.#publisher = session;
     // A new publisher has its own RTP clock.
-    this.#captureOffset = Infinity;
+    this.#captureOffsets = [];
     this.#rtpLast = null;
     this.#inputTimes = [];
     this.#startOutputs();
@@ -552,9 +558,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /**
    * A frame's capture time on the node's clock (ms epoch): its RTP timestamp plus the least
-   * (arrival − RTP time) seen in this publisher session, i.e. the publisher's own pacing placed at
-   * the arrival of its least-delayed frame. Unlike the arrival time it does not move when this
-   * process reads a packet late (a busy event loop), so timed changes land by capture, not by jitter.
+   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS, i.e. the publisher's own pacing placed at
+   * the arrival of its least-delayed recent frame. Unlike the arrival time it does not move when
+   * this process reads one packet late (a busy event loop), so timed changes land by capture, not
+   * by jitter; the window follows a publisher whose clock drifts or falls behind (a starved
+   * sender whose RTP time runs ahead of its sending).
    */
   #captureAt(rtpTs: number): number {
     if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
@@ -562,8 +570,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#rtpLast = rtpTs;
     const rtpMs = this.#rtpUnwrapped / 90;
     const now = Date.now();
-    this.#captureOffset = Math.min(this.#captureOffset, now - rtpMs);
-    return rtpMs + this.#captureOffset;
+    const q = this.#captureOffsets;
+    const offset = now - rtpMs;
+    while (q.length > 0 && q[q.length - 1]!.offset >= offset) q.pop();
+    q.push({ at: now, offset });
+    while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
+    return rtpMs + q[0]!.offset;
   }
 
   #createDecoder(session: WhipSession): DecoderBin {

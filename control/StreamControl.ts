@@ -42,7 +42,7 @@ export const CONTROL_LIMITS = {
   /** A time this close to now (ms) or in the past applies at once. */
   immediateMs: 1,
   /** How long an immediate change's ack waits for the node to name its frame, ms (then frame null). */
-  landingWaitMs: 2000,
+  landingWaitMs: 5000,
   /** How long past its time a change the node holds may take to land before it is acked without a frame, ms. */
   landingGraceMs: 5000,
 } as const;

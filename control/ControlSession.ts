@@ -153,7 +153,7 @@ export class ControlSession {
         this.#send({ type: 'scheduled', scheduled: e.scheduled });
         break;
       case 'transition_done':
-        this.#send({ type: 'transition_done', id: e.id, at: e.at });
+        this.#send({ type: 'transition_done', id: e.id, at: e.at, frame: e.frame, rtp_timestamp: e.rtp_timestamp });
         break;
       case 'tempo':
         this.#send({ type: 'tempo', ...tempoView(e.tempo) });
@@ -205,7 +205,7 @@ export class ControlSession {
         return; // the `tempo` event answers every socket of the stream, this one included
       }
       case 'cancel':
-        if (!control.cancel(streamId, msg.id)) throw streamError('REQUEST/INVALID', `id: no scheduled update ${msg.id}`, { details: { where: 'message', issues: [{ field: 'id', message: 'not scheduled' }] } });
+        if (!(await control.cancel(account, streamId, msg.id))) throw streamError('REQUEST/INVALID', `id: no scheduled update ${msg.id}`, { details: { where: 'message', issues: [{ field: 'id', message: 'not scheduled' }] } });
         return;
       case 'update': {
         const id = msg.id ?? `upd_${randomBytes(6).toString('base64url')}`;

@@ -76,6 +76,9 @@ class NoMediaNodes implements MediaNodeClient {
   async setRecording() {
     return false;
   }
+  async cancelScheduled() {
+    return false;
+  }
   async subscribe() {
     return async () => undefined;
   }

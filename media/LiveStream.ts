@@ -36,6 +36,7 @@ import { InvalidStateError, MediaError } from './errors.ts';
 import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
+import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
 import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
 import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
 import { RecordingWriter, type RecordingWriterStats } from './RecordingWriter.ts';
@@ -87,8 +88,35 @@ export type LiveStreamEvents = {
   ended: [EndedInfo];
   /** No publisher and no viewers for idleStreamMs: the node disposes the stream. */
   idle: [];
+  /** A scheduled change (scheduleParams) landed: on a frame, or without one (no frames flowing). */
+  landed: [ParamsLanding];
   close: [];
 };
+
+/** Where a scheduled change landed. */
+export interface ParamsLanding extends ParamsMark {
+  streamId: string;
+  /** The output frame (framesOut numbering) that first carries it; null when no frame was flowing. */
+  frame: number | null;
+  /**
+   * Capture time of that frame, ms since the epoch: the publisher's RTP timestamp placed on the
+   * node's clock by the least-delayed frame of the session (see LiveStream.#captureAt).
+   */
+  frameAt: number | null;
+  /** Capture time of the frame processed before it (the change was not due yet then), ms epoch. */
+  prevFrameAt: number | null;
+  /** The RTP timestamp (90 kHz) of that output frame as H.264 viewers receive it. */
+  rtpTimestamp: number | null;
+}
+
+/**
+ * When a due change is given up on waiting for a frame while frames flow, ms (a frame path that
+ * stalled this long is not flowing; the change then applies without one).
+ */
+const LANDING_FALLBACK_MS = 1000;
+
+/** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
+const CAPTURE_WINDOW_MS = 2000;
 
 export interface StageStats {
   p50: number;
@@ -216,10 +244,31 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   #paramsStoredAt = 0;
   #busy = false;
-  #pending: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = null;
+  #pending: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = null;
   #packetizer: H264Packetizer;
   #rtpClockStart = performance.now();
   #lastMarkerInMs = 0;
+  /** Timed changes waiting for their frame, and the running transition. */
+  readonly #schedule = new ParamsSchedule();
+  #scheduleTimer: NodeJS.Timeout | undefined;
+  /** Capture times (ms epoch) of the frames inside the decoder, oldest first (it emits in order). */
+  #inputTimes: number[] = [];
+  /**
+   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms, as a monotonic queue whose
+   * head is the least: maps RTP time to the node's clock.
+   */
+  #captureOffsets: { at: number; offset: number }[] = [];
+  /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
+  #rtpLast: number | null = null;
+  #rtpUnwrapped = 0;
+  /** Capture time of the last frame the frame path took (ms epoch), and when it did (Date.now()). */
+  #lastFrameAt: number | null = null;
+  #lastFrameSeenAt = 0;
+  /** Landings that wait for a frame to reach the encoder (the processor dropped theirs). */
+  #carry: ParamsMark[] = [];
+  /** Frames pushed to the H.264 encoder, and the landings waiting for their access unit. */
+  #framesPushed = 0;
+  #auMarks: { n: number; marks: ParamsMark[]; frameAt: number | null; prevFrameAt: number | null }[] = [];
   #startedAt: number | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
@@ -523,6 +572,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     });
     this.#stopOutputs();
     this.#publisher = session;
+    // A new publisher has its own RTP clock.
+    this.#captureOffsets = [];
+    this.#rtpLast = null;
+    this.#inputTimes = [];
     this.#startOutputs();
     this.#state = 'connecting';
     if (!this.#passthrough()) this.#ensureProcessor();
@@ -554,7 +607,32 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     this.#lastMarkerInMs = performance.now();
     this.#inRate.mark(this.#lastMarkerInMs);
+    this.#inputTimes.push(this.#captureAt(frame.timestamp));
+    // A decoder holds a few frames at most: more means it dropped some; keep the newest.
+    if (this.#inputTimes.length > 16) this.#inputTimes.splice(0, this.#inputTimes.length - 16);
     this.#decoder.push(frame.data);
+  }
+
+  /**
+   * A frame's capture time on the node's clock (ms epoch): its RTP timestamp plus the least
+   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS, i.e. the publisher's own pacing placed at
+   * the arrival of its least-delayed recent frame. Unlike the arrival time it does not move when
+   * this process reads one packet late (a busy event loop), so timed changes land by capture, not
+   * by jitter; the window follows a publisher whose clock drifts or falls behind (a starved
+   * sender whose RTP time runs ahead of its sending).
+   */
+  #captureAt(rtpTs: number): number {
+    if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
+    else this.#rtpUnwrapped += ((rtpTs - this.#rtpLast + 2 ** 31) % 2 ** 32) - 2 ** 31;
+    this.#rtpLast = rtpTs;
+    const rtpMs = this.#rtpUnwrapped / 90;
+    const now = Date.now();
+    const q = this.#captureOffsets;
+    const offset = now - rtpMs;
+    while (q.length > 0 && q[q.length - 1]!.offset >= offset) q.pop();
+    q.push({ at: now, offset });
+    while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
+    return rtpMs + q[0]!.offset;
   }
 
   #createDecoder(session: WhipSession): DecoderBin {
@@ -575,6 +653,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         this.#lastError = `decoder: ${message}`;
         if (this.#decoder?.closed === false) this.#decoder.close();
         this.#decoder = null;
+        this.#inputTimes = [];
         this.#decoderRestarts++;
         session.requestKeyframe('decoder');
       },
@@ -592,10 +671,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // A frame's layout follows from its size (the decoder switches layout between two frames).
     const format: PixelFormat | null = buf.length === frameBytes(w, h, 'RGB') ? 'RGB' : buf.length === frameBytes(w, h, 'I420') ? 'I420' : null;
     if (format === null) return; // a bin being resized
+    const capturedAt = this.#inputTimes.shift() ?? Date.now();
     const frame: Frame = { width: w, height: h, data: buf, ptsMs: now, format };
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
-      this.#encode(frame, now - decodeMs);
+      const marks = this.#atFrame(capturedAt);
+      this.#encode(frame, now - decodeMs, marks);
       return;
     }
     if (format !== 'RGB' || !this.#processor) {
@@ -607,21 +688,23 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     frame.data = Buffer.from(buf);
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;
-      this.#pending = { frame, decodedAtMs: now, decodeMs };
+      this.#pending = { frame, decodedAtMs: now, decodeMs, capturedAt };
       return;
     }
-    void this.#runProcessor(frame, now, decodeMs);
+    void this.#runProcessor(frame, now, decodeMs, capturedAt);
   }
 
-  async #runProcessor(first: Frame, firstDecodedAt: number, firstDecodeMs: number): Promise<void> {
+  async #runProcessor(first: Frame, firstDecodedAt: number, firstDecodeMs: number, firstCapturedAt: number): Promise<void> {
     this.#busy = true;
-    let item: { frame: Frame; decodedAtMs: number; decodeMs: number } | null = { frame: first, decodedAtMs: firstDecodedAt, decodeMs: firstDecodeMs };
+    let item: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = { frame: first, decodedAtMs: firstDecodedAt, decodeMs: firstDecodeMs, capturedAt: firstCapturedAt };
     try {
       while (item && this.#state !== 'closed') {
         const processor = this.#processor;
         if (!processor) {
           this.#framesDropped++;
         } else {
+          // Changes due by this frame's capture time apply before it is processed: it carries them.
+          const marks = this.#atFrame(item.capturedAt);
           const t0 = performance.now();
           let out: Frame | null = null;
           try {
@@ -631,8 +714,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
             this.#logger.warn({ err }, `process() | frame failed [streamId:${this.streamId}]`);
           }
           this.#processT.add(performance.now() - t0);
+          // No output for this frame (dropped by the processor): the next output frame carries them.
+          if (!out) this.#carry.push(...marks);
           if (out && !this.#isClosed()) {
-            this.#encode(out, item.decodedAtMs - item.decodeMs);
+            this.#encode(out, item.decodedAtMs - item.decodeMs, marks);
             // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
             if (out !== item.frame) processor.release?.(out);
           }
@@ -645,7 +730,97 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
   }
 
-  #encode(frame: Frame, inputAtMs: number): void {
+  /**
+   * The frame path's hook, before a frame captured at `capturedAt` (ms epoch) is processed (or,
+   * with nothing to process, encoded): applies what is due by then and returns the landings the
+   * frame carries (with those a dropped frame left).
+   */
+  #atFrame(capturedAt: number): ParamsMark[] {
+    const prev = this.#lastFrameAt;
+    this.#lastFrameAt = capturedAt;
+    this.#lastFrameSeenAt = Date.now();
+    const carried = this.#carry;
+    this.#carry = [];
+    if (this.#schedule.size === 0 && !this.#schedule.transitioning) {
+      if (carried.length > 0) this.#prevFrameAt.set(carried, prev);
+      return carried;
+    }
+    const marks = [...carried, ...this.#applyDue(this.#schedule.take(capturedAt, this.#params))];
+    this.#prevFrameAt.set(marks, prev);
+    this.#armSchedule();
+    return marks;
+  }
+
+  /** prevFrameAt of a frame's landings, keyed by their array (set by #atFrame, read by #encode). */
+  readonly #prevFrameAt = new WeakMap<ParamsMark[], number | null>();
+
+  #applyDue(due: ReturnType<ParamsSchedule['take']>): ParamsMark[] {
+    let error: string | null = null;
+    for (const patch of due.patches) {
+      try {
+        this.#applyParams(patch);
+      } catch (err) {
+        error = `params update failed: ${(err as Error).message}`;
+        this.#lastError = error;
+        this.#logger.warn({ err }, `applyDue() | the engine refused a scheduled change [streamId:${this.streamId}]`);
+      }
+    }
+    const appliedAt = Date.now();
+    return due.marks.map((m) => ({ ...m, error, appliedAt }));
+  }
+
+  /**
+   * Holds a change until its time (`applyAt`, ms epoch; null: the next frame) and applies it to
+   * the first frame captured at or after it; `landed` says which output frame carries it. With no
+   * frames flowing (no publisher, a stalled frame path) it applies at its time without a frame.
+   */
+  scheduleParams(s: ScheduledParams): void {
+    this.#assertOpen();
+    // A direct update was newer than a transition of the same keys; a scheduled change is not.
+    this.#schedule.add(s);
+    this.#armSchedule();
+  }
+
+  /** Drops a waiting change; false when none waits by that id. */
+  cancelScheduled(id: string): boolean {
+    const had = this.#schedule.cancel(id);
+    this.#armSchedule();
+    return had;
+  }
+
+  #flowing(now: number): boolean {
+    return this.#publisher !== null && now - this.#lastFrameSeenAt < LANDING_FALLBACK_MS;
+  }
+
+  /** One timer for the soonest change: when frames flow it only catches a frame path that stalled. */
+  #armSchedule(): void {
+    clearTimeout(this.#scheduleTimer);
+    this.#scheduleTimer = undefined;
+    if (this.#state === 'closed') return;
+    const next = this.#schedule.nextDue();
+    if (next === null && !this.#schedule.transitioning) return;
+    const now = Date.now();
+    const at = Math.max(next ?? now, this.#lastFrameSeenAt) + (this.#flowing(now) ? LANDING_FALLBACK_MS : 0);
+    this.#scheduleTimer = setTimeout(() => this.#onScheduleTimer(), Math.max(0, Math.min(at - now, 2 ** 31 - 1)));
+    this.#scheduleTimer.unref?.();
+  }
+
+  #onScheduleTimer(): void {
+    if (this.#state === 'closed') return;
+    const now = Date.now();
+    if (!this.#flowing(now)) {
+      for (const m of this.#applyDue(this.#schedule.flush(now))) this.#land(m, null, null, null, null);
+    }
+    this.#armSchedule();
+  }
+
+  #land(m: ParamsMark, frame: number | null, frameAt: number | null, prevFrameAt: number | null, rtpTimestamp: number | null): void {
+    this.safeEmit('landed', { ...m, streamId: this.streamId, frame, frameAt, prevFrameAt, rtpTimestamp });
+  }
+
+  #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
+    this.#framesPushed++;
+    if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
     if (!this.#encoder || this.#encoder.width !== frame.width || this.#encoder.height !== frame.height) {
       this.#encoder?.close();
       this.#encoder = new EncoderBin({
@@ -751,6 +926,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
     const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
+    // The encoder emits one access unit per frame pushed, in order (its leaky input may drop a raw
+    // frame under overload: a landing then names the next frame that came out).
+    const n = this.#outRate.count;
+    while (this.#auMarks.length > 0 && this.#auMarks[0]!.n <= n) {
+      const q = this.#auMarks.shift()!;
+      for (const m of q.marks) this.#land(m, n, q.frameAt, q.prevFrameAt, ts);
+    }
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
     this.#fanOut('H264', packets, au.keyframe);
@@ -877,6 +1059,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     } else if (storedAt !== undefined) {
       this.#paramsStoredAt = storedAt;
     }
+    this.#schedule.interrupt(Object.keys(params));
+    this.#applyParams(params);
+    return fresh;
+  }
+
+  /** Applies params now (the processor takes them from its next frame). Throws when the engine refuses them. */
+  #applyParams(params: StreamParams): void {
     const next = { ...this.#params, ...params };
     this.#processor?.update(params);
     this.#params = next;
@@ -884,7 +1073,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
     this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
-    return fresh;
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */
@@ -976,6 +1164,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     clearInterval(this.#heartbeat);
     clearInterval(this.#statsTimer);
     clearTimeout(this.#idleTimer);
+    clearTimeout(this.#scheduleTimer);
+    this.#schedule.clear();
     this.safeEmit('close');
   }
 }

@@ -13,7 +13,8 @@ import type { Logger } from 'pino';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
-import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './LiveStream.ts';
+import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type ParamsLanding, type StartedInfo } from './LiveStream.ts';
+import type { ScheduledParams } from './ParamsSchedule.ts';
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -118,6 +119,8 @@ export type MediaNodeEvents = {
   started: [StartedInfo];
   live: [LiveInfo];
   ended: [EndedInfo];
+  /** A scheduled change (scheduleParams) landed on a frame, or without one. */
+  landed: [ParamsLanding];
 };
 
 /** A session as the HTTP layer sees it; `trickled` counts the candidates its PATCHes added. */
@@ -195,6 +198,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.on('started', (info) => this.safeEmit('started', info));
     stream.on('live', (info) => this.safeEmit('live', info));
     stream.on('ended', (info) => this.safeEmit('ended', info));
+    stream.on('landed', (info) => this.safeEmit('landed', info));
     stream.on('idle', () => stream.close('closed'));
     stream.once('close', () => {
       if (this.#streams.get(streamId) === stream) this.#streams.delete(streamId);
@@ -209,6 +213,23 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Every stream this node holds (for metrics and the registry). */
   streams(): LiveStream[] {
     return [...this.#streams.values()];
+  }
+
+  /**
+   * Hands a stream a change to apply on the first frame captured at or after `applyAt` (see
+   * LiveStream.scheduleParams); its `landed` event names the frame. False when the stream is not
+   * here: the caller then applies it as a plain update (kept for the stream's creation).
+   */
+  scheduleParams(streamId: string, s: ScheduledParams): boolean {
+    const stream = this.#streams.get(streamId);
+    if (!stream || stream.state === 'closed') return false;
+    stream.scheduleParams(s);
+    return true;
+  }
+
+  /** Drops a change waiting on a stream of this node; false when none waits by that id. */
+  cancelScheduled(streamId: string, id: string): boolean {
+    return this.#streams.get(streamId)?.cancelScheduled(id) ?? false;
   }
 
   /**

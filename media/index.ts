@@ -8,7 +8,8 @@ export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type ClipResult, type Ing
 export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
-export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
+export type { ParamsTransition, ScheduledParams } from './ParamsSchedule.ts';
+export type { EndedInfo, LiveInfo, LiveStream, ParamsLanding, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
 export { STAGE_BUCKETS_S, type StageTotals } from './StageTimer.ts';
 export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';

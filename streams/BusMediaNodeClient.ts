@@ -38,7 +38,8 @@ export type RpcRequest =
   | { id: string; replyTo: string; method: 'endStream'; streamId: string }
   | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string }
   | { id: string; replyTo: string; method: 'setRtmpDestinations'; streamId: string; dests: RtmpDestination[] }
-  | { id: string; replyTo: string; method: 'setRecording'; streamId: string; on: boolean };
+  | { id: string; replyTo: string; method: 'setRecording'; streamId: string; on: boolean }
+  | { id: string; replyTo: string; method: 'cancelScheduled'; streamId: string; updateId: string };
 
 /** ms a clip request waits for the node (it remuxes and writes the MP4 first). */
 const CLIP_TIMEOUT_MS = 15_000;
@@ -132,6 +133,11 @@ export class BusMediaNodeClient implements MediaNodeClient {
   async endStream(nodeId: string, streamId: string): Promise<boolean> {
     if (!(await this.#isAlive(nodeId))) return false;
     return (await this.#request(nodeId, { method: 'endStream', streamId })) as boolean;
+  }
+
+  async cancelScheduled(nodeId: string, streamId: string, id: string): Promise<boolean> {
+    if (!(await this.#isAlive(nodeId))) return false;
+    return (await this.#request(nodeId, { method: 'cancelScheduled', streamId, updateId: id })) as boolean;
   }
 
   async setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean> {

@@ -68,6 +68,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     this.#node.on('started', (i) => this.#emit({ type: 'started', nodeId, streamId: i.streamId, startedAt: i.startedAt }));
     this.#node.on('live', (i) => this.#emit({ type: 'live', nodeId, streamId: i.streamId, lastSignalAt: i.lastSignalAt, outputFps: i.outputFps }));
     this.#node.on('ended', (i) => this.#emit({ type: 'ended', nodeId, streamId: i.streamId, startedAt: i.startedAt, endedAt: i.endedAt, reason: i.reason }));
+    this.#node.on('landed', (i) => this.#emit({ type: 'landed', nodeId, ...i }));
   }
 
   #emit(event: NodeEvent): void {
@@ -113,6 +114,15 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     const keys = update.mode === 'reload' ? Object.keys(update.params) : update.hot;
     const params = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
     try {
+      // A timed change waits on the node for its frame; a stream not here takes it as a plain update.
+      if (update.schedule && this.#node.scheduleParams(update.streamId, { id: update.schedule.id, params, applyAt: update.schedule.applyAt, transition: update.schedule.transition })) {
+        book.lastParamsUpdateTime = now;
+        if (update.mode === 'reload') {
+          book.restartCount++;
+          book.lastRestartTime = now;
+        }
+        return { delivered: true, restartCount: book.restartCount, scheduled: true };
+      }
       // A stream not here yet (its publisher's grant may be resolving right now) gets it when made.
       if (!this.#node.updateParams(update.streamId, params, update.storedAt)) return { delivered: false, restartCount: book.restartCount };
     } catch (err) {
@@ -204,6 +214,11 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     const blobs = this.#opts.blobs;
     if (!blobs) throw new Error('this media node has no blob store to write clips to');
     return this.#node.clip(streamId, req.seconds, blobs.pathOf(req.key));
+  }
+
+  async cancelScheduled(nodeId: string, streamId: string, id: string): Promise<boolean> {
+    if (nodeId !== this.nodeId) return false;
+    return this.#node.cancelScheduled(streamId, id);
   }
 
   async subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe> {

@@ -109,6 +109,9 @@ export class MediaNodeAgent {
         case 'endStream':
           result = await this.#local.endStream(this.nodeId, req.streamId);
           break;
+        case 'cancelScheduled':
+          result = await this.#local.cancelScheduled(this.nodeId, req.streamId, req.updateId);
+          break;
         case 'setRtmpDestinations':
           result = await this.#local.setRtmpDestinations(this.nodeId, req.streamId, req.dests);
           break;

@@ -43,6 +43,13 @@ export interface ParamsUpdate {
   /** Keys that changed, by class. */
   hot: string[];
   reload: string[];
+  /**
+   * A timed change (the control WebSocket): the node holds it and applies it to the first frame
+   * captured at or after `applyAt` (ms epoch; null = the next frame), optionally as a transition
+   * over that many frames, and reports where it landed with a `landed` event. Without it the
+   * update applies now.
+   */
+  schedule?: { id: string; applyAt: number | null; transition?: { steps: number; method: 'linear' | 'slerp' } };
 }
 
 export interface UpdateResult {
@@ -51,6 +58,8 @@ export interface UpdateResult {
   restartCount: number;
   /** The node could not apply the update (it kept serving the previous params). */
   error?: string;
+  /** The node holds the scheduled change and will send a `landed` event for it (ParamsUpdate.schedule). */
+  scheduled?: boolean;
 }
 
 export interface IngestTrackStats {
@@ -114,7 +123,29 @@ export interface NodeStreamStatus {
 export type NodeEvent =
   | { type: 'started'; nodeId: string; streamId: string; startedAt: number }
   | { type: 'live'; nodeId: string; streamId: string; lastSignalAt: number; outputFps: number }
-  | { type: 'ended'; nodeId: string; streamId: string; startedAt: number; endedAt: number; reason: string };
+  | { type: 'ended'; nodeId: string; streamId: string; startedAt: number; endedAt: number; reason: string }
+  | ({ type: 'landed'; nodeId: string } & LandedInfo);
+
+/**
+ * Where a scheduled change (ParamsUpdate.schedule) landed on the node. `kind`: `applied` (the
+ * change, or the first step of its transition) or `done` (the last step of its transition).
+ */
+export interface LandedInfo {
+  streamId: string;
+  id: string;
+  kind: 'applied' | 'done';
+  error: string | null;
+  /** When the node applied it, ms epoch. */
+  appliedAt: number;
+  /** The output frame that first carries it (the stream's framesOut numbering); null without frames. */
+  frame: number | null;
+  /** That frame's capture time on the node's clock, ms epoch (null without frames). */
+  frameAt: number | null;
+  /** Capture time of the frame before it, ms epoch: the change was not due yet then. */
+  prevFrameAt: number | null;
+  /** RTP timestamp (90 kHz) of that frame as H.264 WHEP viewers receive it. */
+  rtpTimestamp: number | null;
+}
 
 export interface ClipRequest {
   /** 1–60. */
@@ -137,6 +168,8 @@ export interface MediaNodeClient {
    * every role shares); null when the node holds no output of the stream.
    */
   clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null>;
+  /** Drops a change the node holds for a stream (ParamsUpdate.schedule); false when none waits by that id. */
+  cancelScheduled(nodeId: string, streamId: string, id: string): Promise<boolean>;
   /** Sets a stream's extra RTMP destinations on the node, live; false when the node does not hold the stream. */
   setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean>;
   /** Turns recording of the stream's output on or off live; false when the node does not hold the stream. */

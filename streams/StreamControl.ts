@@ -5,21 +5,29 @@
  * the prompt (and seed) from the current value to the new one over N frames.
  *
  * Every update goes through StreamService.update, so validation, censoring and the hot/reload
- * rules are PATCH's own; each client message counts once against PATCH's rate limit (the steps of
- * a transition do not). Scheduling happens here, on the api process, with one timer per change:
- * the change reaches the node within a timer tick of its time (docs/control.md measures it), and
- * the node applies a hot change to the next frame it processes.
+ * rules are PATCH's own, and each client message counts once against PATCH's rate limit. The api
+ * process does not time anything: it validates, stores the params and forwards the change with its
+ * absolute target time (ms epoch) to the media node that holds the stream. The node applies it to
+ * the first frame captured at or after that time (media/ParamsSchedule.ts), steps a transition
+ * one output frame at a time, and reports the frame it landed on (a `landed` node event, over the
+ * Redis bus when scaled out); the ack is built from that report. So bus and RPC latency only has
+ * to be shorter than the time left before the beat, not added to it.
  *
- * Scheduled changes live in this process only: a restart of the api process drops them (the
- * client sees its socket close and sends them again).
+ * A stream without a live node has no frame to land on: its change is stored at once and
+ * acknowledged at its time from this process (frame null). The waiting list for status is kept
+ * here (the process that took the change); a restart of the api process forgets the list, not
+ * the changes the node holds.
  */
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { SongService } from '../songs/index.ts';
-import type { Account } from '../store/index.ts';
+import type { Account, Unsubscribe } from '../store/index.ts';
 import { CONTROL_TOKEN_TTL_S } from './ControlTokens.ts';
-import { ApiError, streamError } from '../errors/index.ts';
+import { streamError, type ApiError } from '../errors/index.ts';
+import type { LandedInfo } from './MediaNodeClient.ts';
+import type { ScheduledView, TransitionMethod } from './StreamStatusView.ts';
 import type { ParamsInput } from './StreamParams.ts';
-import type { StreamService } from './StreamService.ts';
+import type { StreamService, UpdateOutcome } from './StreamService.ts';
 
 /** Limits of the control channel (also shown by GET /v1/capabilities). */
 export const CONTROL_LIMITS = {
@@ -34,6 +42,10 @@ export const CONTROL_LIMITS = {
   defaultFps: 30,
   /** A time this close to now (ms) or in the past applies at once. */
   immediateMs: 1,
+  /** How long an immediate change's ack waits for the node to name its frame, ms (then frame null). */
+  landingWaitMs: 5000,
+  /** How long past its time a change the node holds may take to land before it is acked without a frame, ms. */
+  landingGraceMs: 5000,
 } as const;
 
 /**
@@ -57,12 +69,6 @@ export interface TempoInput {
   tempo_from_song?: string | undefined;
 }
 
-/**
- * - `linear`: weights move linearly from the old value to the new one (prompt embeddings or seed
- *   noise are mixed linearly by the engine);
- * - `slerp`: the engine interpolates spherically (smoother for prompts; the spec's advice).
- */
-export type TransitionMethod = 'linear' | 'slerp';
 
 export interface UpdateRequest {
   /** The client's id for this update, echoed in its ack (generated when absent). */
@@ -88,40 +94,51 @@ export interface UpdateAck {
   node_error: string | null;
   /** When it was due, ms since the epoch (null when it applied on arrival). */
   due_at: number | null;
-  /** When the node took it, ms since the epoch. */
+  /** When the node applied it, ms since the epoch. */
   applied_at: number;
   /**
-   * The node's output frame count when it took the change, plus one: the first output frame that
-   * can carry a hot change (frames already inside the pipeline may still show the old params).
-   * Null when the stream has no live output.
+   * The output frame that first carries it (the stream's `frames_out` numbering): the first frame
+   * captured at or after `due_at` (or, applied on arrival, the next frame processed). Null when
+   * the stream has no live output.
    */
   frame: number | null;
+  /** That frame's capture time on the node's clock, ms since the epoch (null without a frame). */
+  frame_at: number | null;
+  /** Capture time of the frame before it (not yet due then), ms since the epoch. */
+  prev_frame_at: number | null;
+  /** RTP timestamp (90 kHz) of that frame as H.264 WHEP viewers receive it (null without a frame). */
+  rtp_timestamp: number | null;
   transition: { steps: number; method: TransitionMethod; frame_ms: number; ends_at: number } | null;
 }
 
-export interface ScheduledView {
-  id: string;
-  /** ms since the epoch. */
-  due_at: number;
-  on_beat: boolean;
-  /** The params the change sets. */
-  keys: string[];
-  transition: { steps: number; method: TransitionMethod } | null;
-}
 
 /** What the control object tells the sockets of a stream. */
 export type ControlEvent =
   | { type: 'applied'; ack: UpdateAck }
   | { type: 'failed'; id: string; error: ApiError }
   | { type: 'scheduled'; scheduled: ScheduledView[] }
-  | { type: 'transition_done'; id: string; at: number }
+  | { type: 'transition_done'; id: string; at: number; frame: number | null; rtp_timestamp: number | null }
   | { type: 'tempo'; tempo: Tempo };
 
 interface Pending {
-  view: ScheduledView;
-  timer: NodeJS.Timeout;
-  account: Account;
+  /** The id the node knows it by (unique per process: two sockets may reuse a client id). */
+  nodeKey: string;
+  streamId: string;
+  /** null: applied on arrival (not listed as scheduled). */
+  view: ScheduledView | null;
   req: UpdateRequest;
+  account: Account;
+  due: number | null;
+  outcome: UpdateOutcome;
+  /** The node holding it, or null (no live stream: acked here at its time). */
+  nodeId: string | null;
+  /** Acks without a frame when nothing lands in time. */
+  timer: NodeJS.Timeout | undefined;
+  /** For an immediate change: resolves its ack. */
+  resolve?: (ack: UpdateAck) => void;
+  /** The keys' values before the change (a cancel puts them back in the record). */
+  before: ParamsInput;
+  transitionFrameMs: number;
 }
 
 export interface StreamControlOptions {
@@ -133,24 +150,18 @@ export interface StreamControlOptions {
 
 const invalid = (field: string, message: string) => streamError('REQUEST/INVALID', `${field}: ${message}`, { details: { where: 'message', issues: [{ field, message }] } });
 
-/** Weighted list `from → to` at weight w of `to`; null when either side is not a single value. */
-function blend<T>(from: T, to: T, w: number): [T, number][] {
-  return [
-    [from, Math.round((1 - w) * 1e6) / 1e6],
-    [to, Math.round(w * 1e6) / 1e6],
-  ];
-}
-
 export class StreamControl {
   readonly #streams: StreamService;
   readonly #songs: SongService | undefined;
   readonly #log: Logger;
   readonly #now: () => number;
-  readonly #pending = new Map<string, Map<string, Pending>>();
+  /** By node key. */
+  readonly #pending = new Map<string, Pending>();
   readonly #tempos = new Map<string, Tempo>();
   readonly #listeners = new Map<string, Set<(e: ControlEvent) => void>>();
-  /** Transition step timers, so close() and a newer transition can stop them. */
-  readonly #transitions = new Map<string, NodeJS.Timeout>();
+  readonly #unsubscribe: Promise<Unsubscribe>;
+  #seq = 0;
+  readonly #prefix = `ctl-${randomBytes(4).toString('hex')}`;
   #closed = false;
 
   constructor(opts: StreamControlOptions) {
@@ -158,6 +169,8 @@ export class StreamControl {
     this.#songs = opts.songs;
     this.#log = opts.logger.child({ module: 'StreamControl' });
     this.#now = opts.now ?? Date.now;
+    this.#unsubscribe = this.#streams.onLanded((e) => this.#onLanded(e));
+    this.#unsubscribe.catch((err: unknown) => this.#log.error({ err }, 'constructor() | cannot hear the nodes; acks will come without frames'));
   }
 
   /** Listens to one stream's control events; returns the unsubscribe. */
@@ -220,13 +233,16 @@ export class StreamControl {
   }
 
   scheduled(streamId: string): ScheduledView[] {
-    return [...(this.#pending.get(streamId)?.values() ?? [])].map((p) => p.view).sort((a, b) => a.due_at - b.due_at);
+    const out: ScheduledView[] = [];
+    for (const p of this.#pending.values()) if (p.streamId === streamId && p.view) out.push(p.view);
+    return out.sort((a, b) => a.due_at - b.due_at);
   }
 
   /**
    * Takes one update from a client (the caller has counted it against PATCH's rate limit, which
-   * also answers 404 for a stream not the account's): applied now, or held until its time. Scheduled ones are acknowledged when applied, through
-   * the `applied`/`failed` events; an immediate one resolves with its ack.
+   * also answers 404 for a stream not the account's): validated and stored now, then handed to
+   * the node with its target time. An immediate one resolves with its ack once the node names
+   * the frame; a timed one is acknowledged through the `applied`/`failed` events when it lands.
    */
   async submit(account: Account, streamId: string, req: UpdateRequest): Promise<{ ack: UpdateAck } | { scheduled: ScheduledView }> {
     if (this.#closed) throw streamError('SERVICE/UNAVAILABLE', 'The server is shutting down; reconnect shortly.');
@@ -241,173 +257,168 @@ export class StreamControl {
       due = StreamControl.nextBeat(tempo, req.onBeat.every, now);
     }
     if (due !== null && due - now > CONTROL_LIMITS.maxAheadMs) throw invalid(req.at !== undefined ? 'at' : 'on_beat', `at most ${CONTROL_LIMITS.maxAheadMs / 1000} s ahead`);
-    if (due === null || due - now <= CONTROL_LIMITS.immediateMs) return { ack: await this.#apply(account, streamId, req, due) };
+    if (due !== null && due - now <= CONTROL_LIMITS.immediateMs) due = null;
+    const timed = due !== null;
+    if (timed) {
+      const waiting = this.scheduled(streamId);
+      if (waiting.some((v) => v.id === req.id)) throw invalid('id', `an update ${req.id} is already scheduled`);
+      if (waiting.length >= CONTROL_LIMITS.maxScheduled) throw invalid('at', `at most ${CONTROL_LIMITS.maxScheduled} changes may wait at once`);
+    }
 
-    let map = this.#pending.get(streamId);
-    if (!map) this.#pending.set(streamId, (map = new Map()));
-    if (map.has(req.id)) throw invalid('id', `an update ${req.id} is already scheduled`);
-    if (map.size >= CONTROL_LIMITS.maxScheduled) throw invalid('at', `at most ${CONTROL_LIMITS.maxScheduled} changes may wait at once`);
-    const view: ScheduledView = {
-      id: req.id,
-      due_at: due,
-      on_beat: req.onBeat !== undefined,
-      keys: Object.keys(req.params),
-      transition: req.transition ? { ...req.transition } : null,
+    const current = (await this.#streams.get(account, streamId)).params as unknown as Record<string, unknown>;
+    if (req.transition) {
+      const target = req.params;
+      if (target.prompt === undefined && target.seed === undefined) throw invalid('transition', 'a transition needs params.prompt or params.seed');
+      if (target.prompt !== undefined && typeof target.prompt !== 'string') throw invalid('params.prompt', 'a transition blends to a single prompt, not a weighted list');
+      if (target.seed !== undefined && typeof target.seed !== 'number') throw invalid('params.seed', 'a transition blends to a single seed, not a weighted list');
+      if (target.prompt !== undefined && typeof current['prompt'] !== 'string') throw invalid('transition', 'the current prompt is a weighted list; set a single prompt before a transition');
+      if (target.seed !== undefined && typeof current['seed'] !== 'number') throw invalid('transition', 'the current seed is a weighted list; set a single seed before a transition');
+    }
+    const before: ParamsInput = Object.fromEntries(Object.keys(req.params).map((k) => [k, current[k]])) as ParamsInput;
+    const nodeKey = `${this.#prefix}-${++this.#seq}`;
+    const outcome = await this.#streams.update(account, streamId, req.params, {
+      schedule: { id: nodeKey, applyAt: due, ...(req.transition ? { transition: req.transition } : {}) },
+    });
+    const status = req.transition ? await this.#streams.status(account, streamId).catch(() => null) : null;
+    const fps = status && status.inference_status.output_fps > 1 ? status.inference_status.output_fps : CONTROL_LIMITS.defaultFps;
+    const p: Pending = {
+      nodeKey,
+      streamId,
+      view: timed
+        ? { id: req.id, due_at: due as number, on_beat: req.onBeat !== undefined, keys: Object.keys(req.params), transition: req.transition ? { ...req.transition } : null }
+        : null,
+      req,
+      account,
+      due,
+      outcome,
+      nodeId: outcome.scheduledOn,
+      timer: undefined,
+      before,
+      transitionFrameMs: 1000 / fps,
     };
-    const dueAt = due;
-    const timer = setTimeout(() => void this.#fire(streamId, req.id, dueAt), due - now);
-    map.set(req.id, { view, timer, account, req });
+
+    if (!timed) {
+      if (!p.nodeId) {
+        const ack = this.#ack(p, null);
+        // No frames to step over: the record holds the target already; done once the ack is out.
+        if (req.transition) this.#later(streamId, { type: 'transition_done', id: req.id, at: ack.applied_at, frame: null, rtp_timestamp: null });
+        return { ack };
+      }
+      return {
+        ack: await new Promise<UpdateAck>((resolve) => {
+          p.resolve = resolve;
+          p.timer = setTimeout(() => this.#settle(p, null), CONTROL_LIMITS.landingWaitMs);
+          this.#pending.set(nodeKey, p);
+        }),
+      };
+    }
+    // Held by the node: acked when it lands (or, if the node never says, a while after its time).
+    // Without a node: acked here at its time (the record already holds it).
+    const wait = Math.max(0, (due as number) - now) + (p.nodeId ? CONTROL_LIMITS.landingGraceMs : 0);
+    p.timer = setTimeout(() => this.#settle(p, null), wait);
+    this.#pending.set(nodeKey, p);
     this.#emit(streamId, { type: 'scheduled', scheduled: this.scheduled(streamId) });
-    return { scheduled: view };
+    return { scheduled: p.view as ScheduledView };
   }
 
-  /** Drops a waiting change; false when there is none by that id. */
-  cancel(streamId: string, id: string): boolean {
-    const p = this.#pending.get(streamId)?.get(id);
-    if (!p) return false;
+  /** A change landed on its node: ack it (and, for a transition's last step, say so). */
+  #onLanded(e: LandedInfo): void {
+    const p = this.#pending.get(e.id);
+    if (e.kind === 'done') {
+      const d = this.#done.get(e.id);
+      if (d) {
+        this.#done.delete(e.id);
+        this.#later(d.streamId, { type: 'transition_done', id: d.id, at: e.appliedAt, frame: e.frame, rtp_timestamp: e.rtpTimestamp });
+      }
+      if (!p) return;
+    }
+    if (!p || p.streamId !== e.streamId) return;
+    this.#settle(p, e);
+  }
+
+  /** Transitions whose last step is still to land, by node key. */
+  readonly #done = new Map<string, { streamId: string; id: string }>();
+
+  #settle(p: Pending, landed: LandedInfo | null): void {
+    if (this.#pending.get(p.nodeKey) !== p) return;
+    this.#pending.delete(p.nodeKey);
     clearTimeout(p.timer);
-    this.#pending.get(streamId)?.delete(id);
+    const ack = this.#ack(p, landed);
+    if (p.req.transition) {
+      if (landed && landed.kind === 'done') this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: landed.appliedAt, frame: landed.frame, rtp_timestamp: landed.rtpTimestamp });
+      else if (landed && p.nodeId) this.#done.set(p.nodeKey, { streamId: p.streamId, id: p.req.id });
+      else this.#later(p.streamId, { type: 'transition_done', id: p.req.id, at: ack.applied_at, frame: null, rtp_timestamp: null });
+    }
+    if (p.resolve) p.resolve(ack);
+    else this.#emit(p.streamId, { type: 'applied', ack });
+    if (p.view) this.#emit(p.streamId, { type: 'scheduled', scheduled: this.scheduled(p.streamId) });
+  }
+
+  /** Emits after the ack that goes out with this turn (an immediate ack is sent when its promise settles). */
+  #later(streamId: string, event: ControlEvent): void {
+    setImmediate(() => this.#emit(streamId, event));
+  }
+
+  #ack(p: Pending, landed: LandedInfo | null): UpdateAck {
+    const { outcome, req } = p;
+    const appliedAt = landed?.appliedAt ?? this.#now();
+    const steps = req.transition?.steps ?? 0;
+    return {
+      id: req.id,
+      mode: outcome.classification.mode,
+      hot: outcome.classification.hot,
+      reload: outcome.classification.reload,
+      censored: outcome.censored,
+      node_error: landed?.error ?? outcome.nodeError,
+      due_at: p.due,
+      applied_at: appliedAt,
+      frame: landed?.frame ?? null,
+      frame_at: landed?.frameAt ?? null,
+      prev_frame_at: landed?.prevFrameAt ?? null,
+      rtp_timestamp: landed?.rtpTimestamp ?? null,
+      transition: req.transition
+        ? { steps, method: req.transition.method, frame_ms: p.transitionFrameMs, ends_at: (landed?.frameAt ?? appliedAt) + (steps - 1) * p.transitionFrameMs }
+        : null,
+    };
+  }
+
+  /**
+   * Drops a waiting change (on its node too) and puts the keys it set back in the stream record
+   * where nothing else changed them since; false when there is none by that id.
+   */
+  async cancel(account: Account, streamId: string, id: string): Promise<boolean> {
+    const p = [...this.#pending.values()].find((x) => x.streamId === streamId && x.view?.id === id);
+    if (!p) return false;
+    this.#pending.delete(p.nodeKey);
+    clearTimeout(p.timer);
+    if (p.nodeId) await this.#streams.cancelScheduled(p.nodeId, streamId, p.nodeKey);
+    const now = (await this.#streams.get(account, streamId)).params as unknown as Record<string, unknown>;
+    const back = Object.fromEntries(
+      Object.entries(p.before).filter(([k, v]) => v !== undefined && JSON.stringify(now[k]) === JSON.stringify((p.req.params as Record<string, unknown>)[k])),
+    ) as ParamsInput;
+    // Stored as a plain update: the node already holds these values (it never applied the change).
+    if (Object.keys(back).length > 0) await this.#streams.update(account, streamId, back).catch((err: unknown) => this.#log.warn({ err }, `cancel() | record not restored [streamId:${streamId}]`));
     this.#emit(streamId, { type: 'scheduled', scheduled: this.scheduled(streamId) });
     return true;
   }
 
-  async #fire(streamId: string, id: string, due: number): Promise<void> {
-    const map = this.#pending.get(streamId);
-    const p = map?.get(id);
-    if (!map || !p) return;
-    map.delete(id);
-    if (map.size === 0) this.#pending.delete(streamId);
-    try {
-      const ack = await this.#apply(p.account, streamId, p.req, due);
-      this.#emit(streamId, { type: 'applied', ack });
-    } catch (err) {
-      const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR', undefined, { cause: err });
-      if (!(err instanceof ApiError)) this.#log.error({ err }, `fire() | update failed [streamId:${streamId}] [id:${id}]`);
-      this.#emit(streamId, { type: 'failed', id, error });
-      // The stream is gone (deleted): what else waits for it would fail the same way.
-      if (error.code === 'STREAMS/NOT_FOUND') this.forget(streamId);
-    }
-    this.#emit(streamId, { type: 'scheduled', scheduled: this.scheduled(streamId) });
-  }
-
-  async #apply(account: Account, streamId: string, req: UpdateRequest, due: number | null): Promise<UpdateAck> {
-    const stop = this.#transitions.get(streamId);
-    if (stop) {
-      // A newer change wins over a transition still running.
-      clearTimeout(stop);
-      this.#transitions.delete(streamId);
-    }
-    if (!req.transition) {
-      const out = await this.#streams.update(account, streamId, req.params);
-      return this.#ack(account, streamId, req, due, out, null);
-    }
-    const { steps, method } = req.transition;
-    const before = (await this.#streams.get(account, streamId)).params;
-    const target = req.params;
-    const from: { prompt?: string; seed?: number } = {};
-    if (target.prompt !== undefined) {
-      if (typeof target.prompt !== 'string') throw invalid('params.prompt', 'a transition blends to a single prompt, not a weighted list');
-      if (typeof before.prompt !== 'string') throw invalid('transition', 'the current prompt is a weighted list; set a single prompt before a transition');
-      from.prompt = before.prompt;
-    }
-    if (target.seed !== undefined) {
-      if (typeof target.seed !== 'number') throw invalid('params.seed', 'a transition blends to a single seed, not a weighted list');
-      if (typeof before.seed !== 'number') throw invalid('transition', 'the current seed is a weighted list; set a single seed before a transition');
-      from.seed = before.seed;
-    }
-    if (from.prompt === undefined && from.seed === undefined) throw invalid('transition', 'a transition needs params.prompt or params.seed');
-    const status = await this.#streams.status(account, streamId).catch(() => null);
-    const fps = status && status.inference_status.output_fps > 1 ? status.inference_status.output_fps : CONTROL_LIMITS.defaultFps;
-    const frameMs = 1000 / fps;
-    const step = (i: number): ParamsInput => {
-      const w = i / steps;
-      const p: ParamsInput = {};
-      if (from.prompt !== undefined) {
-        p.prompt = i === steps ? (target.prompt as string) : blend(from.prompt, target.prompt as string, w);
-        p.prompt_interpolation_method = method;
-      }
-      if (from.seed !== undefined) {
-        p.seed = i === steps ? (target.seed as number) : blend(from.seed, target.seed as number, w);
-        p.seed_interpolation_method = method;
-      }
-      return p;
-    };
-    // Step 1 carries the rest of the update; steps 2..N only move the weights, one frame apart.
-    const { prompt: _p, seed: _s, ...rest } = target;
-    const first = await this.#streams.update(account, streamId, { ...rest, ...step(1) });
-    const started = this.#now();
-    const startedPerf = performance.now();
-    let i = 1;
-    const next = () => {
-      i++;
-      // Timers drift; aim each step at its own frame time from the start.
-      const delay = Math.max(0, startedPerf + (i - 1) * frameMs - performance.now());
-      const timer = setTimeout(() => {
-        this.#streams
-          .update(account, streamId, step(i))
-          .then(() => {
-            if (i < steps && this.#transitions.get(streamId) === timer) next();
-            else if (this.#transitions.get(streamId) === timer) {
-              this.#transitions.delete(streamId);
-              this.#emit(streamId, { type: 'transition_done', id: req.id, at: this.#now() });
-            }
-          })
-          .catch((err: unknown) => {
-            if (this.#transitions.get(streamId) === timer) this.#transitions.delete(streamId);
-            const error = err instanceof ApiError ? err : streamError('INTERNAL/ERROR', undefined, { cause: err });
-            this.#emit(streamId, { type: 'failed', id: req.id, error });
-          });
-      }, delay);
-      this.#transitions.set(streamId, timer);
-    };
-    if (steps > 1) next();
-    else this.#emit(streamId, { type: 'transition_done', id: req.id, at: started });
-    return this.#ack(account, streamId, req, due, first, { steps, method, frame_ms: frameMs, ends_at: started + (steps - 1) * frameMs });
-  }
-
-  async #ack(
-    account: Account,
-    streamId: string,
-    req: UpdateRequest,
-    due: number | null,
-    out: Awaited<ReturnType<StreamService['update']>>,
-    transition: UpdateAck['transition'],
-  ): Promise<UpdateAck> {
-    const appliedAt = this.#now();
-    let frame: number | null = null;
-    if (out.classification.mode !== 'none') {
-      const s = await this.#streams.status(account, streamId).catch(() => null);
-      if (s && s.frames_out !== undefined && s.state !== 'OFFLINE') frame = s.frames_out + 1;
-    }
-    return {
-      id: req.id,
-      mode: out.classification.mode,
-      hot: out.classification.hot,
-      reload: out.classification.reload,
-      censored: out.censored,
-      node_error: out.nodeError,
-      due_at: due,
-      applied_at: appliedAt,
-      frame,
-      transition,
-    };
-  }
-
-  /** Forgets a stream's tempo and waiting changes (its last socket left, or it was deleted). */
+  /** Forgets a stream's tempo and waiting list (its last socket left, or it was deleted). */
   forget(streamId: string): void {
-    for (const p of this.#pending.get(streamId)?.values() ?? []) clearTimeout(p.timer);
-    this.#pending.delete(streamId);
+    for (const p of [...this.#pending.values()]) {
+      if (p.streamId !== streamId) continue;
+      clearTimeout(p.timer);
+      this.#pending.delete(p.nodeKey);
+      p.resolve?.(this.#ack(p, null));
+    }
     this.#tempos.delete(streamId);
-    const t = this.#transitions.get(streamId);
-    if (t) clearTimeout(t);
-    this.#transitions.delete(streamId);
   }
 
   /** Idempotent: stops every timer. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const id of [...this.#pending.keys(), ...this.#transitions.keys()]) this.forget(id);
+    for (const p of this.#pending.values()) this.forget(p.streamId);
     this.#listeners.clear();
+    void this.#unsubscribe.then((off) => off()).catch(() => undefined);
   }
 }

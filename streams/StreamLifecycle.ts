@@ -182,6 +182,8 @@ export class StreamLifecycle {
   }
 
   #enqueue(event: NodeEvent): void {
+    // Where a timed change landed is the control channel's business (StreamControl), not the record's.
+    if (event.type === 'landed') return;
     const prev = this.#chains.get(event.streamId) ?? Promise.resolve();
     const next = prev
       .then(() => this.handle(event))

@@ -8,11 +8,11 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { Account, RtmpOutputRecord, Store, StreamRecord } from '../store/index.ts';
+import type { Account, RtmpOutputRecord, Store, StreamRecord, Unsubscribe } from '../store/index.ts';
 import { newId, StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
 import { streamError, withoutPaths } from '../errors/index.ts';
-import type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
+import type { LandedInfo, MediaNodeClient, MediaNodeInfo, ParamsUpdate } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';
 import { statusView, type StatusData } from './StreamStatusView.ts';
 import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
@@ -78,6 +78,8 @@ export interface UpdateOutcome {
   censored: boolean;
   /** The node could not apply it (it keeps the previous params; status shows last_error). */
   nodeError: string | null;
+  /** The node holding a timed change (opts.schedule) for its frame; null when none took it (no live stream). */
+  scheduledOn: string | null;
 }
 
 /**
@@ -322,7 +324,7 @@ export class StreamService {
    * the change to the owning node (hot or reload). `faceid` admits ip_adapter.type faceid (the beta
    * route's sdxl-faceid pipeline); a stream that already has it keeps it.
    */
-  async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean; record?: boolean | undefined } = {}): Promise<UpdateOutcome> {
+  async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean; record?: boolean | undefined; schedule?: ParamsUpdate['schedule'] } = {}): Promise<UpdateOutcome> {
     let stream = await this.#own(account, id);
     if (opts.record !== undefined && opts.record !== (stream.record === true)) stream = await this.#setRecord(stream, opts.record);
     const before = stream.params as unknown as StreamParams;
@@ -332,12 +334,13 @@ export class StreamService {
     const issues = checkParams(after, { faceid });
     if (issues.length) throw issuesError(issues);
     const classification = planUpdate(before, after);
-    if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null };
+    if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null, scheduledOn: null };
 
     const storedAt = this.#now();
     const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(storedAt).toISOString() });
     if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
     let nodeError: string | null = null;
+    let scheduledOn: string | null = null;
     if (updated.nodeId) {
       const r = await this.#media.updateParams(updated.nodeId, {
         streamId: updated.id,
@@ -346,11 +349,25 @@ export class StreamService {
         storedAt,
         hot: classification.hot,
         reload: classification.reload,
+        ...(opts.schedule ? { schedule: opts.schedule } : {}),
       });
       nodeError = r.error !== undefined ? withoutPaths(r.error) : null;
+      if (r.scheduled === true) scheduledOn = updated.nodeId;
     }
     this.#log.info(`update() | ${classification.mode} [streamId:${id}] [hot:${classification.hot.join(',')}] [reload:${classification.reload.join(',')}]`);
-    return { stream: this.view(updated), classification, censored: censor.censored, nodeError };
+    return { stream: this.view(updated), classification, censored: censor.censored, nodeError, scheduledOn };
+  }
+
+  /** Where timed changes land on the nodes (every node's `landed` events). */
+  onLanded(handler: (e: LandedInfo) => void): Promise<Unsubscribe> {
+    return this.#media.subscribe((e) => {
+      if (e.type === 'landed') handler(e);
+    });
+  }
+
+  /** Drops a timed change a node holds (best effort: false when the node has none by that id). */
+  async cancelScheduled(nodeId: string, streamId: string, updateId: string): Promise<boolean> {
+    return this.#media.cancelScheduled(nodeId, streamId, updateId).catch(() => false);
   }
 
   /**

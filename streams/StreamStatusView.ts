@@ -8,7 +8,24 @@ import type { StreamRecord } from '../store/index.ts';
 import { withoutPaths } from '../errors/index.ts';
 import { paramsHash, publicParams, type StreamParams } from './StreamParams.ts';
 import type { MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
-import type { ScheduledView } from './StreamControl.ts';
+
+/**
+ * - `linear`: weights move linearly from the old value to the new one (prompt embeddings or seed
+ *   noise are mixed linearly by the engine);
+ * - `slerp`: the engine interpolates spherically (smoother for prompts; the spec's advice).
+ */
+export type TransitionMethod = 'linear' | 'slerp';
+
+/** A change scheduled over the control WebSocket, shown in status until the node applies it. */
+export interface ScheduledView {
+  id: string;
+  /** ms since the epoch. */
+  due_at: number;
+  on_beat: boolean;
+  /** The params the change sets. */
+  keys: string[];
+  transition: { steps: number; method: TransitionMethod } | null;
+}
 
 export type RunnerState = 'OFFLINE' | 'LOADING' | 'ONLINE' | 'DEGRADED_INPUT' | 'DEGRADED_INFERENCE' | 'ERROR';
 

@@ -46,8 +46,14 @@ export interface UpdateAck {
   /** ms since the epoch (server clock); null when applied on arrival. */
   due_at: number | null;
   applied_at: number;
-  /** First output frame that can carry a hot change; null without live output. */
+  /** The output frame that first carries the change (frames_out numbering); null without live output. */
   frame: number | null;
+  /** That frame's capture time, ms since the epoch on the server's clock; null without a frame. */
+  frame_at: number | null;
+  /** Capture time of the frame before it (not yet due then); null without a frame. */
+  prev_frame_at: number | null;
+  /** RTP timestamp (90 kHz) WHEP viewers receive that frame with (requestVideoFrameCallback's rtpTimestamp). */
+  rtp_timestamp: number | null;
   transition: { steps: number; method: 'linear' | 'slerp'; frame_ms: number; ends_at: number } | null;
 }
 

@@ -83,6 +83,38 @@ for (const kind of ['embedded', 'redis'] as const) {
     t.equal(await client.endStream('node-a', 'str_1'), false, 'twice: not there');
   });
 
+  t.test(`${kind}: a timed change crosses the bus, waits on the node for its time, and its landing comes back`, { timeout: 30_000 }, async (t) => {
+    const s = await stores(t, kind);
+    const { node, agent } = startNode(t, s.node, 'node-a');
+    await agent.start();
+    const client = new BusMediaNodeClient({ store: s.client, logger });
+    t.teardown(() => client.close());
+    const landed: NodeEvent[] = [];
+    let gotLanding: () => void = () => undefined;
+    const arrived = new Promise<void>((resolve) => (gotLanding = resolve));
+    t.teardown(
+      await client.subscribe((e) => {
+        if (e.type !== 'landed') return;
+        landed.push(e);
+        gotLanding();
+      }),
+    );
+    node.createStream('str_1');
+    const at = Date.now() + 300;
+    const r = await client.updateParams('node-a', { ...hot('str_1', 'on time'), schedule: { id: 'k1', applyAt: at } });
+    t.same(r, { delivered: true, restartCount: 0, scheduled: true }, 'the node holds it');
+    t.not(node.getStream('str_1')?.status().params['prompt'], 'on time', 'not applied before its time');
+    const never = await client.updateParams('node-a', { ...hot('str_1', 'never'), schedule: { id: 'k2', applyAt: Date.now() + 60_000 } });
+    t.equal(never.scheduled, true);
+    t.equal(await client.cancelScheduled('node-a', 'str_1', 'k2'), true, 'cancelled over the bus');
+    t.equal(await client.cancelScheduled('node-a', 'str_1', 'k2'), false, 'once');
+    await arrived;
+    t.equal(node.getStream('str_1')?.status().params['prompt'], 'on time', 'applied on the node');
+    t.match(landed, [{ type: 'landed', nodeId: 'node-a', streamId: 'str_1', id: 'k1', kind: 'applied', error: null, frame: null }], 'its landing, without a frame (no publisher)');
+    const e = landed[0] as Extract<NodeEvent, { type: 'landed' }>;
+    t.ok(e.appliedAt >= at, `not before its time (${e.appliedAt - at} ms after)`);
+  });
+
   t.test(`${kind}: node events fan in to every subscriber`, { timeout: 30_000 }, async (t) => {
     const s = await stores(t, kind);
     const client = new BusMediaNodeClient({ store: s.client, logger });

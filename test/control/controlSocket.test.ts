@@ -225,7 +225,7 @@ t.test('status is pushed on change without polling; scheduled changes show until
   t.equal((await c.next((m) => m.id === 'far')).error.details.issues[0].field, 'at', 'too far ahead names `at`');
 });
 
-t.test('on_beat changes land within one frame interval of the beat; tempo_from_song names the field when unknown', { timeout: 60_000 }, async (t) => {
+t.test('on_beat changes are due on the beats of the tempo; without live output they are acked at their beat; tempo_from_song names the field when unknown', { timeout: 60_000 }, async (t) => {
   const { h, url } = await setup(t);
   const c = await open(t, url, h);
   const hello = await c.next((m) => m.type === 'hello');
@@ -255,8 +255,9 @@ t.test('on_beat changes land within one frame interval of the beat; tempo_from_s
   const sorted = [...errors].sort((x, y) => x - y);
   t.ok(sorted[0]! >= 0, 'none before its beat');
   t.ok(sorted[Math.floor(sorted.length / 2)]! < 1000 / 30, `the median change within one frame interval at 30 fps after its beat (ms: ${errors.join(', ')})`);
-  // A timer on a saturated shared machine fires late now and then (docs/performance.md, "Live
-  // control", has the p95); a late one still lands within a few frames, never a beat late.
+  // No live output here, so no frame to land on: the api process acks at the beat with a timer,
+  // which a saturated shared machine fires late now and then. On a live stream the node lands
+  // each change on a frame (test/control/controlBeat.e2e.test.ts holds that to one frame interval).
   t.ok(sorted[sorted.length - 1]! < 100, 'every change within 3 frame intervals');
 
   c.send({ type: 'update', id: 'bar', params: { seed: 7 }, on_beat: { every: 'bar' } });
@@ -264,7 +265,7 @@ t.test('on_beat changes land within one frame interval of the beat; tempo_from_s
   t.equal(Math.round((bar.due_at - phase) % 2000), 0, 'every: bar waits for a downbeat (4 beats of 500 ms)');
 });
 
-t.test('a transition steps the prompt blend over N frames to the new prompt', { timeout: 60_000 }, async (t) => {
+t.test('a transition is validated and stored as its target; without live frames it ends at once', { timeout: 60_000 }, async (t) => {
   const { h, id, url, base } = await setup(t);
   const c = await open(t, url, h);
   await c.next((m) => m.type === 'hello');
@@ -273,26 +274,13 @@ t.test('a transition steps the prompt blend over N frames to the new prompt', { 
   t.equal(ack.transition.steps, 10);
   t.equal(ack.transition.method, 'linear');
   t.ok(Math.abs(ack.transition.frame_ms - 1000 / 30) < 0.01, 'one step per frame at 30 fps while the stream reports no output');
-  // Read the stored prompt as the steps go by: the weight of the new prompt never falls.
-  const weights: number[] = [];
-  const deadline = Date.now() + 3000;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    // Over real HTTP (not inject, whose in-process round trip never yields to the step timers).
-    const p = ((await (await fetch(`${base.replace('ws:', 'http:')}/v1/streams/${id}`, { headers: h })).json()) as Json).params;
-    last = p.prompt;
-    if (typeof p.prompt === 'string') break;
-    t.same(p.prompt[0][0], 'a red fox');
-    t.same(p.prompt[1][0], 'a snowy forest');
-    weights.push(p.prompt[1][1]);
-  }
-  t.equal(last, 'a snowy forest', 'ends on the new prompt alone');
-  t.ok(weights.length >= 2, `seen mid-way (${weights.length} reads)`);
-  t.ok(
-    weights.every((w, i) => i === 0 || w >= weights[i - 1]!),
-    `the new prompt's weight rises monotonically (${weights.join(', ')})`,
-  );
-  await c.next((m) => m.type === 'transition_done' && m.id === 'tr', 3000);
+  t.equal(ack.frame, null, 'no live output: no frame to land on');
+  // The node steps the blend frame by frame (test/media/ParamsSchedule.test.ts, and in pixels
+  // test/control/controlFrames.e2e.test.ts); the record holds where it is going.
+  const p = ((await (await fetch(`${base.replace('ws:', 'http:')}/v1/streams/${id}`, { headers: h })).json()) as Json).params;
+  t.equal(p.prompt, 'a snowy forest', 'the record holds the target prompt');
+  const done = await c.next((m) => m.type === 'transition_done' && m.id === 'tr', 3000);
+  t.equal(done.frame, null);
 
   c.send({ type: 'update', id: 'tr2', params: { guidance_scale: 2 }, transition: { steps: 5 } });
   t.equal((await c.next((m) => m.id === 'tr2')).error.details.issues[0].field, 'transition', 'a transition without prompt or seed names `transition`');

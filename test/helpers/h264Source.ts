@@ -27,6 +27,11 @@ export interface H264SourceOptions {
   gop?: number;
   /** Noise amplitude inside the blocks, 0–60 luma steps. Default 40. */
   noise?: number;
+  /**
+   * Every picture the same (counter 1, the same noise): a still camera, for tests where only the
+   * stream's params may change the output. Default false.
+   */
+  still?: boolean;
 }
 
 const GRID = 4;
@@ -39,7 +44,8 @@ export async function stampedH264(opts: H264SourceOptions = {}): Promise<string>
   const kbps = opts.bitrateKbps ?? 1500;
   const gop = opts.gop ?? 60;
   const noise = Math.min(60, Math.max(0, opts.noise ?? 40));
-  const path = join(tmpdir(), `reverie-stamped-${size}-${frames}-${fps}-${kbps}-${gop}-${noise}.h264`);
+  const still = opts.still === true;
+  const path = join(tmpdir(), `reverie-stamped-${size}-${frames}-${fps}-${kbps}-${gop}-${noise}${still ? '-still' : ''}.h264`);
   if (existsSync(path)) return path;
   const partial = `${path}.${process.pid}.part`;
   const ffmpeg = spawn(
@@ -71,7 +77,11 @@ export async function stampedH264(opts: H264SourceOptions = {}): Promise<string>
   const block = size / GRID;
   const frame = Buffer.alloc((size * size * 3) / 2, 128);
   for (let i = 0; i < frames; i++) {
-    const n = (i % 0xffff) + 1;
+    const n = still ? 1 : (i % 0xffff) + 1;
+    if (still && i > 0) {
+      if (!ffmpeg.stdin.write(frame)) await new Promise((r) => ffmpeg.stdin.once('drain', r));
+      continue;
+    }
     for (let y = 0; y < size; y++) {
       const row = Math.floor(y / block) * GRID;
       for (let x = 0; x < size; x++) {

@@ -152,6 +152,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     return {
       streamId,
       rtmpOutputs: s.rtmpOutputs,
+      output: s.output,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,
       lastInputTime: s.lastInputAt ?? null,

@@ -77,6 +77,11 @@ export interface NodeStreamStatus {
   streamId: string;
   /** Every RTMP destination with its push state (absent from nodes older than the field). */
   rtmpOutputs?: RtmpDestinationStatus[];
+  /**
+   * What the outputs carry (decision 0011): `live` frames, the `slate` (no live frame while someone
+   * watches), or `none` (nothing encoded). Absent from nodes older than the field.
+   */
+  output?: 'live' | 'slate' | 'none';
   /** - `idle`: no publisher; `connecting`: publisher attached, no output yet; `live`: output flowing. */
   state: 'idle' | 'connecting' | 'live';
   /** When the current publisher session's pipeline started (first output), or when it attached. */

@@ -79,6 +79,10 @@ const StatusDataSchema = z.object({
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
   viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
   frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
+  output: z
+    .enum(['live', 'slate', 'none'])
+    .optional()
+    .describe('What the outputs carry: live frames, the slate (publisher away or output stalled; present even when OFFLINE while viewers are held), or none. An addition to the spec'),
   scheduled_updates: z
     .array(ScheduledViewSchema)
     .optional()

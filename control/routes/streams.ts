@@ -227,6 +227,20 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
       async (req) => ({ success: true as const, ...(await service.list(acc(req), req.query)) }),
     );
 
+    r.get(
+      '/v1/playback/:playbackId/output',
+      {
+        config: { public: true },
+        schema: {
+          tags,
+          summary: "What a stream's outputs carry now, by playback id (no API key: the playback id is the capability, as for watching): live frames, the slate (publisher away), or none",
+          params: z.object({ playbackId: z.string().min(1).max(100).regex(/^[A-Za-z0-9_-]+$/) }),
+          response: { 200: z.object({ success: z.literal(true), data: z.object({ output: z.enum(['live', 'slate', 'none']) }) }), ...errors },
+        },
+      },
+      async (req) => ({ success: true as const, data: { output: await service.playbackOutput(req.params.playbackId) } }),
+    );
+
     r.get('/v1/streams/:id', { schema: { tags, summary: 'Fetch one stream', params: IdParams, response: { 200: StreamSchema, ...errors } } }, async (req) => service.get(acc(req), req.params.id));
 
     r.patch(

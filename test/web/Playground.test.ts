@@ -148,6 +148,9 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   t.equal(await early.getAttribute('#video', 'poster'), '/web/poster.svg', 'a poster while waiting');
   await early.waitForFunction(() => /Waiting for the stream/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 20_000 });
   t.equal(await early.getAttribute('#status', 'data-state'), 'waiting');
+  // The node holds the stream for this viewer and sends the plain slate: connected, still waiting.
+  await early.waitForFunction(() => /showing the slate/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 30_000 });
+  t.equal(await early.getAttribute('#status', 'data-state'), 'waiting', 'a viewer on the slate is waiting, not live');
   t.ok(await early.$eval('#error', (e) => (e as HTMLElement).hidden), 'waiting is not shown as an error');
   t.equal((await fetch(`${server.url}/web/poster.svg`)).status, 200, 'the poster is served');
   await early.screenshot({ path: join(ARTIFACTS, 'watch-waiting.png'), fullPage: true });

@@ -56,6 +56,10 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
     await new Promise((r) => setTimeout(r, 200)); // poll interval
   }
   t.ok(startTime > 0 && Date.now() - startTime >= 12_500, 'the stream has produced 12 s of output');
+  const live = await api('GET', `/v1/streams/${id}/status`);
+  t.equal(live.body['data']?.['output'], 'live', 'status: the output carries the live picture (not the slate)');
+  const pidOutput = await fetch(`${server.url}/v1/playback/${created.body['output_playback_id'] as string}/output`);
+  t.same(((await pidOutput.json()) as Json)['data'], { output: 'live' }, 'the key-less output state by playback id agrees');
 
   const asked = Date.now();
   const clip = await api('POST', `/v1/streams/${id}/clips`, { seconds: 10 });

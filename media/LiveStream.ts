@@ -309,14 +309,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /**
    * Keeps the outputs fed while no live frame comes. Runs only while something consumes them
-   * (WHEP viewers, HLS players of the last 30 s, RTMP pushes), so an unwatched stream encodes
-   * nothing. Never touches the processor: slate frames go straight to the encoders.
+   * (connected WHEP viewers, HLS players of the last 30 s, RTMP pushes), so an unwatched stream
+   * encodes nothing, and offers that never complete ICE/DTLS cost no encode. Never touches the processor: slate frames go straight to the encoders.
    */
   #slateTick(): void {
     if (this.#state === 'closed') return;
     const now = performance.now();
     const gap = now - this.#lastLiveOutMs;
-    const watched = this.#viewers.size > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
     // A frame inside a working processor is slow, not stalled (a model at a few fps must not flicker).
     const processing = this.#busy && this.#processor !== null && gap < this.#settings.slateBusyMs;
     if (!watched || gap < this.#settings.slateAfterMs || processing) {
@@ -813,7 +813,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#closeAac();
     // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
     // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
-    const watched = this.#viewers.size > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
     if (!watched) {
       // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
       this.#stopVp8('publisher left');

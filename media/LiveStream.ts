@@ -45,6 +45,7 @@ import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import type { RtmpPushStatus } from './RtmpPush.ts';
 import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
+import { Slate, type SlateSource } from './Slate.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
@@ -138,9 +139,24 @@ export interface Vp8BranchStatus {
   encode?: StageStats;
 }
 
+/** What the outputs carry while no live frame comes (decision 0011). */
+export interface SlateStatus {
+  /** The outputs carry the slate now (no live frame for slateAfterMs while someone watches). */
+  active: boolean;
+  /** ms epoch the current slate began; null while live. */
+  since: number | null;
+  /** What the current (or last) slate shows; null before any. */
+  source: SlateSource | null;
+  /** Slate frames encoded since the stream was made. */
+  framesOut: number;
+}
+
 export interface LiveStreamStatus {
   streamId: string;
   state: LiveStreamState;
+  /** `live` while live frames reach the outputs, `slate` while the slate does, `none` when nothing is encoded. */
+  output: 'live' | 'slate' | 'none';
+  slate: SlateStatus;
   /** ms epoch. */
   startedAt: number | undefined;
   lastInputAt: number | undefined;
@@ -303,6 +319,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #recorder: RecordingWriter | null = null;
   /** The last recording's end (its queued segments written, its meta marked complete). */
   #recordingEnded: Promise<void> = Promise.resolve();
+  readonly #slate = new Slate();
+  #slateTimer: NodeJS.Timeout;
+  /** The outputs are on the slate (set at its first frame, cleared by the next live frame). */
+  #slateActive = false;
+  #slateSince: number | null = null;
+  #slateSource: SlateSource | null = null;
+  #slateFrame: Frame | null = null;
+  #slateFramesOut = 0;
+  /** performance.now() of the last live frame pushed to the encoder. */
+  #lastLiveOutMs = -Infinity;
+  /** A live frame reached the encoder since the publisher attached (gates `started`). */
+  #livePushed = false;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -336,7 +364,45 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#syncAac();
     }, 2000);
+    this.#slateTimer = setInterval(() => this.#slateTick(), Math.max(20, Math.round(1000 / opts.settings.slateFps)));
     this.#armIdle();
+  }
+
+  /**
+   * Keeps the outputs fed while no live frame comes. Runs only while something consumes them
+   * (connected WHEP viewers, HLS players of the last 30 s, RTMP pushes), so an unwatched stream
+   * encodes nothing, and offers that never complete ICE/DTLS cost no encode. Never touches the processor: slate frames go straight to the encoders.
+   */
+  #slateTick(): void {
+    if (this.#state === 'closed') return;
+    const now = performance.now();
+    const gap = now - this.#lastLiveOutMs;
+    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    // A frame inside a working processor is slow, not stalled (a model at a few fps must not flicker).
+    const processing = this.#busy && this.#processor !== null && gap < this.#settings.slateBusyMs;
+    if (!watched || gap < this.#settings.slateAfterMs || processing) {
+      if (this.#slateActive && gap < this.#settings.slateAfterMs) this.#endSlate();
+      return;
+    }
+    if (!this.#slateActive || !this.#slateFrame) {
+      const w = this.#encoder?.width ?? this.#width;
+      const h = this.#encoder?.height ?? this.#height;
+      const { frame, source } = this.#slate.build(w, h);
+      this.#slateFrame = frame;
+      this.#slateSource = source;
+      this.#slateActive = true;
+      this.#slateSince = Date.now();
+      this.#logger.info(`slateTick() | outputs on slate [streamId:${this.streamId}] [source:${source}] [size:${w}x${h}]`);
+    }
+    this.#pushToEncoders(this.#slateFrame);
+  }
+
+  #endSlate(): void {
+    if (!this.#slateActive) return;
+    this.#slateActive = false;
+    this.#slateFrame = null;
+    this.#slateSince = null;
+    this.#logger.info(`endSlate() | outputs live again [streamId:${this.streamId}]`);
   }
 
   get state(): LiveStreamState {
@@ -475,9 +541,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
   }
 
-  #stopOutputs(): void {
+  #closeAac(): void {
     this.#aac?.close();
     this.#aac = null;
+    if (this.#hls) this.#hls.audioExpected = false;
+  }
+
+  #stopOutputs(): void {
+    this.#closeAac();
     this.#rtmp.stop();
   }
 
@@ -570,12 +641,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         if (session === this.#publisher) this.#aac?.push(rtp);
       },
     });
-    this.#stopOutputs();
+    // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
+    this.#closeAac();
     this.#publisher = session;
     // A new publisher has its own RTP clock.
     this.#captureOffsets = [];
     this.#rtpLast = null;
     this.#inputTimes = [];
+    this.#livePushed = false;
     this.#startOutputs();
     this.#state = 'connecting';
     if (!this.#passthrough()) this.#ensureProcessor();
@@ -821,6 +894,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
     this.#framesPushed++;
     if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
+    const now = performance.now();
+    this.#lastLiveOutMs = now;
+    this.#livePushed = true;
+    this.#endSlate();
+    this.#lastPushedDecodedAtMs = inputAtMs;
+    this.#slate.keep(frame, now);
+    this.#pushToEncoders(frame);
+  }
+
+  /** One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and the VP8 branch. */
+  #pushToEncoders(frame: Frame): void {
     if (!this.#encoder || this.#encoder.width !== frame.width || this.#encoder.height !== frame.height) {
       this.#encoder?.close();
       this.#encoder = new EncoderBin({
@@ -835,7 +919,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         onAccessUnit: (au) => this.#onAccessUnit(au),
       });
     }
-    this.#lastPushedDecodedAtMs = inputAtMs;
     this.#encoder.push(frame);
     this.#encodeVp8(frame);
   }
@@ -921,9 +1004,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   #onAccessUnit(au: EncodedAccessUnit): void {
     if (this.#state === 'closed') return;
-    this.#outRate.mark(au.atMs);
-    this.#encodeT.add(au.encodeMs);
-    this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
+    // Slate frames are output but not live signal: fps, latency and `started` count live frames only.
+    const slate = this.#slateActive;
+    if (slate) {
+      this.#slateFramesOut++;
+    } else {
+      this.#outRate.mark(au.atMs);
+      this.#encodeT.add(au.encodeMs);
+      this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
+    }
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
     const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
     // The encoder emits one access unit per frame pushed, in order (its leaky input may drop a raw
@@ -938,7 +1027,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#fanOut('H264', packets, au.keyframe);
     this.#hls?.pushVideo(au);
     this.#rtmp.pushVideo(au);
-    if (this.#state === 'connecting' && this.#publisher) {
+    if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();
       this.#logger.info(`started() | first output frame [streamId:${this.streamId}]`);
@@ -958,10 +1047,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = null;
     this.#decoder?.close();
     this.#decoder = null;
-    this.#stopOutputs();
-    // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
-    this.#stopVp8('publisher left');
-    if (this.#hls && !this.#hls.closed) this.#hls.flush();
+    // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
+    // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
+    this.#closeAac();
+    // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
+    // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
+    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    if (!watched) {
+      // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
+      this.#stopVp8('publisher left');
+      if (this.#hls && !this.#hls.closed) this.#hls.flush();
+    }
     this.#pending = null;
     clearInterval(this.#heartbeat);
     const wasLive = this.#state === 'live';
@@ -1091,6 +1187,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return {
       streamId: this.streamId,
       state: this.#state,
+      output: this.#slateActive ? 'slate' : this.#encoder && performance.now() - this.#lastLiveOutMs < this.#settings.slateAfterMs ? 'live' : 'none',
+      slate: { active: this.#slateActive, since: this.#slateSince, source: this.#slateSource, framesOut: this.#slateFramesOut },
       startedAt: this.#startedAt,
       lastInputAt: this.#inRate.lastAtMs,
       lastOutputAt: this.#outRate.lastAtMs,
@@ -1152,6 +1250,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#clips.clear(),
       // After the publisher's close flushed its last segment into it.
       () => this.#endRecording(),
+      () => this.#slate.clear(),
     ];
     for (const step of steps) {
       try {
@@ -1163,6 +1262,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#state = 'closed';
     clearInterval(this.#heartbeat);
     clearInterval(this.#statsTimer);
+    clearInterval(this.#slateTimer);
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#scheduleTimer);
     this.#schedule.clear();

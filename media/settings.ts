@@ -70,6 +70,18 @@ export interface MediaSettings {
    */
   decoderNice: number;
   encoderNice: number;
+  /**
+   * Slate frames a second while no live frame comes (decision 0011). 10 keeps every frame inside an
+   * LL-HLS part (≤ 200 ms) so the HLS timeline stays continuous; a static frame costs x264 little.
+   */
+  slateFps: number;
+  /**
+   * ms without a live output frame before the slate starts (while someone watches). Below the HLS
+   * packager's 1 s stall limit, so a publisher's drop does not break the segment timeline.
+   */
+  slateAfterMs: number;
+  /** ms a frame may sit in a working processor before the slate covers it (a slow model is not a stall). */
+  slateBusyMs: number;
 }
 
 export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
@@ -103,4 +115,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   ffmpegPath: 'ffmpeg',
   decoderNice: 5,
   encoderNice: 10,
+  slateFps: 10,
+  slateAfterMs: 500,
+  slateBusyMs: 3000,
 };

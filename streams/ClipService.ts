@@ -143,6 +143,17 @@ export class ClipService {
     return (await this.#records(stream.id)).map((c) => this.view(c));
   }
 
+  /**
+   * A stream's clips by its playback id, for the key-less viewer page: the playback id is already
+   * the capability to watch the stream, so it also shows what was clipped from it. Unknown or
+   * deleted: STREAMS/NOT_FOUND.
+   */
+  async listByPlayback(playbackId: string): Promise<ClipRecord[]> {
+    const s = await this.#o.store.streams.getByPlaybackId(playbackId);
+    if (!s || s.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream plays as ${playbackId}.`, { details: { playback_id: playbackId } });
+    return this.#records(s.id);
+  }
+
   /** The clip's record; CLIPS/NOT_FOUND for any id that is not one of this stream's clips. */
   async record(account: Account, streamId: string, clipId: string): Promise<ClipRecord> {
     const stream = await this.#own(account, streamId);

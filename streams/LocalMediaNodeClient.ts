@@ -163,6 +163,7 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       streamId,
       rtmpOutputs: s.rtmpOutputs,
       recordingId: s.recording?.id ?? null,
+      output: s.output,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,
       lastInputTime: s.lastInputAt ?? null,

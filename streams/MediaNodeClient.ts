@@ -88,6 +88,11 @@ export interface NodeStreamStatus {
   rtmpOutputs?: RtmpDestinationStatus[];
   /** Id of the recording the node is writing now (absent or null when none). */
   recordingId?: string | null;
+  /**
+   * What the outputs carry (decision 0011): `live` frames, the `slate` (no live frame while someone
+   * watches), or `none` (nothing encoded). Absent from nodes older than the field.
+   */
+  output?: 'live' | 'slate' | 'none';
   /** - `idle`: no publisher; `connecting`: publisher attached, no output yet; `live`: output flowing. */
   state: 'idle' | 'connecting' | 'live';
   /** When the current publisher session's pipeline started (first output), or when it attached. */

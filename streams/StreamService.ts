@@ -466,4 +466,16 @@ export class StreamService {
     const s = await this.#store.streams.getByPlaybackId(playbackId);
     return s && !s.deleted ? { streamId: s.id } : null;
   }
+
+  /**
+   * What a stream's outputs carry, by playback id, for the key-less viewer page (the playback id is
+   * already the capability to watch): `live`, `slate` (publisher away) or `none`. Unknown or
+   * deleted: STREAMS/NOT_FOUND.
+   */
+  async playbackOutput(playbackId: string): Promise<'live' | 'slate' | 'none'> {
+    const s = await this.#store.streams.getByPlaybackId(playbackId);
+    if (!s || s.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream plays as ${playbackId}.`, { details: { playback_id: playbackId } });
+    const node = s.nodeId ? await this.#media.status(s.nodeId, s.id).catch(() => null) : null;
+    return node?.output ?? 'none';
+  }
 }

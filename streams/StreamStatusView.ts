@@ -58,6 +58,8 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     return {
       ...base,
       state: 'OFFLINE',
+      // The slate outlives the publisher (decision 0011): OFFLINE, yet viewers still get a picture.
+      ...(node?.output ? { output: node.output } : {}),
       inference_status: {
         pipeline: 'streamdiffusion',
         last_params: publicParams(params),
@@ -78,6 +80,7 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     ...base,
     state,
     last_state_update_time: now,
+    ...(node.output ? { output: node.output } : {}),
     ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
     viewers: node.viewers,
     ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
@@ -155,6 +158,8 @@ export interface StatusData {
     last_error: string;
     stream_id: string;
   };
+  /** What the outputs carry: `live`, `slate` (publisher away or output stalled) or `none`. */
+  output?: 'live' | 'slate' | 'none';
   gateway_status: {
     whep_url: string;
     error?: { error_message: string; error_time: number };

@@ -198,6 +198,38 @@ $('record').onchange = async () => {
 $('watch').onclick = () => void watch(false);
 $('watchHls').onclick = () => void watch(true);
 
+// ───────────── clips (POST /v1/streams/{id}/clips; the link comes from the key-less playback list)
+/** Signed link of one of the stream's clips (valid 10 min), from the list the viewer page uses too. */
+async function clipLink(clipId) {
+  const res = await fetch(`/v1/playback/${encodeURIComponent(stream.output_playback_id)}/clips`);
+  const json = await res.json().catch(() => ({}));
+  return (json.data ?? []).find((c) => c.id === clipId)?.url ?? null;
+}
+$('clip').onclick = async () => {
+  if (!stream) return;
+  const state = $('clipState');
+  $('clip').disabled = true;
+  state.textContent = 'Clipping the last 10 s…';
+  try {
+    // Answers once the MP4 exists (about half a second), so the link works at once.
+    const clip = await api('POST', `/v1/streams/${encodeURIComponent(stream.id)}/clips`, { seconds: 10 });
+    const url = await clipLink(clip.id);
+    state.textContent = '';
+    const a = document.createElement('a');
+    a.href = url ?? clip.mp4_url;
+    a.target = '_blank';
+    a.id = 'clipLink';
+    a.dataset.clipId = clip.id;
+    a.textContent = `Clip ready: ${clip.duration.toFixed(1)} s MP4`;
+    state.append(a);
+    window.playground.clips = (window.playground.clips ?? 0) + 1;
+  } catch (err) {
+    state.textContent = `No clip: ${err.message}`;
+  } finally {
+    $('clip').disabled = false;
+  }
+};
+
 // ───────────── live params (control WebSocket; PATCH while it is down)
 async function patch(params) {
   if (!stream) return;

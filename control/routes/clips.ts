@@ -28,6 +28,17 @@ export const ClipSchema = z
   })
   .meta({ id: 'Clip' });
 
+/** A clip as the key-less viewer page sees it: no stream id, a signed link instead of the stable URL. */
+const PublicClipSchema = z
+  .object({
+    id: z.string().regex(/^clp_/),
+    duration: z.number().describe('Seconds of media'),
+    started_at: z.string(),
+    created_at: z.string(),
+    url: z.string().describe('Signed link to the MP4 (path and query on this origin), valid for 10 minutes'),
+  })
+  .meta({ id: 'PublicClip' });
+
 const StreamParams = z.object({ id: z.string().min(1).max(100) });
 const ClipParams = StreamParams.extend({ clipId: z.string().min(1).max(100) });
 const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 409: EnvelopeErrorSchema, 429: EnvelopeErrorSchema, 503: EnvelopeErrorSchema };
@@ -65,6 +76,29 @@ export function clipRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyP
       '/v1/streams/:id/clips',
       { schema: { tags, summary: "The stream's clips, newest first", params: StreamParams, response: { 200: z.object({ success: z.literal(true), data: z.array(ClipSchema) }), ...errors } } },
       async (req) => ({ success: true as const, data: await clips.list(acc(req), req.params.id) }),
+    );
+
+    r.get(
+      '/v1/playback/:playbackId/clips',
+      {
+        config: { public: true },
+        schema: {
+          tags,
+          summary: "A stream's clips by its playback id, newest first, each with a signed MP4 link valid for 10 minutes (no API key: the playback id is the capability, as for watching)",
+          params: z.object({ playbackId: z.string().min(1).max(100).regex(/^[A-Za-z0-9_-]+$/) }),
+          response: { 200: z.object({ success: z.literal(true), data: z.array(PublicClipSchema) }), ...errors },
+        },
+      },
+      async (req) => ({
+        success: true as const,
+        data: (await clips.listByPlayback(req.params.playbackId)).map((c) => ({
+          id: c.id,
+          duration: c.durationMs / 1000,
+          started_at: c.startedAt,
+          created_at: c.createdAt,
+          url: links.sign(`/files/clips/${c.streamId}/${c.id}.mp4`),
+        })),
+      }),
     );
 
     r.get(

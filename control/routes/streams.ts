@@ -78,6 +78,10 @@ const StatusDataSchema = z.object({
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
   viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
   frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
+  output: z
+    .enum(['live', 'slate', 'none'])
+    .optional()
+    .describe('What the outputs carry: live frames, the slate (publisher away or output stalled; present even when OFFLINE while viewers are held), or none. An addition to the spec'),
   scheduled_updates: z
     .array(ScheduledViewSchema)
     .optional()
@@ -223,6 +227,20 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
         },
       },
       async (req) => ({ success: true as const, ...(await service.list(acc(req), req.query)) }),
+    );
+
+    r.get(
+      '/v1/playback/:playbackId/output',
+      {
+        config: { public: true },
+        schema: {
+          tags,
+          summary: "What a stream's outputs carry now, by playback id (no API key: the playback id is the capability, as for watching): live frames, the slate (publisher away), or none",
+          params: z.object({ playbackId: z.string().min(1).max(100).regex(/^[A-Za-z0-9_-]+$/) }),
+          response: { 200: z.object({ success: z.literal(true), data: z.object({ output: z.enum(['live', 'slate', 'none']) }) }), ...errors },
+        },
+      },
+      async (req) => ({ success: true as const, data: { output: await service.playbackOutput(req.params.playbackId) } }),
     );
 
     r.get('/v1/streams/:id', { schema: { tags, summary: 'Fetch one stream', params: IdParams, response: { 200: StreamSchema, ...errors } } }, async (req) => service.get(acc(req), req.params.id));

@@ -56,6 +56,10 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
     await new Promise((r) => setTimeout(r, 200)); // poll interval
   }
   t.ok(startTime > 0 && Date.now() - startTime >= 12_500, 'the stream has produced 12 s of output');
+  const live = await api('GET', `/v1/streams/${id}/status`);
+  t.equal(live.body['data']?.['output'], 'live', 'status: the output carries the live picture (not the slate)');
+  const pidOutput = await fetch(`${server.url}/v1/playback/${created.body['output_playback_id'] as string}/output`);
+  t.same(((await pidOutput.json()) as Json)['data'], { output: 'live' }, 'the key-less output state by playback id agrees');
 
   const asked = Date.now();
   const clip = await api('POST', `/v1/streams/${id}/clips`, { seconds: 10 });
@@ -111,6 +115,23 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
   const list = await api('GET', `/v1/streams/${id}/clips`);
   t.same(list.body['data'].map((x: Json) => x['id']), [short.body['id'], c['id']], 'listed newest first');
   t.same((await api('GET', `/v1/streams/${id}/clips/${c['id']}`)).body, c, 'fetched as created');
+  // The key-less list by playback id (the viewer page's): same clips, signed links, no stream id.
+  const pid = created.body['output_playback_id'] as string;
+  const byPlayback = await fetch(`${server.url}/v1/playback/${pid}/clips`);
+  t.equal(byPlayback.status, 200, 'clips by playback id need no key');
+  const pub0 = ((await byPlayback.json()) as Json)['data'] as Json[];
+  t.same(pub0.map((x) => x['id']), [short.body['id'], c['id']], 'the same clips, newest first');
+  t.notOk('stream_id' in (pub0[0] ?? {}), 'no stream id in the public list');
+  const viaLink = await fetch(new URL(pub0[1]?.['url'] as string, server.url));
+  t.equal(viaLink.status, 200, 'its signed link serves the MP4');
+  t.equal(viaLink.headers.get('content-type'), 'video/mp4');
+  const unknownPid = await fetch(`${server.url}/v1/playback/0123456789abcdef01234567/clips`);
+  t.equal(unknownPid.status, 404, 'unknown playback id: 404');
+  t.equal(((await unknownPid.json()) as Json)['code'], 'STREAMS/NOT_FOUND');
+  const badPid = await fetch(`${server.url}/v1/playback/${encodeURIComponent('bad id!')}/clips`);
+  t.equal(badPid.status, 400, 'a malformed playback id: 400');
+  t.match(await badPid.text(), 'playbackId', 'naming the field');
+
   t.equal((await api('DELETE', `/v1/streams/${id}/clips/${short.body['id']}`)).status, 200);
   const gone = await api('GET', `/v1/streams/${id}/clips/${short.body['id']}`);
   t.equal(gone.status, 404);

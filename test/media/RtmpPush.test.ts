@@ -39,15 +39,19 @@ async function livePush(t: Parameters<typeof startNginx>[0]) {
   await page.goto(`${baseUrl}/peer.html`);
   const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
   if (pub.status !== 201) throw new Error(`WHIP publish answered ${pub.status}`);
+  // The push carries the output from its first frame: the slate while the publisher's video is
+  // still coming up (decision 0011), then the live picture. The recording starts there.
+  await waitUntil('output', () => (node.status(STREAM_ID)?.output ?? 'none') !== 'none', 20_000);
+  const outputAt = Date.now();
   await rtmp.notes.waitFor('publish', 1, 20_000);
   await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
-  return { rtmp, node, page };
+  return { rtmp, node, page, outputAt };
 }
 
 t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording has the stream size and duration', { timeout: 90_000 }, async (t) => {
   if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
-  const { rtmp, node, page } = await livePush(t);
-  const liveAt = Date.now();
+  const { rtmp, node, page, outputAt } = await livePush(t);
+  const liveAt = outputAt;
   t.match(node.status(STREAM_ID)?.rtmp, { state: 'live', url: `rtmp://127.0.0.1:${rtmp.port}/live/…`, reconnects: 0 }, 'status reports the push live, key redacted');
   await page.waitForTimeout(5000); // the length of media we want recorded
   node.endStream(STREAM_ID);

@@ -148,6 +148,9 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   t.equal(await early.getAttribute('#video', 'poster'), '/web/poster.svg', 'a poster while waiting');
   await early.waitForFunction(() => /Waiting for the stream/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 20_000 });
   t.equal(await early.getAttribute('#status', 'data-state'), 'waiting');
+  // The node holds the stream for this viewer and sends the plain slate: connected, still waiting.
+  await early.waitForFunction(() => /showing the slate/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 30_000 });
+  t.equal(await early.getAttribute('#status', 'data-state'), 'waiting', 'a viewer on the slate is waiting, not live');
   t.ok(await early.$eval('#error', (e) => (e as HTMLElement).hidden), 'waiting is not shown as an error');
   t.equal((await fetch(`${server.url}/web/poster.svg`)).status, 200, 'the poster is served');
   await early.screenshot({ path: join(ARTIFACTS, 'watch-waiting.png'), fullPage: true });
@@ -214,6 +217,17 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   t.ok(hls.time > 1, `LL-HLS plays in the playground (currentTime ${hls.time.toFixed(1)} s)`);
   await page.screenshot({ path: join(ARTIFACTS, 'playground-3-hls.png'), fullPage: true });
 
+  // 6b. Clip the last 10 s: the button POSTs the clip and shows its link once the MP4 exists.
+  await page.click('#clip');
+  await page.waitForSelector('#clipLink', { timeout: 30_000 });
+  const clipId = (await page.getAttribute('#clipLink', 'data-clip-id')) ?? '';
+  const clipHref = (await page.getAttribute('#clipLink', 'href')) ?? '';
+  t.match(clipId, /^clp_/, `the page shows the clip: ${await page.textContent('#clipLink')}`);
+  const mp4 = await fetch(new URL(clipHref, server.url));
+  t.equal(mp4.status, 200, 'its link downloads without a key (signed)');
+  t.equal(mp4.headers.get('content-type'), 'video/mp4');
+  t.ok((await mp4.arrayBuffer()).byteLength > 10_000, 'an MP4 with media in it');
+
   // 7. The shareable viewer page: WHEP first.
   const share = await page.getAttribute('#share', 'href');
   const viewer = await ctx.newPage();
@@ -222,6 +236,11 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   const v = await eventually('viewer frames', () => videoStats(viewer, '#video'), (s) => s.frames > 10, 20_000);
   t.ok(v.frames > 10, `watch.html plays over WHEP (${v.frames} frames)`);
   t.match(await viewer.textContent('#status'), /Live · WebRTC/, 'the status line says how it plays');
+  // …and lists the stream's clips, with the one just made.
+  await viewer.waitForSelector(`#clips a[data-clip-id="${clipId}"]`, { timeout: 15_000 });
+  t.notOk(await viewer.$eval('#clipsCard', (e) => (e as HTMLElement).hidden), 'the viewer page lists the clips');
+  const listed = await viewer.getAttribute(`#clips a[data-clip-id="${clipId}"]`, 'href');
+  t.equal((await fetch(new URL(listed ?? '', server.url), { method: 'HEAD' })).status, 200, 'and its link plays without a key');
   await viewer.screenshot({ path: join(ARTIFACTS, 'watch-whep.png'), fullPage: true });
 
   // 8. …and LL-HLS when asked (?hls=1), as it does when WHEP fails.

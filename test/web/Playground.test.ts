@@ -127,10 +127,14 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   t.match(whipUrl, new RegExp(`^${server.url}/live/\\S+/whip$`), `the WHIP URL is shown (${whipUrl})`);
   t.match(await page.inputValue('#streamKey'), /\S{16,}/, 'the stream key is shown');
   t.equal(await page.getAttribute('#streamKey', 'type'), 'password', 'masked until copied');
-  await page.click('button[data-copy="whipUrl"]');
-  t.equal(await page.evaluate(() => (window as unknown as PlaygroundWindow).playground.copied), whipUrl, 'Copy copies the WHIP URL');
-  await page.click('button[data-copy="streamKey"]');
-  t.equal(await page.evaluate(() => (window as unknown as PlaygroundWindow).playground.copied), await page.inputValue('#streamKey'), 'Copy copies the stream key');
+  // The copy handler awaits the clipboard API, so the page records what it copied a moment after the click.
+  const copiedAfter = async (button: string, before: string | null) => {
+    await page.click(`button[data-copy="${button}"]`);
+    await page.waitForFunction((b) => (window as unknown as PlaygroundWindow).playground.copied !== b, before, { timeout: 10_000 }).catch(() => undefined);
+    return page.evaluate(() => (window as unknown as PlaygroundWindow).playground.copied);
+  };
+  t.equal(await copiedAfter('whipUrl', null), whipUrl, 'Copy copies the WHIP URL');
+  t.equal(await copiedAfter('streamKey', whipUrl), await page.inputValue('#streamKey'), 'Copy copies the stream key');
 
   // Before anything is published: the state in words, the DEMO badge, no charts of unmeasured numbers.
   await page.waitForFunction(() => document.getElementById('state')?.dataset['state'] === 'OFFLINE', undefined, { timeout: 10_000 });

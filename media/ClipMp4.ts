@@ -23,7 +23,7 @@ export async function writeClipMp4(source: ClipSource, opts: { out: string; ffmp
   try {
     const fragmented = Buffer.concat([source.init, ...source.segments.map((s) => s.bytes)]);
     await writeFile(input, fragmented);
-    await run(opts.ffmpegPath, [
+    await runRemux(opts.ffmpegPath, [
       '-hide_banner', '-loglevel', 'error', '-nostdin',
       '-f', 'mp4', '-i', input,
       '-map', '0', '-c', 'copy',
@@ -39,14 +39,15 @@ export async function writeClipMp4(source: ClipSource, opts: { out: string; ffmp
   }
 }
 
-function run(cmd: string, args: string[]): Promise<void> {
+/** Runs an ffmpeg remux (`cmd`, `args`), killed after `timeoutMs`; rejects with its stderr's start. */
+export function runRemux(cmd: string, args: string[], timeoutMs = REMUX_TIMEOUT_MS): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => {
       if (stderr.length < 4096) stderr += d.toString();
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), REMUX_TIMEOUT_MS);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('error', (err) => {
       clearTimeout(timer);
       reject(err);

@@ -6,12 +6,12 @@
  * publisher was away is not in the file, as it is not in the VOD playlist. `+faststart` puts the
  * index first, so a browser plays it from the first byte; timestamps start at zero.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { runRemux } from './ClipMp4.ts';
 import { initFileName, type RecordingSegmentFile } from './RecordingFiles.ts';
 
 /** ms a remux may take before it is killed (an hour of 3 Mbit/s remuxes in a few seconds). */
@@ -52,37 +52,17 @@ export async function remuxRecordingMp4(opts: { dir: string; segments: readonly 
       }, sink);
     }
     await writeFile(list, `ffconcat version 1.0\n${inputs.map((p) => `file '${p.replace(/'/g, "'\\''")}'`).join('\n')}\n`);
-    await run(opts.ffmpegPath, [
+    await runRemux(opts.ffmpegPath, [
       '-hide_banner', '-loglevel', 'error', '-nostdin',
       '-f', 'concat', '-safe', '0', '-i', list,
       '-map', '0', '-c', 'copy',
       '-avoid_negative_ts', 'make_zero',
       '-movflags', '+faststart',
       '-f', 'mp4', '-y', output,
-    ]);
+    ], REMUX_TIMEOUT_MS);
     await rename(output, opts.out);
     return { size: (await stat(opts.out)).size };
   } finally {
     for (const p of [...inputs, list, output]) await rm(p, { force: true });
   }
-}
-
-function run(cmd: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      if (stderr.length < 4096) stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), REMUX_TIMEOUT_MS);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new Error(`ffmpeg remux failed (${signal ?? `exit ${code}`}): ${stderr.trim().slice(0, 500)}`));
-    });
-  });
 }

@@ -8,70 +8,18 @@
 import t, { type Test } from 'tap';
 import { ControlTokens } from '../../streams/ControlTokens.ts';
 import { StreamControl } from '../../streams/StreamControl.ts';
-import { connectWebSocket, type WebSocketLike } from '../../control/WebSockets.ts';
+import { openControl } from '../helpers/controlClient.ts';
 import { makeStreamApp, type StreamTestApp } from './streamApp.ts';
 
 type Json = Record<string, any>;
 
-interface Client {
-  ws: WebSocketLike;
-  /** Resolves with the first message (received since the last call consumed it) matching `pred`. */
-  next(pred: (m: Json) => boolean, timeoutMs?: number): Promise<Json>;
-  send(msg: unknown): void;
-  all: Json[];
-}
 
 async function listen(t: Test, a: StreamTestApp): Promise<string> {
   await a.app.listen({ port: 0, host: '127.0.0.1' });
   return `ws://127.0.0.1:${(a.app.server.address() as { port: number }).port}`;
 }
 
-/** Opens a socket; resolves once open, or rejects with the HTTP status of a refused upgrade. */
-function open(t: Test, url: string, headers: Record<string, string> = {}): Promise<Client> {
-  const ws = connectWebSocket(url, headers);
-  const all: Json[] = [];
-  let cursor = 0;
-  const waiters = new Set<() => void>();
-  ws.on('message', (data) => {
-    all.push(JSON.parse(data.toString('utf8')) as Json);
-    for (const w of [...waiters]) w();
-  });
-  t.teardown(() => ws.terminate());
-  const client: Client = {
-    ws,
-    all,
-    send: (msg) => ws.send(JSON.stringify(msg)),
-    next: (pred, timeoutMs = 5000) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          for (let i = cursor; i < all.length; i++) {
-            if (pred(all[i]!)) {
-              cursor = i + 1;
-              waiters.delete(check);
-              clearTimeout(timer);
-              resolve(all[i]!);
-              return;
-            }
-          }
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`no matching message within ${timeoutMs} ms; got ${JSON.stringify(all.slice(cursor)).slice(0, 500)}`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      }),
-  };
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client));
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => reject(Object.assign(new Error(`upgrade refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Json })));
-    });
-    ws.once('error', (err) => reject(err));
-  });
-}
+const open = openControl;
 
 async function setup(t: Test) {
   const a = await makeStreamApp(t);

@@ -1,6 +1,7 @@
 /**
  * A test client for the control WebSocket (`ws`, Node side): collects every message and lets a
- * test wait for the next one matching a predicate, with a bounded wait.
+ * test wait for the next one matching a predicate, with a bounded wait. Resolves once open, or
+ * rejects with the HTTP status of a refused upgrade.
  */
 import { connectWebSocket, type WebSocketLike } from '../../control/WebSockets.ts';
 
@@ -51,6 +52,12 @@ export function openControl(t: { teardown(fn: () => unknown): void }, url: strin
   };
   return new Promise((resolve, reject) => {
     ws.once('open', () => resolve(client));
+    // A refused upgrade rejects with its HTTP status and JSON body (`status`, `body`).
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => reject(Object.assign(new Error(`upgrade refused ${res.statusCode}`), { status: res.statusCode, body: JSON.parse(body || '{}') as Json })));
+    });
     ws.once('error', (err) => reject(err));
   });
 }

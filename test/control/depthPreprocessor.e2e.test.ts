@@ -77,6 +77,18 @@ t.test('a depth ControlNet with depth_tensorrt: Chromium publishes, another page
   const pub = await pubPage.evaluate((o) => (window as unknown as W).publish(o), { url: s.whip_url as string, token: s.stream_key as string, codec: 'VP8' as const, width: 320, height: 240 });
   t.equal(pub.status, 201, `WHIP 201 (${pub.status === 201 ? 'ok' : pub.body})`);
 
+  // Until its first processed frame (the models load first) the output is the slate: wait, bounded,
+  // for live output from the engine with the depth ControlNet's preprocessor timed in a frame.
+  type NodeStatus = { output?: string; pipeline?: Json | null } | undefined;
+  const nodeStatus = () => roles.node?.getStream(s.id)?.status() as NodeStatus;
+  const liveDeadline = Date.now() + 120_000;
+  let live = nodeStatus();
+  while (Date.now() < liveDeadline && !(live?.output === 'live' && Number(live.pipeline?.['stageMs']?.['control'] ?? 0) > 0)) {
+    await new Promise((r) => setTimeout(r, 100));
+    live = nodeStatus();
+  }
+  t.equal(live?.output, 'live', 'the output is live (not the slate)');
+
   const viewPage = await ctx.newPage();
   await viewPage.goto(`${base}/peer.html`);
   const play = await viewPage.evaluate((url) => (window as unknown as W).play({ url }), s.output_stream_url as string);
@@ -87,7 +99,7 @@ t.test('a depth ControlNet with depth_tensorrt: Chromium publishes, another page
   t.equal(fs.width, 384, 'at the stream size');
   t.ok(fs.meanLuma > 5, `not a black picture (mean luma ${fs.meanLuma.toFixed(1)})`);
 
-  const engine = roles.node?.getStream(s.id)?.status().pipeline as Json | null;
+  const engine = (live?.pipeline ?? null) as Json | null;
   t.ok(engine, 'the stream runs the diffusion pipeline');
   t.equal(engine?.['buildError'], null, 'built as asked');
   t.match(engine?.['preprocessors'], [{ preprocessor: 'depth_tensorrt', controlnet: 'thibaud/controlnet-sd21-depth-diffusers', demo: true, providers: ['cpu'] }], 'a demo depth model on cpu, said so');

@@ -12,6 +12,9 @@
  *   --minutes 30     run length (≥ 6 for a verdict; shorter runs print the samples only)
  *   --streams 4      publishers live at once (each one replaced every ≈ 40 s)
  *   --viewers 6      WHEP viewers at once (each one replaced every ≈ 20 s)
+ *   --diffusion 0.5  share of streams that run the (demo) diffusion pipeline; the rest skip it
+ *   --songs 45       seconds between song requests (0: no songs)
+ * The last two take parts out of the mix, to find which one a growth belongs to.
  */
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,6 +37,8 @@ interface Sample {
   streams: number;
   viewers: number;
   fdKinds: Record<string, number>;
+  /** Resident MiB by kind of mapping (see memKinds). */
+  memKinds: Record<string, number>;
 }
 
 function proc(pid: number): { rssMiB: number; threads: number; fds: number; fdKinds: Record<string, number> } {
@@ -55,6 +60,34 @@ function proc(pid: number): { rssMiB: number; threads: number; fds: number; fdKi
   return { rssMiB: kb('VmRSS') / 1024, threads: kb('Threads'), fds: fds.length, fdKinds };
 }
 
+/**
+ * Resident memory by kind of mapping, MiB, from /proc/<pid>/smaps: which allocator holds a
+ * growth. `malloc-main` is glibc's brk heap, `malloc-arenas` its 64 MiB thread arenas (both grow
+ * with fragmentation of small allocations); `anon` is every other anonymous mapping (V8 heaps of
+ * every thread, ArrayBuffers, and any allocation ≥ the 128 KiB mmap threshold: live large data);
+ * `files` are mapped files (libraries, models); `stacks` thread stacks.
+ */
+function memKinds(pid: number): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  let kind = 'anon';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      const path = head[3] ?? '';
+      const sizeMiB = (parseInt(head[2] as string, 16) - parseInt(head[1] as string, 16)) / 2 ** 20;
+      if (path === '[heap]') kind = 'malloc-main';
+      else if (path.startsWith('[stack')) kind = 'stacks';
+      else if (path.startsWith('/')) kind = 'files';
+      else if (path === '' && sizeMiB === 64) kind = 'malloc-arenas';
+      else kind = path === '' ? 'anon' : 'other';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) kinds[kind] = (kinds[kind] ?? 0) + Number(rss[1]) / 1024;
+  }
+  return kinds;
+}
+
 /** utime + stime of the process, seconds. */
 function cpuSeconds(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
@@ -70,6 +103,8 @@ export default async function soak(args: Map<string, string>): Promise<void> {
   const minutes = Number(args.get('minutes') ?? 30);
   const streamsAtOnce = Number(args.get('streams') ?? 4);
   const viewersAtOnce = Number(args.get('viewers') ?? 6);
+  const diffusionShare = Number(args.get('diffusion') ?? 0.5);
+  const songEveryS = Number(args.get('songs') ?? 45);
   const cleanups: (() => unknown)[] = [];
   const t = { teardown: (fn: () => unknown) => cleanups.push(fn) };
   const samples: Sample[] = [];
@@ -99,7 +134,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     let seq = 0;
     const addStream = async () => {
       const i = seq++;
-      const r = await server.api('POST', '/v1/streams', { params: { prompt: `soak ${i}`, skip_diffusion: i % 2 === 0, width: 512, height: 512 } });
+      const r = await server.api('POST', '/v1/streams', { params: { prompt: `soak ${i}`, skip_diffusion: (i * diffusionShare) % 1 >= diffusionShare, width: 512, height: 512 } });
       if (r.status !== 201) return void counts.failures++;
       const s = r.body as { id: string; whip_url: string; stream_key: string; output_stream_url: string };
       const p = await pubs.publish({ url: s.whip_url, token: s.stream_key, source, httpFrom: `127.0.2.${(i % 250) + 1}` }).catch((err: unknown) => ({ id: '', status: 0, body: String(err) }));
@@ -158,10 +193,10 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         }
         nextPatch = now + 15_000;
       }
-      if (now >= nextSong) {
+      if (songEveryS > 0 && now >= nextSong) {
         const r = await server.api('POST', '/music/v1/songs', { prompt: 'soak lo-fi beat', duration: 20, variations: 1 });
         if (r.status === 200 || r.status === 201 || r.status === 202) counts.songs++;
-        nextSong = now + 45_000;
+        nextSong = now + songEveryS * 1000;
       }
       if (now >= nextSample) {
         const p = proc(pid);
@@ -171,7 +206,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         const cpu = { s: cpuSeconds(pid), t: performance.now() };
         const cores = (cpu.s - cpuAt.s) / ((cpu.t - cpuAt.t) / 1000);
         cpuAt = cpu;
-        samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, cores, streams: live.length, viewers: viewers.length, fdKinds: p.fdKinds });
+        samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, cores, streams: live.length, viewers: viewers.length, fdKinds: p.fdKinds, memKinds: memKinds(pid) });
         nextSample = now + 10_000;
       }
       const done = Math.floor((Date.now() - start) / 60_000);
@@ -231,9 +266,18 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     const first = samples[0]?.fdKinds ?? {};
     const lastKinds = samples.at(-1)?.fdKinds ?? {};
     summary.push({ measure: 'descriptors by kind, first → last sample', value: [...new Set([...Object.keys(first), ...Object.keys(lastKinds)])].map((k) => `${k} ${first[k] ?? 0}→${lastKinds[k] ?? 0}`).join(', ') });
+    // Resident memory by kind, mean of minute 5 against the last minute: where a growth sits.
+    const kindMeans = (xs: Sample[]) => {
+      const sum: Record<string, number> = {};
+      for (const x of xs) for (const [k, v] of Object.entries(x.memKinds)) sum[k] = (sum[k] ?? 0) + v / xs.length;
+      return sum;
+    };
+    const memWarm = kindMeans(warm.length ? warm : samples.slice(0, 1));
+    const memLast = kindMeans(last.length ? last : samples.slice(-1));
+    summary.push({ measure: 'resident MiB by kind, minute 5 → end', value: [...new Set([...Object.keys(memWarm), ...Object.keys(memLast)])].map((k) => `${k} ${(memWarm[k] ?? 0).toFixed(0)}→${(memLast[k] ?? 0).toFixed(0)}`).join(', ') });
     printTable('soak summary', summary);
     for (const f of failures.slice(0, 10)) console.log(`failure: ${f}`);
-    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, counts, failures, webhooks: receiver.requests.length, verdict, samples })}`);
+    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, diffusionShare, songEveryS, counts, failures, webhooks: receiver.requests.length, verdict, samples })}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();
   }

@@ -153,6 +153,10 @@ async function publish(url: string, token: string): Promise<{ status: number; st
   };
 }
 
+// The file runs every demo pipeline: minutes, more on a loaded machine. Its subtests are bounded
+// below; the runner's default per-file limit (300 s) is not its budget.
+t.setTimeout(780_000);
+
 // Small and quick: one Stream Batch slot at the smallest size the API takes.
 const SMALL = { width: 384, height: 384, t_index_list: [20], acceleration: 'none', use_safety_checker: false } as const;
 

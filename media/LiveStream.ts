@@ -417,6 +417,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#viewers.size;
   }
 
+  /** An LL-HLS player requested something in the last 30 s, or an RTMP push runs (the node holds the stream for them). */
+  get outputConsumed(): boolean {
+    return this.#state !== 'closed' && ((this.#hls?.watched ?? false) || this.#rtmp.active);
+  }
+
   get publisher(): WhipSession | null {
     return this.#publisher;
   }

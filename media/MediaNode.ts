@@ -10,6 +10,7 @@ import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { AwayHold } from './AwayHold.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
@@ -57,6 +58,8 @@ export interface ClientInfo {
  * publisher's grant lookup (a few store round trips), and the store holds the params anyway.
  */
 const EARLY_UPDATE_TTL_MS = 60_000;
+/** ms between checks of a stream held for its HLS players or RTMP pushes (whether they are still there). */
+const AWAY_CHECK_MS = 1000;
 /** Streams with a kept early update at most (each a few kB of params). */
 const EARLY_UPDATES_MAX = 1000;
 
@@ -199,8 +202,17 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.on('live', (info) => this.safeEmit('live', info));
     stream.on('ended', (info) => this.safeEmit('ended', info));
     stream.on('landed', (info) => this.safeEmit('landed', info));
-    stream.on('idle', () => stream.close('closed'));
+    // Idle (no publisher, no WHEP viewer): released, unless LL-HLS players or RTMP pushes still
+    // take its slate; then held while they do, up to idleHoldMaxMs.
+    const hold = new AwayHold(stream, {
+      maxMs: this.settings.idleHoldMaxMs,
+      checkMs: AWAY_CHECK_MS,
+      release: () => stream.close('closed'),
+      logger: this.#logger,
+    });
+    stream.on('idle', () => hold.onIdle());
     stream.once('close', () => {
+      hold.cancel();
       if (this.#streams.get(streamId) === stream) this.#streams.delete(streamId);
     });
     return stream;

@@ -34,6 +34,12 @@ export interface MediaSettings {
   heartbeatMs: number;
   /** ms a stream with no publisher and no viewers is kept before it is disposed. */
   idleStreamMs: number;
+  /**
+   * ms a stream past idleStreamMs is held further while LL-HLS players or RTMP pushes still consume
+   * its output (the slate); released as soon as nothing does. Bounds the slate encode of a stream
+   * whose publisher never returns.
+   */
+  idleHoldMaxMs: number;
   /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. */
   maxViewersPerStream: number;
   /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
@@ -99,6 +105,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   connectTimeoutMs: 15_000,
   heartbeatMs: 5_000,
   idleStreamMs: 60_000,
+  idleHoldMaxMs: 30 * 60_000,
   maxViewersPerStream: 100,
   maxPendingViewersPerStream: 50,
   maxPendingViewersPerAddress: 8,

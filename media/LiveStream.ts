@@ -46,6 +46,7 @@ import type { MediaSettings } from './settings.ts';
 import type { RtmpPushStatus } from './RtmpPush.ts';
 import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 import { Slate, type SlateSource } from './Slate.ts';
+import { SlateImage } from './SlateImage.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
@@ -213,6 +214,8 @@ export interface LiveStreamOptions {
   outboundPolicy?: OutboundPolicy;
   /** Folder of this stream's recordings (`recordings/<streamId>` in the blob store); without it recording is refused. */
   recordingsDir?: string;
+  /** The stream's slate image file (`slates/<streamId>/image` in the blob store), shown by the slate when present. */
+  slateImagePath?: string;
   logger: Logger;
 }
 
@@ -339,6 +342,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
+    if (opts.slateImagePath) this.#slate.useImage(new SlateImage({ path: opts.slateImagePath, logger: opts.logger, ffmpegPath: opts.settings.ffmpegPath }));
     this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
     this.#vp8Packetizer = new Vp8Packetizer({ ssrc: this.#ssrcs.vp8, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
     this.#hls = opts.settings.hlsEnabled
@@ -384,9 +388,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       if (this.#slateActive && gap < this.#settings.slateAfterMs) this.#endSlate();
       return;
     }
-    if (!this.#slateActive || !this.#slateFrame) {
-      const w = this.#encoder?.width ?? this.#width;
-      const h = this.#encoder?.height ?? this.#height;
+    const w = this.#encoder?.width ?? this.#width;
+    const h = this.#encoder?.height ?? this.#height;
+    if (!this.#slateActive || !this.#slateFrame || this.#slate.stale(w, h)) {
       const { frame, source } = this.#slate.build(w, h);
       this.#slateFrame = frame;
       this.#slateSource = source;

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
+import { SLATE_IMAGE_FILE } from './SlateImage.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type ParamsLanding, type StartedInfo } from './LiveStream.ts';
@@ -116,6 +117,8 @@ export interface MediaNodeOptions {
    * store's `recordings/`, so the API serves what any node wrote. Without it nothing is recorded.
    */
   recordingsDir?: string;
+  /** Folder of the streams' slate images (`slates` in the blob store, where the API puts them); without it the slate shows no image. */
+  slatesDir?: string;
 }
 
 export type MediaNodeEvents = {
@@ -193,6 +196,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
+      ...(this.#opts.slatesDir ? { slateImagePath: join(this.#opts.slatesDir, streamId, SLATE_IMAGE_FILE) } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);

@@ -47,6 +47,7 @@ import type { RtmpPushStatus } from './RtmpPush.ts';
 import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 import { Slate, type SlateSource } from './Slate.ts';
 import { SlateImage } from './SlateImage.ts';
+import { opusCarriesSound } from './OpusSilence.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
@@ -319,6 +320,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #rtmpExtra: RtmpDestination[] = [];
   /** Recording asked for (`record: true`); the writer starts with the next output segment. */
   #record = false;
+  /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
+  #audioHeard = false;
   #recorder: RecordingWriter | null = null;
   /** The last recording's end (its queued segments written, its meta marked complete). */
   #recordingEnded: Promise<void> = Promise.resolve();
@@ -525,7 +528,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const audio = this.#publisher?.audioPayloadType;
     // A recording keeps the publisher's sound, so it runs the AAC encoder too.
     const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
-    if (audio === undefined || !wanted) {
+    const sound = this.#audioHeard || this.#settings.aacForSilence;
+    if (audio === undefined || !wanted || !sound) {
       this.#aac?.close();
       this.#aac = null;
       if (this.#hls) this.#hls.audioExpected = false;
@@ -647,12 +651,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
           v.sendAudio(out);
         }
-        if (session === this.#publisher) this.#aac?.push(rtp);
+        if (session !== this.#publisher) return;
+        // Silence frames alone start no AAC encoder (media/OpusSilence.ts); the first sound does.
+        if (!this.#audioHeard && opusCarriesSound(rtp)) {
+          this.#audioHeard = true;
+          this.#syncAac();
+        }
+        this.#aac?.push(rtp);
       },
     });
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
     this.#closeAac();
     this.#publisher = session;
+    this.#audioHeard = false;
     // A new publisher has its own RTP clock.
     this.#captureOffsets = [];
     this.#rtpLast = null;

@@ -66,6 +66,13 @@ export interface MediaSettings {
   hlsWindowSegments: number;
   /** AAC bitrate for HLS/RTMP, bit/s. */
   aacBitrateBps: number;
+  /**
+   * Run the AAC encoder (when an output wants it) even while the publisher's Opus is only
+   * silence frames. Off: it starts at the first packet that carries sound, and the outputs fill
+   * silence until then (the same bytes, without the ≈ 1.5 % of a core per stream). On only to
+   * measure the difference (`npm run bench -- recording`).
+   */
+  aacForSilence: boolean;
   /** ffmpeg binary for the RTMP push. */
   ffmpegPath: string;
   /**
@@ -119,6 +126,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   hlsSegmentTargetMs: 1000,
   hlsWindowSegments: 6,
   aacBitrateBps: 128_000,
+  aacForSilence: false,
   ffmpegPath: 'ffmpeg',
   decoderNice: 5,
   encoderNice: 10,

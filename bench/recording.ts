@@ -10,10 +10,11 @@
  *
  *   npm run bench -- recording [--streams 2] [--windows 6] [--window-s 6] [--size 512] [--hls-watch]
  *
- * The publishers send audio (Opus), so recording also runs the AAC encoder (Opus decode + AAC
- * encode), which otherwise runs only for RTMP outputs or HLS players. `--hls-watch` keeps an HLS
- * player's demand on every stream in both conditions, so the AAC encoder runs throughout and the
- * difference is the recording writer alone.
+ * The publishers send an Opus track of silence frames (3-byte packets, as an encoder does for a
+ * muted microphone). The run measures two phases, each on its own server: first with the AAC
+ * encoder run on silence frames (`aacForSilence`, what the node did before), then as it does now
+ * (the AAC encoder waits for the first packet that carries sound; the outputs fill silence until
+ * then). `--hls-watch` keeps an HLS player's demand on every stream in both conditions.
  *
  * Target (outputs issue): CPU with recording + clip buffer ≤ 1.1 × without.
  */
@@ -28,10 +29,32 @@ export default async function recording(args: Map<string, string>): Promise<void
   const windowS = Number(args.get('window-s') ?? 6);
   const size = Number(args.get('size') ?? 512);
   const hlsWatch = args.has('hls-watch');
+  // Before and after, in one run: the AAC encoder on silence frames (the old behaviour), then the default.
+  const phases = [
+    { name: 'AAC encoder on silence (before)', aacForSilence: true },
+    { name: 'AAC encoder waits for sound (now)', aacForSilence: false },
+  ];
+  const results: Array<{ phase: string; rows: Row[]; ratio: number; ratioPerFrame: number; remux: ReturnType<typeof summarize>; durationS: number; raw: unknown }> = [];
+  for (const phase of phases) {
+    results.push({ phase: phase.name, ...(await measure({ streams, windows, windowS, size, hlsWatch, aacForSilence: phase.aacForSilence })) });
+  }
+  const all: Row[] = [];
+  for (const r of results) {
+    for (const row of r.rows) all.push({ phase: r.phase, ...row });
+  }
+  printTable(`Recording: node CPU, ${streams} × ${size}² 30 fps streams (OBS-like publishers: H.264 + Opus silence frames)${hlsWatch ? ', HLS watched' : ''}, ${windows} windows of ${windowS} s per condition, alternating; target on ÷ off ≤ 1.1×`, all);
+  for (const r of results) {
+    console.log(`${r.phase}: on ÷ off p50 ${r.ratio.toFixed(3)}× per second, ${r.ratioPerFrame.toFixed(3)}× per output frame; remux to one MP4 p50 ${r.remux.p50.toFixed(0)} ms, p95 ${r.remux.p95.toFixed(0)} ms for ≈ ${r.durationS.toFixed(1)} s`);
+  }
+  console.log(`wrote ${writeResult('recording', { streams, size, windows, windowS, hlsWatch, phases: results.map((r) => ({ phase: r.phase, ratioP50: r.ratio, ratioPerFrameP50: r.ratioPerFrame, remuxMs: r.remux, raw: r.raw })) })}`);
+}
+
+async function measure(o: { streams: number; windows: number; windowS: number; size: number; hlsWatch: boolean; aacForSilence: boolean }) {
+  const { streams, windows, windowS, size, hlsWatch } = o;
   const teardowns: (() => unknown)[] = [];
   const scope = { teardown: (fn: () => unknown) => teardowns.push(fn) };
   try {
-    const { url, api } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal' });
+    const { url, api } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal', mediaSettings: { aacForSilence: o.aacForSilence } });
     const pubs = startObsPublishers(scope);
     const source = await stampedH264({ size, frames: 300 });
     const ids: string[] = [];
@@ -100,10 +123,7 @@ export default async function recording(args: Map<string, string>): Promise<void
     ];
     const ratio = on.p50 / off.p50;
     const ratioPerFrame = summarize(perFrame.on).p50 / summarize(perFrame.off).p50;
-    printTable(`Recording: node CPU, ${streams} × ${size}² 30 fps streams${hlsWatch ? ' (AAC on throughout: HLS watched)' : ''}, ${windows} windows of ${windowS} s each, alternating (on/off p50: ${ratio.toFixed(3)}× per second, ${ratioPerFrame.toFixed(3)}× per output frame; target ≤ 1.1×)`, rows);
-    const remuxS = summarize(remux);
-    console.log(`remux to one MP4: p50 ${remuxS.p50.toFixed(0)} ms, p95 ${remuxS.p95.toFixed(0)} ms for recordings of ≈ ${summarize(durations).p50.toFixed(1)} s`);
-    console.log(`wrote ${writeResult('recording', { streams, size, windows, windowS, hlsWatch, cpu: { off, on, ratioP50: ratio, ratioPerFrameP50: ratioPerFrame, samples: cpu, perFrame }, fps, remux: { ms: remuxS, durationS: summarize(durations) } })}`);
+    return { rows, ratio, ratioPerFrame, remux: summarize(remux), durationS: summarize(durations).p50, raw: { cpu: { off, on, samples: cpu, perFrame }, fps } };
   } finally {
     for (const fn of teardowns.reverse()) await fn();
   }

@@ -1,5 +1,6 @@
 /** What every role of a process is started with (control/Roles.ts): the shared parts. */
 import type { Logger } from 'pino';
+import type { MediaSettings } from '../media/index.ts';
 import type { BlobStore, Store } from '../store/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
@@ -17,4 +18,6 @@ export interface RoleDeps {
   /** Signs download and playlist links (recordings). */
   links?: LinkSigner;
   now?: () => number;
+  /** Media node tuning over the defaults (tests and benchmarks; operators use the config). */
+  mediaSettings?: Partial<MediaSettings>;
 }

@@ -53,7 +53,7 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
     if (res.truncated || res.body.length > maxBytes) throw new Error(`style image ${url}: larger than ${maxBytes} bytes`);
     return res.body;
   };
-  const streams = await startStreamRoles(config, deps, { fetchImage });
+  const streams = await startStreamRoles(config, deps, { fetchImage, ...(deps.mediaSettings ? { mediaSettings: deps.mediaSettings } : {}) });
   closers.push(() => streams.close());
   Object.assign(services, streams.services);
 

@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import pino, { type Logger } from 'pino';
+import type { MediaSettings } from '../media/index.ts';
 import { createStore, FsBlobStore, type Store } from '../store/index.ts';
 import { createAccountWithKey } from './ApiKeys.ts';
 import { buildApp, type App } from './buildApp.ts';
@@ -31,7 +32,7 @@ export function createLogger(config: Pick<Config, 'logLevel'>): Logger {
   });
 }
 
-export async function startServer(config: Readonly<Config>, opts: { logger?: Logger; now?: () => number } = {}): Promise<RunningServer> {
+export async function startServer(config: Readonly<Config>, opts: { logger?: Logger; now?: () => number; mediaSettings?: Partial<MediaSettings> } = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger(config);
   const log = logger.child({ module: 'Server' });
   let ready = false;
@@ -61,7 +62,7 @@ export async function startServer(config: Readonly<Config>, opts: { logger?: Log
   let roles: RoleHandles | null = null;
   let app: App | null = null;
   try {
-    roles = await startRoles(config, { store, blobs, logger, metrics, forwardedSecret: links.derive('media-forwarded'), links, ...(opts.now ? { now: opts.now } : {}) });
+    roles = await startRoles(config, { store, blobs, logger, metrics, forwardedSecret: links.derive('media-forwarded'), links, ...(opts.now ? { now: opts.now } : {}), ...(opts.mediaSettings ? { mediaSettings: opts.mediaSettings } : {}) });
     app = await buildApp(config, { store, logger, metrics, blobs, links, isReady: () => ready, webRoutes: webRoutes(config), ...roles.services });
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {

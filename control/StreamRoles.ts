@@ -16,6 +16,7 @@ import {
   LocalMediaNodeClient,
   mediaNodeId,
   RecordingService,
+  SlateImageService,
   RtmpOutputService,
   scaleOutStreams,
   StreamLifecycle,
@@ -116,6 +117,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       outboundPolicy,
       // Recordings go into the shared blob store, where every API role reads them.
       recordingsDir: deps.blobs.pathOf('recordings'),
+      // Slate images the API stored for a stream, read by whichever node holds it.
+      slatesDir: deps.blobs.pathOf('slates'),
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
@@ -188,6 +191,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
         recordings.startSweeping(config.recording.sweepIntervalS * 1000);
         services.recordings = recordings;
       }
+      services.slates = new SlateImageService({ store: deps.store, blobs: deps.blobs, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}), logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }

@@ -24,6 +24,7 @@ import { capabilitiesRoutes } from './routes/capabilities.ts';
 import { controlRoutes } from './routes/control.ts';
 import { clipRoutes } from './routes/clips.ts';
 import { recordingRoutes } from './routes/recordings.ts';
+import { slateRoutes } from './routes/slate.ts';
 import { musicRoutes } from './routes/music.ts';
 import { outputRoutes } from './routes/outputs.ts';
 import { systemRoutes } from './routes/system.ts';
@@ -142,6 +143,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     await area.register(streamRoutes(config, areaCtx));
     await area.register(clipRoutes(config, areaCtx));
     await area.register(recordingRoutes(config, areaCtx));
+    await area.register(slateRoutes(config, areaCtx));
     await area.register(outputRoutes(config, areaCtx));
     await area.register(capabilitiesRoutes(config, areaCtx));
     await area.register(controlRoutes(config, areaCtx));

@@ -46,6 +46,8 @@ import type { MediaSettings } from './settings.ts';
 import type { RtmpPushStatus } from './RtmpPush.ts';
 import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 import { Slate, type SlateSource } from './Slate.ts';
+import { SlateImage } from './SlateImage.ts';
+import { opusCarriesSound } from './OpusSilence.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
@@ -213,6 +215,8 @@ export interface LiveStreamOptions {
   outboundPolicy?: OutboundPolicy;
   /** Folder of this stream's recordings (`recordings/<streamId>` in the blob store); without it recording is refused. */
   recordingsDir?: string;
+  /** The stream's slate image file (`slates/<streamId>/image` in the blob store), shown by the slate when present. */
+  slateImagePath?: string;
   logger: Logger;
 }
 
@@ -316,6 +320,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #rtmpExtra: RtmpDestination[] = [];
   /** Recording asked for (`record: true`); the writer starts with the next output segment. */
   #record = false;
+  /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
+  #audioHeard = false;
   #recorder: RecordingWriter | null = null;
   /** The last recording's end (its queued segments written, its meta marked complete). */
   #recordingEnded: Promise<void> = Promise.resolve();
@@ -339,6 +345,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
+    if (opts.slateImagePath) this.#slate.useImage(new SlateImage({ path: opts.slateImagePath, logger: opts.logger, ffmpegPath: opts.settings.ffmpegPath }));
     this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
     this.#vp8Packetizer = new Vp8Packetizer({ ssrc: this.#ssrcs.vp8, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
     this.#hls = opts.settings.hlsEnabled
@@ -384,9 +391,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       if (this.#slateActive && gap < this.#settings.slateAfterMs) this.#endSlate();
       return;
     }
-    if (!this.#slateActive || !this.#slateFrame) {
-      const w = this.#encoder?.width ?? this.#width;
-      const h = this.#encoder?.height ?? this.#height;
+    const w = this.#encoder?.width ?? this.#width;
+    const h = this.#encoder?.height ?? this.#height;
+    if (!this.#slateActive || !this.#slateFrame || this.#slate.stale(w, h)) {
       const { frame, source } = this.#slate.build(w, h);
       this.#slateFrame = frame;
       this.#slateSource = source;
@@ -415,6 +422,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   get viewerCount(): number {
     return this.#viewers.size;
+  }
+
+  /** An LL-HLS player requested something in the last 30 s, or an RTMP push runs (the node holds the stream for them). */
+  get outputConsumed(): boolean {
+    return this.#state !== 'closed' && ((this.#hls?.watched ?? false) || this.#rtmp.active);
   }
 
   get publisher(): WhipSession | null {
@@ -516,7 +528,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const audio = this.#publisher?.audioPayloadType;
     // A recording keeps the publisher's sound, so it runs the AAC encoder too.
     const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
-    if (audio === undefined || !wanted) {
+    const sound = this.#audioHeard || this.#settings.aacForSilence;
+    if (audio === undefined || !wanted || !sound) {
       this.#aac?.close();
       this.#aac = null;
       if (this.#hls) this.#hls.audioExpected = false;
@@ -638,12 +651,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
           v.sendAudio(out);
         }
-        if (session === this.#publisher) this.#aac?.push(rtp);
+        if (session !== this.#publisher) return;
+        // Silence frames alone start no AAC encoder (media/OpusSilence.ts); the first sound does.
+        if (!this.#audioHeard && opusCarriesSound(rtp)) {
+          this.#audioHeard = true;
+          this.#syncAac();
+        }
+        this.#aac?.push(rtp);
       },
     });
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
     this.#closeAac();
     this.#publisher = session;
+    this.#audioHeard = false;
     // A new publisher has its own RTP clock.
     this.#captureOffsets = [];
     this.#rtpLast = null;

@@ -10,7 +10,9 @@ import type { RtmpDestination } from './RtmpOutputs.ts';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { AwayHold } from './AwayHold.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
+import { SLATE_IMAGE_FILE } from './SlateImage.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type ParamsLanding, type StartedInfo } from './LiveStream.ts';
@@ -57,6 +59,8 @@ export interface ClientInfo {
  * publisher's grant lookup (a few store round trips), and the store holds the params anyway.
  */
 const EARLY_UPDATE_TTL_MS = 60_000;
+/** ms between checks of a stream held for its HLS players or RTMP pushes (whether they are still there). */
+const AWAY_CHECK_MS = 1000;
 /** Streams with a kept early update at most (each a few kB of params). */
 const EARLY_UPDATES_MAX = 1000;
 
@@ -113,6 +117,8 @@ export interface MediaNodeOptions {
    * store's `recordings/`, so the API serves what any node wrote. Without it nothing is recorded.
    */
   recordingsDir?: string;
+  /** Folder of the streams' slate images (`slates` in the blob store, where the API puts them); without it the slate shows no image. */
+  slatesDir?: string;
 }
 
 export type MediaNodeEvents = {
@@ -190,6 +196,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
+      ...(this.#opts.slatesDir ? { slateImagePath: join(this.#opts.slatesDir, streamId, SLATE_IMAGE_FILE) } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);
@@ -199,8 +206,17 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.on('live', (info) => this.safeEmit('live', info));
     stream.on('ended', (info) => this.safeEmit('ended', info));
     stream.on('landed', (info) => this.safeEmit('landed', info));
-    stream.on('idle', () => stream.close('closed'));
+    // Idle (no publisher, no WHEP viewer): released, unless LL-HLS players or RTMP pushes still
+    // take its slate; then held while they do, up to idleHoldMaxMs.
+    const hold = new AwayHold(stream, {
+      maxMs: this.settings.idleHoldMaxMs,
+      checkMs: AWAY_CHECK_MS,
+      release: () => stream.close('closed'),
+      logger: this.#logger,
+    });
+    stream.on('idle', () => hold.onIdle());
     stream.once('close', () => {
+      hold.cancel();
       if (this.#streams.get(streamId) === stream) this.#streams.delete(streamId);
     });
     return stream;

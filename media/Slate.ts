@@ -14,12 +14,14 @@
  * slate episode and pushed as is: a static picture costs x264 almost nothing after its key frame.
  */
 import { frameBytes, type Frame } from './FrameProcessor.ts';
+import type { SlateImage } from './SlateImage.ts';
 
 /**
+ * - `image`: the stream's own slate image (set through the API), fitted to the stream's size;
  * - `last_frame`: the last live output frame, greyed;
  * - `plain`: dark grey (no live frame of this size yet).
  */
-export type SlateSource = 'last_frame' | 'plain';
+export type SlateSource = 'image' | 'last_frame' | 'plain';
 
 /** Y of the plain slate and the floor of the greyed one (limited range 16…235). */
 const SLATE_Y_FLOOR = 64;
@@ -35,10 +37,26 @@ export class Slate {
   readonly #copyEveryMs: number;
   #last: Frame | null = null;
   #lastCopyAtMs = -Infinity;
+  #image: SlateImage | null = null;
 
   /** `copyEveryMs`: how stale the greyed frame may be, ms (a copy of an RGB 512² frame is ≈ 0.1 ms). */
   constructor(copyEveryMs = 200) {
     this.#copyEveryMs = copyEveryMs;
+  }
+
+  /** Shows this stream-defined image instead of the greyed last frame whenever it is decoded. */
+  useImage(image: SlateImage): void {
+    this.#image = image;
+  }
+
+  /**
+   * Whether a frame built before is out of date (the stream's image appeared, changed or went):
+   * looks at the image file now and then (see SlateImage), so call it at the slate's rate.
+   */
+  stale(width: number, height: number): boolean {
+    if (!this.#image) return false;
+    this.#image.frame(width, height);
+    return this.#image.takeChanged();
   }
 
   /** Remembers a live frame the encoder got (copied: callers reuse their buffers). */
@@ -60,8 +78,10 @@ export class Slate {
     this.#lastCopyAtMs = -Infinity;
   }
 
-  /** A slate frame of width×height: the kept frame greyed when it has that size, else plain. */
+  /** A slate frame of width×height: the stream's image when decoded, else the kept frame greyed when it has that size, else plain. */
   build(width: number, height: number): { frame: Frame; source: SlateSource } {
+    const image = this.#image?.frame(width, height);
+    if (image) return { frame: image, source: 'image' };
     const last = this.#last;
     if (last && last.width === width && last.height === height) return { frame: greyed(last), source: 'last_frame' };
     return { frame: plainSlate(width, height), source: 'plain' };

@@ -34,6 +34,12 @@ export interface MediaSettings {
   heartbeatMs: number;
   /** ms a stream with no publisher and no viewers is kept before it is disposed. */
   idleStreamMs: number;
+  /**
+   * ms a stream past idleStreamMs is held further while LL-HLS players or RTMP pushes still consume
+   * its output (the slate); released as soon as nothing does. Bounds the slate encode of a stream
+   * whose publisher never returns.
+   */
+  idleHoldMaxMs: number;
   /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. */
   maxViewersPerStream: number;
   /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
@@ -60,6 +66,13 @@ export interface MediaSettings {
   hlsWindowSegments: number;
   /** AAC bitrate for HLS/RTMP, bit/s. */
   aacBitrateBps: number;
+  /**
+   * Run the AAC encoder (when an output wants it) even while the publisher's Opus is only
+   * silence frames. Off: it starts at the first packet that carries sound, and the outputs fill
+   * silence until then (the same bytes, without the ≈ 1.5 % of a core per stream). On only to
+   * measure the difference (`npm run bench -- recording`).
+   */
+  aacForSilence: boolean;
   /** ffmpeg binary for the RTMP push. */
   ffmpegPath: string;
   /**
@@ -99,6 +112,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   connectTimeoutMs: 15_000,
   heartbeatMs: 5_000,
   idleStreamMs: 60_000,
+  idleHoldMaxMs: 30 * 60_000,
   maxViewersPerStream: 100,
   maxPendingViewersPerStream: 50,
   maxPendingViewersPerAddress: 8,
@@ -112,6 +126,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   hlsSegmentTargetMs: 1000,
   hlsWindowSegments: 6,
   aacBitrateBps: 128_000,
+  aacForSilence: false,
   ffmpegPath: 'ffmpeg',
   decoderNice: 5,
   encoderNice: 10,

@@ -16,6 +16,7 @@ export { ControlTokens } from './ControlTokens.ts';
 export { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
 export type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
 export { PLAYLIST_LINK_TTL_S, RecordingService } from './RecordingService.ts';
+export { SlateImageService, type SlateImageView } from './SlateImageService.ts';
 export { RtmpOutputService } from './RtmpOutputService.ts';
 export { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.ts';
 export { CONTROL_LIMITS, StreamControl, type ControlEvent, type Tempo } from './StreamControl.ts';

@@ -308,6 +308,7 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
         await service.delete(acc(req), req.query.id);
         await ctx.clips?.deleteAll(req.query.id);
         await ctx.recordings?.deleteAll(req.query.id);
+        await ctx.slates?.deleteAll(req.query.id);
         return { success: true as const, data: {} };
       },
     );
@@ -315,6 +316,7 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
       await service.delete(acc(req), req.params.id);
       await ctx.clips?.deleteAll(req.params.id);
       await ctx.recordings?.deleteAll(req.params.id);
+      await ctx.slates?.deleteAll(req.params.id);
       return { success: true as const, data: {} };
     });
   };

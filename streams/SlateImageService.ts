@@ -1,0 +1,115 @@
+/**
+ * A stream's own slate image: what its outputs show while the publisher is away, instead of the
+ * greyed last frame. The API takes it (an http(s) URL fetched through the same outbound address
+ * policy as webhooks, or a `data:` URL), checks that it decodes (image decoders only, a pixel
+ * cap: media/SlateImage.ts), and stores the bytes in the shared blob store
+ * (`slates/<streamId>/image`, with `meta.json` beside it), where whichever node holds the stream
+ * reads it. Nothing is sent to the node: it looks at the file while it builds slates.
+ */
+import type { Logger } from 'pino';
+import { SLATE_IMAGE_MAX_BYTES, decodeSlateImage, slateImageKey, type FetchImage } from '../media/index.ts';
+import type { Account, BlobStore, Store, StreamRecord } from '../store/index.ts';
+import { streamError } from '../errors/index.ts';
+
+/** A download taking longer is abandoned, ms. */
+const FETCH_TIMEOUT_MS = 5000;
+/** Size of the test decode that checks an image before it is stored, px (the node decodes at the stream's size). */
+const CHECK_SIZE = 64;
+
+export interface SlateImageView {
+  /** What was set: the http(s) URL, or `data:` for an inline image; null when none. */
+  image_url: string | null;
+  /** Bytes stored; 0 when none. */
+  size: number;
+  updated_at: string | null;
+}
+
+interface Meta {
+  imageUrl: string;
+  size: number;
+  updatedAt: string;
+}
+
+export interface SlateImageServiceOptions {
+  store: Store;
+  blobs: BlobStore;
+  /** The SSRF-safe fetch (webhooks' client); without it only `data:` URLs are taken. */
+  fetchImage?: FetchImage;
+  ffmpegPath?: string;
+  logger: Logger;
+  now?: () => number;
+}
+
+export class SlateImageService {
+  readonly #o: SlateImageServiceOptions;
+  readonly #log: Logger;
+  readonly #now: () => number;
+
+  constructor(opts: SlateImageServiceOptions) {
+    this.#o = opts;
+    this.#log = opts.logger.child({ module: 'SlateImageService' });
+    this.#now = opts.now ?? Date.now;
+  }
+
+  async #own(account: Account, streamId: string): Promise<StreamRecord> {
+    const s = await this.#o.store.streams.get(streamId);
+    if (!s || s.deleted || s.accountId !== account.id) throw streamError('STREAMS/NOT_FOUND', `No stream ${streamId} on this account.`, { details: { id: streamId } });
+    return s;
+  }
+
+  async get(account: Account, streamId: string): Promise<SlateImageView> {
+    await this.#own(account, streamId);
+    const raw = await this.#o.blobs.get(`slates/${streamId}/meta.json`);
+    if (!raw) return { image_url: null, size: 0, updated_at: null };
+    const meta = JSON.parse(raw.toString('utf8')) as Meta;
+    return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
+  }
+
+  /** Fetches (or takes) the image, checks that it decodes, stores it. A bad image is the client's 400, naming `image_url`. */
+  async set(account: Account, streamId: string, imageUrl: string): Promise<SlateImageView> {
+    await this.#own(account, streamId);
+    const bytes = await this.#load(imageUrl);
+    await decodeSlateImage(bytes, CHECK_SIZE, CHECK_SIZE, this.#o.ffmpegPath).catch((err: unknown) => {
+      throw invalid(`the image does not decode: ${(err as Error).message}`);
+    });
+    const shown = imageUrl.startsWith('data:') ? 'data:' : imageUrl;
+    const meta: Meta = { imageUrl: shown, size: bytes.length, updatedAt: new Date(this.#now()).toISOString() };
+    // The image first: a node that sees it before the meta only shows it a moment earlier.
+    await this.#o.blobs.put(slateImageKey(streamId), bytes);
+    await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
+    this.#log.info(`set() | slate image stored [streamId:${streamId}] [bytes:${bytes.length}]`);
+    return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
+  }
+
+  /** Removes the image (the slate goes back to the greyed last frame). */
+  async clear(account: Account, streamId: string): Promise<void> {
+    await this.#own(account, streamId);
+    await this.deleteAll(streamId);
+  }
+
+  /** With the stream. */
+  async deleteAll(streamId: string): Promise<void> {
+    await this.#o.blobs.deletePrefix(`slates/${streamId}/`);
+  }
+
+  async #load(url: string): Promise<Buffer> {
+    let bytes: Buffer;
+    if (url.startsWith('data:')) {
+      const comma = url.indexOf(',');
+      if (comma < 0 || !/;base64$/.test(url.slice(0, comma))) throw invalid('a data: URL must be base64 (data:image/png;base64,…)');
+      bytes = Buffer.from(url.slice(comma + 1), 'base64');
+    } else {
+      if (!this.#o.fetchImage) throw invalid('this server cannot fetch images: send a data: URL');
+      bytes = await this.#o.fetchImage(url, { maxBytes: SLATE_IMAGE_MAX_BYTES, timeoutMs: FETCH_TIMEOUT_MS }).catch((err: unknown) => {
+        throw invalid(`the image could not be fetched: ${(err as Error).message}`);
+      });
+    }
+    if (bytes.length === 0) throw invalid('the image is empty');
+    if (bytes.length > SLATE_IMAGE_MAX_BYTES) throw invalid(`the image is ${bytes.length} bytes (at most ${SLATE_IMAGE_MAX_BYTES})`);
+    return bytes;
+  }
+}
+
+function invalid(message: string) {
+  return streamError('REQUEST/INVALID', `image_url: ${message}`, { details: { where: 'body', issues: [{ field: 'image_url', message }] } });
+}

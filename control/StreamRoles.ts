@@ -60,7 +60,7 @@ class NoMediaNodes implements MediaNodeClient {
     return [];
   }
   async updateParams() {
-    return { delivered: false, restartCount: 0 };
+    return { delivered: false };
   }
   async status() {
     return null;

@@ -5,6 +5,7 @@
  * this one keeps serving (native/FramePipeline.ts), so `update` never blocks the frame loop.
  */
 import type { FetchImage, FramePipeline, ParamsPatch } from '../native/index.ts';
+import type { UpdatePlan } from '../native/params/index.ts';
 import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
@@ -18,9 +19,9 @@ export class DiffusionProcessor implements FrameProcessor {
     return this.#pipeline.process(frame);
   }
 
-  /** Throws (synchronously) on params the engine cannot use; the old pipeline keeps serving. */
-  update(params: StreamParams): void {
-    this.#pipeline.update(params as ParamsPatch);
+  /** Throws (synchronously) on params the engine cannot use; the old pipeline keeps serving. Returns the engine's plan. */
+  update(params: StreamParams): UpdatePlan {
+    return this.#pipeline.update(params as ParamsPatch);
   }
 
   release(frame: Frame): void {

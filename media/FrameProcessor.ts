@@ -8,6 +8,7 @@
  * stage; `DiffusionProcessor` runs native's whole StreamDiffusion frame pipeline instead.
  */
 import type { Logger } from 'pino';
+import type { StreamParams as FullParams, UpdatePlan } from '../native/params/index.ts';
 
 /**
  * Pixel layout of a frame's bytes:
@@ -38,29 +39,26 @@ export interface Frame {
   format?: PixelFormat;
 }
 
-/** Stream params as the control plane validated them; the live path reads only these fields. */
-export interface StreamParams {
-  /** Output width, px (divisible by 64, 384–1024). Default 512. */
-  width?: number;
-  /** Output height, px. Default 512. */
-  height?: number;
-  /** Frames bypass diffusion; image pre/post-processing still apply. */
-  skip_diffusion?: boolean;
-  image_preprocessing?: ProcessingBlock | null;
-  image_postprocessing?: ProcessingBlock | null;
-  [key: string]: unknown;
-}
+/**
+ * Stream params as the live path holds them: the params module's one type, with the keys known so
+ * far (the store's full params once a publisher's grant arrived; a stream a viewer made holds only
+ * the PATCHed keys until then), and as a patch (only the keys that change). The live path itself
+ * reads `width` and `height` (default 512 px), `skip_diffusion` and the image chains.
+ */
+export type StreamParams = Partial<FullParams>;
 
-export interface ProcessingBlock {
-  enabled?: boolean;
-  processors: { type: string; enabled?: boolean; params?: Record<string, unknown> }[];
-}
+type ProcessingBlock = NonNullable<FullParams['image_preprocessing']>;
 
 export interface FrameProcessor {
   /** Returns the processed frame, or null to drop this frame (nothing is sent for it). */
   process(frame: Frame): Promise<Frame | null>;
-  /** Applies new params from the next frame on. Throws if the params are unusable. */
-  update(params: StreamParams): void;
+  /**
+   * Applies new params from the next frame on. Throws if the params are unusable. Returns the plan
+   * it ran (the engine's planUpdate: which keys apply on the next frame, which rebuild its
+   * pipeline); what the API reports for the update, so it never guesses. A processor with no plan
+   * of its own returns nothing (the API then reports the params module's plan).
+   */
+  update(params: StreamParams): UpdatePlan | void;
   close(): void;
   /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
   status?(): Record<string, unknown>;
@@ -122,7 +120,8 @@ export class ImageChainProcessor implements FrameProcessor {
     this.update(params);
   }
 
-  update(params: StreamParams): void {
+  /** Image chains are rebuilt in place, nothing reloads: every key it is given applies on the next frame. */
+  update(params: StreamParams): UpdatePlan {
     // Build both chains before swapping so a bad block leaves the old chains serving.
     if (this.#factory) {
       const pre = 'image_preprocessing' in params ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
@@ -130,6 +129,8 @@ export class ImageChainProcessor implements FrameProcessor {
       this.#pre = pre;
       this.#post = post;
     }
+    const hot = Object.keys(params) as UpdatePlan['hot'];
+    return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
   }
 
   async process(frame: Frame): Promise<Frame | null> {

@@ -36,6 +36,7 @@ import { InvalidStateError, MediaError } from './errors.ts';
 import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
+import type { UpdatePlan } from '../native/params/index.ts';
 import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
 import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
 import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
@@ -192,7 +193,11 @@ export interface LiveStreamStatus {
   keyUnitsForced: number;
   vp8: Vp8BranchStatus;
   params: StreamParams;
+  /** When the stream last took a params update (ms epoch), null before any. */
+  paramsUpdatedAt: number | null;
   lastError: string | undefined;
+  /** When `lastError` was set (ms epoch), null without one. */
+  lastErrorAt: number | null;
   /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
   pipeline: Record<string, unknown> | null;
   /** LL-HLS output (null when hlsEnabled is off). */
@@ -293,7 +298,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #heartbeat: NodeJS.Timeout | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #statsTimer: NodeJS.Timeout;
-  #lastError: string | undefined;
+  #lastErrorText: string | undefined;
+  #lastErrorAt: number | null = null;
+  #paramsUpdatedAt: number | null = null;
+  /** The stream's last error; setting it stamps its time (the node owns both, status reads them). */
+  get #lastError(): string | undefined {
+    return this.#lastErrorText;
+  }
+  set #lastError(message: string | undefined) {
+    this.#lastErrorText = message;
+    this.#lastErrorAt = message === undefined ? null : Date.now();
+  }
   /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
   readonly #inRate = new RateMeter();
   /** Frames decoded and handed on (below inRate when the node is overloaded). */
@@ -1161,9 +1176,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * store write that produced them). An update older than the newest applied one is stale: only
    * the keys the stream has never held apply (a stream a viewer made holds just the PATCHed
    * keys), so a grant read before a PATCH cannot undo it. Unversioned updates always apply.
-   * Returns false when the update was stale.
+   * Returns whether the update was stale, and the plan the processor ran for it (null when no
+   * processor runs yet: the one built later starts from the latest params).
    */
-  updateParams(update: StreamParams, storedAt?: number): boolean {
+  updateParams(update: StreamParams, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
     this.#assertOpen();
     let params = update;
     let fresh = true;
@@ -1171,24 +1187,33 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       fresh = false;
       params = Object.fromEntries(Object.entries(update).filter(([k]) => !(k in this.#params)));
       this.#logger.info(`updateParams() | stale update, only unheld keys apply [streamId:${this.streamId}] [storedAt:${storedAt}] [holding:${this.#paramsStoredAt}] [keys:${Object.keys(params).join(',') || '-'}]`);
-      if (Object.keys(params).length === 0) return false;
+      if (Object.keys(params).length === 0) return { stale: true, plan: null };
     } else if (storedAt !== undefined) {
       this.#paramsStoredAt = storedAt;
     }
     this.#schedule.interrupt(Object.keys(params));
-    this.#applyParams(params);
-    return fresh;
+    try {
+      return { stale: !fresh, plan: this.#applyParams(params) };
+    } catch (err) {
+      this.#lastError = `params update failed: ${(err as Error).message}`;
+      throw err;
+    }
   }
 
-  /** Applies params now (the processor takes them from its next frame). Throws when the engine refuses them. */
-  #applyParams(params: StreamParams): void {
+  /**
+   * Applies params now (the processor takes them from its next frame) and returns the processor's
+   * plan, or null when none runs yet. Throws when the engine refuses them.
+   */
+  #applyParams(params: StreamParams): UpdatePlan | null {
     const next = { ...this.#params, ...params };
-    this.#processor?.update(params);
+    const plan = this.#processor?.update(params) ?? null;
     this.#params = next;
     this.#paramsVersion++;
+    this.#paramsUpdatedAt = Date.now();
     if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
     this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
+    return plan;
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */
@@ -1234,7 +1259,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         encode: sum(this.#vp8EncodeT),
       },
       params: this.#params,
+      paramsUpdatedAt: this.#paramsUpdatedAt,
       lastError: this.#lastError,
+      lastErrorAt: this.#lastErrorAt,
       hls: this.#hls?.stats() ?? null,
       rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
       rtmpOutputs: this.#rtmp.status(),

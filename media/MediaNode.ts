@@ -17,6 +17,7 @@ import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type ParamsLanding, type StartedInfo } from './LiveStream.ts';
 import type { ScheduledParams } from './ParamsSchedule.ts';
+import type { UpdatePlan } from '../native/params/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -249,16 +250,14 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   }
 
   /**
-   * Hot-applies params to a stream on this node; false if the stream is not here, in which case
+   * Hands params to a stream on this node and returns the plan its processor ran (null when no
+   * processor runs yet: see LiveStream.updateParams). Null as a whole when the stream is not here:
    * they are kept and applied when it is made (a publisher whose grant was read before them).
    * `storedAt`: see LiveStream.updateParams.
    */
-  updateParams(streamId: string, params: StreamParams, storedAt?: number): boolean {
+  updateParams(streamId: string, params: StreamParams, storedAt?: number): { plan: UpdatePlan | null } | null {
     const stream = this.#streams.get(streamId);
-    if (stream) {
-      stream.updateParams(params, storedAt);
-      return true;
-    }
+    if (stream) return { plan: stream.updateParams(params, storedAt).plan };
     const now = Date.now();
     for (const [id, e] of this.#early) if (now - e.atMs > EARLY_UPDATE_TTL_MS || this.#early.size >= EARLY_UPDATES_MAX) this.#early.delete(id);
     const prev = this.#early.get(streamId);
@@ -267,7 +266,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     const at = storedAt === undefined ? prev?.storedAt : Math.max(storedAt, prev?.storedAt ?? 0);
     this.#early.delete(streamId);
     this.#early.set(streamId, { params: merged, storedAt: at, atMs: now });
-    return false;
+    return null;
   }
 
   #takeEarly(streamId: string): { params: StreamParams; storedAt: number | undefined } | null {

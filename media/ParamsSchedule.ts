@@ -192,11 +192,12 @@ export class ParamsSchedule {
     const w = round6(i / run.steps);
     const p: StreamParams = {};
     if (run.to.prompt !== undefined) {
-      p['prompt'] = last ? run.to.prompt : [[run.from.prompt, round6(1 - w)], [run.to.prompt, w]];
+      // `from` is set with `to` (#start); the fallback only satisfies the type.
+      p['prompt'] = last ? run.to.prompt : [[run.from.prompt ?? run.to.prompt, round6(1 - w)], [run.to.prompt, w]];
       p['prompt_interpolation_method'] = last ? (run.restore['prompt_interpolation_method'] ?? run.method) : run.method;
     }
     if (run.to.seed !== undefined) {
-      p['seed'] = last ? run.to.seed : [[run.from.seed, round6(1 - w)], [run.to.seed, w]];
+      p['seed'] = last ? run.to.seed : [[run.from.seed ?? run.to.seed, round6(1 - w)], [run.to.seed, w]];
       p['seed_interpolation_method'] = last ? (run.restore['seed_interpolation_method'] ?? run.method) : run.method;
     }
     return p;

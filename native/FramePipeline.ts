@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { InvalidStateError, NativeError } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import { PipelineHost } from './PipelineHost.ts';
-import { assertParams, mergeParams, planUpdate, type ParamsPatch, type StreamParams } from './params/index.ts';
+import { assertParams, mergeParams, planUpdate, type ParamsPatch, type StreamParams, type UpdatePlan } from './params/index.ts';
 
 export type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState, StageMs } from './FramePipelineTypes.ts';
 import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus } from './FramePipelineTypes.ts';
@@ -30,9 +30,10 @@ export interface FramePipeline {
   /**
    * Applies a partial update. Throws InvalidParamsError / UnsupportedProcessorError synchronously
    * for bad values. Hot keys apply from the next frame; reload keys build a new pipeline in the
-   * background and swap between two frames.
+   * background and swap between two frames. Returns the plan it ran (planUpdate against the params
+   * it was asked for before): what the API reports as `x-params-update`.
    */
-  update(params: ParamsPatch): { hot: string[]; reload: string[] };
+  update(params: ParamsPatch): UpdatePlan;
   /**
    * Optional: hands an output frame's buffer back for reuse by a later frame. After this call the
    * caller must not read `frame.data` again. Callers that never release get fresh buffers.
@@ -140,10 +141,11 @@ class Pipeline implements FramePipeline {
     this.#st.fallback = 'processors';
   }
 
-  update(patch: ParamsPatch): { hot: string[]; reload: string[] } {
+  update(patch: ParamsPatch): UpdatePlan {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
     const next = assertParams(mergeParams(this.#target, patch));
-    const { hot, reload } = planUpdate(this.#target, next);
+    const plan = planUpdate(this.#target, next);
+    const { hot, reload } = plan;
     this.#target = next;
     if (hot.length > 0) {
       // Also to a reload that is built and waiting for the next frame; one still building gets
@@ -157,7 +159,7 @@ class Pipeline implements FramePipeline {
       this.#st.fallback = 'none';
     }
     this.#log.info(`update() | [hot:${hot.join(',') || '-'}] [reload:${reload.join(',') || '-'}]`);
-    return { hot, reload };
+    return plan;
   }
 
   /** Sends hot params to a worker; they were validated here, so a failure is only logged. */

@@ -15,6 +15,8 @@ export function isRecordId(prefix: 'str' | 'sng' | 'whk', id: string): boolean {
   return id.length <= prefix.length + 65 && id.startsWith(`${prefix}_`) && /^[A-Za-z0-9_-]+$/.test(id.slice(prefix.length + 1));
 }
 
+import type { ModelId, StreamParams } from '../native/params/index.ts';
+
 export type Plan = 'anonymous' | 'free' | 'songs' | 'pro' | 'max' | 'internal';
 export const PLANS = ['anonymous', 'free', 'songs', 'pro', 'max', 'internal'] as const satisfies readonly Plan[];
 
@@ -141,8 +143,8 @@ export interface StreamRecord {
   accountId: string;
   name: string;
   pipeline: 'streamdiffusion';
-  /** Full params with defaults filled in. */
-  params: Record<string, unknown>;
+  /** Full params with defaults filled in (merged and checked by the stream service, so `model_id` is one the API admits). */
+  params: StreamParams<ModelId>;
   streamKey: string;
   playbackId: string;
   outputRtmpUrl: string | null;

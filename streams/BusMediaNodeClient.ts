@@ -114,14 +114,14 @@ export class BusMediaNodeClient implements MediaNodeClient {
   }
 
   async updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult> {
-    if (!(await this.#isAlive(nodeId))) return { delivered: false, restartCount: 0 };
+    if (!(await this.#isAlive(nodeId))) return { delivered: false };
     try {
       return (await this.#request(nodeId, { method: 'updateParams', update })) as UpdateResult;
     } catch (err) {
       if (!(err instanceof MediaNodeUnreachableError)) throw err;
       this.#log.warn({ err }, `updateParams() | node did not answer [node:${nodeId}] [streamId:${update.streamId}]`);
       // Stored already: the params apply at the stream's next ingest, wherever it lands.
-      return { delivered: false, restartCount: 0, error: err.message };
+      return { delivered: false, error: err.message };
     }
   }
 

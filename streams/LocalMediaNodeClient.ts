@@ -1,12 +1,10 @@
 /**
- * MediaNodeClient over direct calls to the MediaNode in this process (the embedded default).
- *
- * Until the media node reports reloads itself, this client keeps the runtime bookkeeping the
- * status endpoint shows (ai-runner's restart_count, last_restart_time/logs, the time of the last
- * params update and of the last error): it is the one place every update passes through.
+ * MediaNodeClient over direct calls to the MediaNode in this process (the embedded default; the
+ * bus agent of a scale-out node wraps one too). It keeps no books of its own: the plan of an
+ * update, the restart count and the last error are what the node and its engine report.
  */
 import type { Logger } from 'pino';
-import type { MediaNode, RtmpDestination } from '../media/index.ts';
+import type { MediaNode, RtmpDestination, StreamParams as NodeParams } from '../media/index.ts';
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -19,12 +17,11 @@ export interface LocalMediaNodeClientOptions {
   /** The models are demo stand-ins (see docs/api.md). */
   demo: boolean;
   logger: Logger;
-  now?: () => number;
   /** Where clips are written (the blob store every role shares); without it `clip` refuses. */
   blobs?: BlobStore;
 }
 
-/** The reload book a native FramePipeline keeps in its status, when the stream runs one. */
+/** The reload record a native FramePipeline keeps in its status, when the stream runs one (its engine owns it). */
 function engineRestarts(pipeline: Record<string, unknown> | null | undefined) {
   if (!pipeline || typeof pipeline['restartCount'] !== 'number') return null;
   return {
@@ -36,25 +33,11 @@ function engineRestarts(pipeline: Record<string, unknown> | null | undefined) {
   };
 }
 
-/** Restart logs kept per stream. */
-const MAX_LOGS = 10;
-
-interface Book {
-  restartCount: number;
-  lastRestartTime: number | null;
-  lastRestartLogs: string[];
-  lastParamsUpdateTime: number | null;
-  lastError: string | null;
-  lastErrorTime: number | null;
-}
-
 export class LocalMediaNodeClient implements MediaNodeClient {
   readonly nodeId: string;
   readonly #node: MediaNode;
   readonly #opts: LocalMediaNodeClientOptions;
   readonly #log: Logger;
-  readonly #now: () => number;
-  readonly #books = new Map<string, Book>();
   readonly #handlers = new Set<(e: NodeEvent) => void>();
   #closed = false;
 
@@ -63,7 +46,6 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     this.#opts = opts;
     this.nodeId = opts.nodeId ?? 'local';
     this.#log = opts.logger.child({ module: 'LocalMediaNodeClient' });
-    this.#now = opts.now ?? Date.now;
     const nodeId = this.nodeId;
     this.#node.on('started', (i) => this.#emit({ type: 'started', nodeId, streamId: i.streamId, startedAt: i.startedAt }));
     this.#node.on('live', (i) => this.#emit({ type: 'live', nodeId, streamId: i.streamId, lastSignalAt: i.lastSignalAt, outputFps: i.outputFps }));
@@ -79,15 +61,6 @@ export class LocalMediaNodeClient implements MediaNodeClient {
         this.#log.error({ err }, `emit() | handler threw [event:${event.type}] [streamId:${event.streamId}]`);
       }
     }
-  }
-
-  #book(streamId: string): Book {
-    let b = this.#books.get(streamId);
-    if (!b) {
-      b = { restartCount: 0, lastRestartTime: null, lastRestartLogs: [], lastParamsUpdateTime: null, lastError: null, lastErrorTime: null };
-      this.#books.set(streamId, b);
-    }
-    return b;
   }
 
   async nodes(): Promise<MediaNodeInfo[]> {
@@ -106,39 +79,25 @@ export class LocalMediaNodeClient implements MediaNodeClient {
   }
 
   async updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult> {
-    const book = this.#book(update.streamId);
-    if (nodeId !== this.nodeId) return { delivered: false, restartCount: book.restartCount };
-    const now = this.#now();
+    if (nodeId !== this.nodeId) return { delivered: false };
     // A hot update carries only what changed (the processor applies it on the next frame); a
     // reload hands over the full params to build from.
-    const keys = update.mode === 'reload' ? Object.keys(update.params) : update.hot;
-    const params = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
+    const keys = update.mode === 'reload' ? (Object.keys(update.params) as (keyof NodeParams)[]) : update.hot;
+    const params: NodeParams = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
     try {
       // A timed change waits on the node for its frame; a stream not here takes it as a plain update.
       if (update.schedule && this.#node.scheduleParams(update.streamId, { id: update.schedule.id, params, applyAt: update.schedule.applyAt, transition: update.schedule.transition })) {
-        book.lastParamsUpdateTime = now;
-        if (update.mode === 'reload') {
-          book.restartCount++;
-          book.lastRestartTime = now;
-        }
-        return { delivered: true, restartCount: book.restartCount, scheduled: true };
+        return { delivered: true, scheduled: true };
       }
       // A stream not here yet (its publisher's grant may be resolving right now) gets it when made.
-      if (!this.#node.updateParams(update.streamId, params, update.storedAt)) return { delivered: false, restartCount: book.restartCount };
+      const taken = this.#node.updateParams(update.streamId, params, update.storedAt);
+      if (!taken) return { delivered: false };
+      return taken.plan ? { delivered: true, plan: taken.plan } : { delivered: true };
     } catch (err) {
-      book.lastError = `params update failed: ${(err as Error).message}`;
-      book.lastErrorTime = now;
+      // The stream recorded the refusal as its last error (status shows it); the caller answers it now.
       this.#log.warn({ err }, `updateParams() | node refused the update [streamId:${update.streamId}]`);
-      return { delivered: true, restartCount: book.restartCount, error: book.lastError };
+      return { delivered: true, error: `params update failed: ${(err as Error).message}` };
     }
-    book.lastParamsUpdateTime = now;
-    if (update.mode === 'reload') {
-      book.restartCount++;
-      book.lastRestartTime = now;
-      book.lastRestartLogs = [...book.lastRestartLogs, `${new Date(now).toISOString()} reload: ${update.reload.join(', ')} changed`].slice(-MAX_LOGS);
-    }
-    const engine = engineRestarts(this.#node.getStream(update.streamId)?.status().pipeline);
-    return { delivered: true, restartCount: engine?.restartCount ?? book.restartCount };
   }
 
   async status(nodeId: string, streamId: string): Promise<NodeStreamStatus | null> {
@@ -146,13 +105,9 @@ export class LocalMediaNodeClient implements MediaNodeClient {
     const stream = this.#node.getStream(streamId);
     if (!stream || stream.state === 'closed') return null;
     const s = stream.status();
-    const book = this.#book(streamId);
-    // The node's own error string has no time: stamp it when first seen here.
-    if (s.lastError !== undefined && s.lastError !== book.lastError) {
-      book.lastError = s.lastError;
-      book.lastErrorTime = this.#now();
-    }
     const engine = engineRestarts(s.pipeline);
+    // The newer of the engine's error and the stream's own (decoder, encoder, a refused update).
+    const engineError = engine?.lastError != null && (s.lastError === undefined || (engine.lastErrorTime ?? 0) >= (s.lastErrorAt ?? 0));
     const publisher = stream.publisher;
     const tracks: IngestTrackStats[] = [];
     if (s.ingest) {
@@ -171,13 +126,13 @@ export class LocalMediaNodeClient implements MediaNodeClient {
       inputFps: s.inputFps,
       outputFps: s.outputFps,
       lastParams: { ...s.params },
-      lastParamsUpdateTime: book.lastParamsUpdateTime ?? s.startedAt ?? null,
-      // A diffusion pipeline reports its own reloads (it owns them); else our book of reload updates.
-      restartCount: engine?.restartCount ?? book.restartCount,
-      lastRestartTime: engine?.lastRestartTime ?? book.lastRestartTime,
-      lastRestartLogs: engine?.lastRestartLogs ?? [...book.lastRestartLogs],
-      lastError: engine?.lastError ?? book.lastError,
-      lastErrorTime: engine?.lastError ? engine.lastErrorTime : book.lastErrorTime,
+      lastParamsUpdateTime: s.paramsUpdatedAt ?? s.startedAt ?? null,
+      // The engine owns its reloads; a stream without one (no publisher yet, image chains alone) has none.
+      restartCount: engine?.restartCount ?? 0,
+      lastRestartTime: engine?.lastRestartTime ?? null,
+      lastRestartLogs: engine?.lastRestartLogs ?? [],
+      lastError: engineError ? engine.lastError : (s.lastError ?? null),
+      lastErrorTime: engineError ? engine.lastErrorTime : s.lastErrorAt,
       pipelineError: typeof s.pipeline?.['buildError'] === 'string' ? s.pipeline['buildError'] : null,
       ingest:
         s.ingest && publisher
@@ -195,7 +150,6 @@ export class LocalMediaNodeClient implements MediaNodeClient {
   }
 
   async endStream(nodeId: string, streamId: string): Promise<boolean> {
-    this.#books.delete(streamId);
     if (nodeId !== this.nodeId) return false;
     return this.#node.endStream(streamId);
   }

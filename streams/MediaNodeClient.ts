@@ -10,6 +10,7 @@
  * The embedded default implements it with direct calls (LocalMediaNodeClient).
  */
 import type { ClipResult, RtmpDestination, RtmpDestinationStatus } from '../media/index.ts';
+import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
 export interface MediaNodeInfo {
@@ -27,13 +28,16 @@ export interface MediaNodeInfo {
 }
 
 /**
- * - `hot`: applied on the next frame, no reload;
- * - `reload`: the pipeline is rebuilt with `params` (restart_count rises).
+ * An update as the API planned it over the stored params (planUpdate): which keys to send. The
+ * node's engine plans it again against what it runs, and that plan is the one reported back
+ * (UpdateResult.plan).
+ * - `hot`: only the changed hot keys are handed on;
+ * - `reload`: the full params are (what a reload builds from).
  */
 export interface ParamsUpdate {
   streamId: string;
-  /** The full params after the change (what a reload builds from). */
-  params: Record<string, unknown>;
+  /** The full params after the change. */
+  params: StreamParams;
   mode: 'hot' | 'reload';
   /**
    * When the store wrote `params` (ms epoch): the node ignores what is older than the params it
@@ -41,8 +45,8 @@ export interface ParamsUpdate {
    */
   storedAt?: number;
   /** Keys that changed, by class. */
-  hot: string[];
-  reload: string[];
+  hot: (keyof StreamParams)[];
+  reload: (keyof StreamParams)[];
   /**
    * A timed change (the control WebSocket): the node holds it and applies it to the first frame
    * captured at or after `applyAt` (ms epoch; null = the next frame), optionally as a transition
@@ -55,7 +59,13 @@ export interface ParamsUpdate {
 export interface UpdateResult {
   /** False when the stream is not running on that node (the params apply at its next ingest). */
   delivered: boolean;
-  restartCount: number;
+  /**
+   * The plan the stream's processor ran for this update (the engine's own planUpdate against the
+   * params it runs): what `x-params-update` reports. Absent when no processor took it now (no
+   * publisher yet, a pipeline still loading, params that pass frames through, a scheduled
+   * change): the processor built later starts from the latest params.
+   */
+  plan?: UpdatePlan;
   /** The node could not apply the update (it kept serving the previous params). */
   error?: string;
   /** The node holds the scheduled change and will send a `landed` event for it (ParamsUpdate.schedule). */
@@ -101,11 +111,16 @@ export interface NodeStreamStatus {
   lastOutputTime: number | null;
   inputFps: number;
   outputFps: number;
-  lastParams: Record<string, unknown>;
+  /** The params the node holds: every key once a publisher's grant arrived; before, only the PATCHed ones. */
+  lastParams: Partial<StreamParams>;
+  /** When the node last took params (a PATCH, or the publisher's grant). */
   lastParamsUpdateTime: number | null;
+  /** Reloads of the stream's engine (its own count; 0 while none runs). */
   restartCount: number;
   lastRestartTime: number | null;
+  /** Log lines of the engine's last reload. */
   lastRestartLogs: string[];
+  /** The newest error of the engine or of the stream's media path, with its time. */
   lastError: string | null;
   lastErrorTime: number | null;
   /**

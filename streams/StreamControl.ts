@@ -265,7 +265,7 @@ export class StreamControl {
       if (waiting.length >= CONTROL_LIMITS.maxScheduled) throw invalid('at', `at most ${CONTROL_LIMITS.maxScheduled} changes may wait at once`);
     }
 
-    const current = (await this.#streams.get(account, streamId)).params as unknown as Record<string, unknown>;
+    const current: Record<string, unknown> = (await this.#streams.get(account, streamId)).params;
     if (req.transition) {
       const target = req.params;
       if (target.prompt === undefined && target.seed === undefined) throw invalid('transition', 'a transition needs params.prompt or params.seed');
@@ -392,7 +392,7 @@ export class StreamControl {
     this.#pending.delete(p.nodeKey);
     clearTimeout(p.timer);
     if (p.nodeId) await this.#streams.cancelScheduled(p.nodeId, streamId, p.nodeKey);
-    const now = (await this.#streams.get(account, streamId)).params as unknown as Record<string, unknown>;
+    const now: Record<string, unknown> = (await this.#streams.get(account, streamId)).params;
     const back = Object.fromEntries(
       Object.entries(p.before).filter(([k, v]) => v !== undefined && JSON.stringify(now[k]) === JSON.stringify((p.req.params as Record<string, unknown>)[k])),
     ) as ParamsInput;

@@ -74,7 +74,14 @@ export interface CreateInput {
 
 export interface UpdateOutcome {
   stream: StreamView;
+  /**
+   * The plan of the update as it ran: the stream's processor's own (the engine's planUpdate against
+   * the params it runs) when the node handed it one now; else the params module's over the stored
+   * params (no processor runs the stream yet; the one built later starts from these params).
+   */
   classification: UpdatePlan;
+  /** Who planned `classification`: `node` (the stream's processor, as it ran it) or `api`. */
+  plannedBy: 'node' | 'api';
   censored: boolean;
   /** The node could not apply it (it keeps the previous params; status shows last_error). */
   nodeError: string | null;
@@ -162,7 +169,7 @@ export class StreamService {
       output_playback_id: s.playbackId,
       output_stream_url: `${this.#publicUrl}/live/${s.playbackId}/whep`,
       gateway_host: s.gatewayHost,
-      params: publicParams(s.params as unknown as StreamParams),
+      params: publicParams(s.params),
       name: s.name,
       author: s.accountId,
       from_playground: s.fromPlayground,
@@ -214,7 +221,7 @@ export class StreamService {
       accountId: account.id,
       name: body.name ?? '',
       pipeline: 'streamdiffusion',
-      params: params as unknown as Record<string, unknown>,
+      params,
       streamKey: `sk_${randomBytes(24).toString('base64url')}`,
       playbackId: randomBytes(12).toString('hex'),
       outputRtmpUrl: body.output_rtmp_url ?? null,
@@ -327,24 +334,25 @@ export class StreamService {
   async update(account: Account, id: string, patch: ParamsInput, opts: { faceid?: boolean; record?: boolean | undefined; schedule?: ParamsUpdate['schedule'] } = {}): Promise<UpdateOutcome> {
     let stream = await this.#own(account, id);
     if (opts.record !== undefined && opts.record !== (stream.record === true)) stream = await this.#setRecord(stream, opts.record);
-    const before = stream.params as unknown as StreamParams;
+    const before = stream.params;
     const censor = this.#censor(patch);
     const after = mergeParams(before, censor.input);
     const faceid = opts.faceid === true || (before.ip_adapter?.type === 'faceid' && after.ip_adapter?.type === 'faceid');
     const issues = checkParams(after, { faceid });
     if (issues.length) throw issuesError(issues);
     const classification = planUpdate(before, after);
-    if (classification.mode === 'none') return { stream: this.view(stream), classification, censored: censor.censored, nodeError: null, scheduledOn: null };
+    if (classification.mode === 'none') return { stream: this.view(stream), classification, plannedBy: 'api', censored: censor.censored, nodeError: null, scheduledOn: null };
 
     const storedAt = this.#now();
-    const updated = await this.#store.streams.update(stream.id, { params: after as unknown as Record<string, unknown>, updatedAt: new Date(storedAt).toISOString() });
+    const updated = await this.#store.streams.update(stream.id, { params: after, updatedAt: new Date(storedAt).toISOString() });
     if (!updated || updated.deleted) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
     let nodeError: string | null = null;
     let scheduledOn: string | null = null;
+    let ran: UpdatePlan | null = null;
     if (updated.nodeId) {
       const r = await this.#media.updateParams(updated.nodeId, {
         streamId: updated.id,
-        params: after as unknown as Record<string, unknown>,
+        params: after,
         mode: classification.mode,
         storedAt,
         hot: classification.hot,
@@ -353,9 +361,11 @@ export class StreamService {
       });
       nodeError = r.error !== undefined ? withoutPaths(r.error) : null;
       if (r.scheduled === true) scheduledOn = updated.nodeId;
+      ran = r.plan ?? null;
     }
-    this.#log.info(`update() | ${classification.mode} [streamId:${id}] [hot:${classification.hot.join(',')}] [reload:${classification.reload.join(',')}]`);
-    return { stream: this.view(updated), classification, censored: censor.censored, nodeError, scheduledOn };
+    const plan = ran ?? classification;
+    this.#log.info(`update() | ${plan.mode} [by:${ran ? 'node' : 'api'}] [streamId:${id}] [hot:${plan.hot.join(',')}] [reload:${plan.reload.join(',')}]`);
+    return { stream: this.view(updated), classification: plan, plannedBy: ran ? 'node' : 'api', censored: censor.censored, nodeError, scheduledOn };
   }
 
   /** Where timed changes land on the nodes (every node's `landed` events). */
@@ -378,7 +388,7 @@ export class StreamService {
   async submitPrompt(account: Account, id: string, modelId: BetaModelId, params: ParamsInput): Promise<UpdateOutcome> {
     const variant = BETA_MODEL_FAMILY[modelId];
     const stream = await this.#own(account, id);
-    const current = (stream.params as unknown as StreamParams).model_id;
+    const current = stream.params.model_id;
     const model = params.model_id ?? (MODELS[current].family === variant.family ? current : variant.defaultModel);
     if (MODELS[model].family !== variant.family) {
       throw issuesError([{ field: 'params.model_id', message: `${model} is not served by pipeline ${modelId} (${variant.family} models only)` }]);
@@ -427,7 +437,7 @@ export class StreamService {
   async resolveIngest(
     streamId: string,
     bearer: string,
-  ): Promise<{ streamId: string; params: Record<string, unknown>; paramsStoredAt: number; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[]; record?: boolean } | { refused: string; status?: 402 | 429 } | null> {
+  ): Promise<{ streamId: string; params: StreamParams; paramsStoredAt: number; outputRtmpUrl?: string; rtmpDestinations?: RtmpOutputRecord[]; record?: boolean } | { refused: string; status?: 402 | 429 } | null> {
     const s = await this.#store.streams.get(streamId);
     if (!s || s.deleted) return null;
     const a = Buffer.from(s.streamKey);

@@ -41,7 +41,7 @@ export interface StatusViewInput {
 }
 
 export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewInput): StatusData {
-  const params = stream.params as unknown as StreamParams;
+  const params = stream.params;
   const live = node !== null && node.state !== 'idle' && stream.state !== 'ended';
   const base = {
     stream_id: stream.id,
@@ -75,7 +75,7 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     };
   }
   const state = runnerState(node, now);
-  const lastParams = publicParams(node.lastParams as unknown as StreamParams);
+  const lastParams = publicParams(node.lastParams as StreamParams);
   return {
     ...base,
     state,

@@ -184,9 +184,14 @@ const PromptBody = z
   })
   .strict();
 
-/** Tells the caller what the update did (also in the logs). */
+/**
+ * Tells the caller what the update did (also in the logs): `x-params-update` is the plan the
+ * stream's processor ran when it took the update now, `x-params-update-by` says whose plan it is
+ * (`node`, or `api` when no processor runs the stream yet).
+ */
 function updateHeaders(reply: FastifyReply, out: UpdateOutcome): void {
   void reply.header('x-params-update', out.classification.mode);
+  void reply.header('x-params-update-by', out.plannedBy);
   if (out.censored) void reply.header('x-prompt-censored', 'true');
 }
 

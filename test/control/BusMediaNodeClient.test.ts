@@ -13,9 +13,12 @@ import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } f
 import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
 import { MediaNodeAgent } from '../../streams/MediaNodeAgent.ts';
 import type { NodeEvent, ParamsUpdate } from '../../streams/MediaNodeClient.ts';
-import { MediaNode } from '../../media/index.ts';
+import { MediaNode, type Frame, type FrameProcessorFactory, type StreamParams as NodeParams } from '../../media/index.ts';
+import { DEFAULT_PARAMS } from '../../native/params/index.ts';
 import { EmbeddedStore, RedisStore, type Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
+import { STREAM_ID, startMediaServer } from '../media/harness.ts';
+import { wrtcPublish } from '../media/wrtcPeers.ts';
 
 const logger = pino({ level: 'silent' });
 const redis = await startRedis(t);
@@ -54,7 +57,7 @@ function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${
   return { node, local, agent };
 }
 
-const hot = (streamId: string, prompt: string): ParamsUpdate => ({ streamId, params: { prompt }, mode: 'hot', hot: ['prompt'], reload: [] });
+const hot = (streamId: string, prompt: string): ParamsUpdate => ({ streamId, params: { ...DEFAULT_PARAMS, prompt }, mode: 'hot', hot: ['prompt'], reload: [] });
 
 for (const kind of ['embedded', 'redis'] as const) {
   t.test(`${kind}: a registered node is listed, and updates, status and end reach it and apply`, { timeout: 30_000 }, async (t) => {
@@ -65,12 +68,12 @@ for (const kind of ['embedded', 'redis'] as const) {
     t.teardown(() => client.close());
 
     t.same(await client.nodes(), [{ id: 'node-a', publicUrl: 'http://node-a', models: ['stabilityai/sd-turbo'], demo: true, capacity: 3, load: 0 }], 'the node as it registered');
-    t.same(await client.updateParams('node-a', hot('str_1', 'a cat')), { delivered: false, restartCount: 0 }, 'a stream the node does not hold: not delivered');
+    t.same(await client.updateParams('node-a', hot('str_1', 'a cat')), { delivered: false }, 'a stream the node does not hold: not delivered');
     t.equal(await client.status('node-a', 'str_1'), null);
 
     node.createStream('str_1');
     const r = await client.updateParams('node-a', hot('str_1', 'a dog'));
-    t.same(r, { delivered: true, restartCount: 0 }, 'delivered');
+    t.same(r, { delivered: true }, 'delivered (no processor runs the idle stream, so no plan of its own)');
     t.equal(node.getStream('str_1')?.status().params['prompt'], 'a dog', 'applied on the node');
     const status = await client.status('node-a', 'str_1');
     t.match(status, { streamId: 'str_1', state: 'idle', lastParams: { prompt: 'a dog' }, restartCount: 0, viewers: 0 }, 'live values from the node');
@@ -102,7 +105,7 @@ for (const kind of ['embedded', 'redis'] as const) {
     node.createStream('str_1');
     const at = Date.now() + 300;
     const r = await client.updateParams('node-a', { ...hot('str_1', 'on time'), schedule: { id: 'k1', applyAt: at } });
-    t.same(r, { delivered: true, restartCount: 0, scheduled: true }, 'the node holds it');
+    t.same(r, { delivered: true, scheduled: true }, 'the node holds it');
     t.not(node.getStream('str_1')?.status().params['prompt'], 'on time', 'not applied before its time');
     const never = await client.updateParams('node-a', { ...hot('str_1', 'never'), schedule: { id: 'k2', applyAt: Date.now() + 60_000 } });
     t.equal(never.scheduled, true);
@@ -147,7 +150,7 @@ for (const kind of ['embedded', 'redis'] as const) {
     t.same((await client.nodes()).map((n) => n.id), ['silent'], 'expired entries are left out');
     const t0 = performance.now();
     t.equal(await client.status('dead', 'str_1'), null, 'a dead node holds nothing');
-    t.same(await client.updateParams('dead', hot('str_1', 'x')), { delivered: false, restartCount: 0 });
+    t.same(await client.updateParams('dead', hot('str_1', 'x')), { delivered: false });
     t.equal(await client.endStream('dead', 'str_1'), false);
     t.ok(performance.now() - t0 < 250, 'without waiting for a reply');
 
@@ -181,4 +184,46 @@ t.test('redis: closing the agent leaves the registry', { timeout: 30_000 }, asyn
   await agent.close();
   await agent.close();
   t.same(await s.client.nodes.list('media'), [], 'gone on close (idempotent)');
+});
+
+t.test('redis: the plan the stream’s processor ran, its restart count and its error come back over the bus', { timeout: 90_000 }, async (t) => {
+  const s = await stores(t, 'redis');
+  // A processor of the test's own at the node's seam: it answers a prompt change as a reload (the
+  // API's table says hot), so the answer can only be the node's, and keeps its own restart count.
+  let restarts = 0;
+  const processor: FrameProcessorFactory = async () => ({
+    process: async (frame: Frame) => frame,
+    update: (patch: NodeParams) => {
+      if (patch.guidance_scale !== undefined && patch.guidance_scale > 10) throw new Error('guidance_scale too high for this engine');
+      restarts++;
+      return { mode: 'reload' as const, hot: [], reload: Object.keys(patch) as (keyof NodeParams)[] };
+    },
+    status: () => ({ restartCount: restarts, lastRestartTime: Date.now(), lastRestartLogs: [`reload ${restarts}`], lastError: null, lastErrorTime: null }),
+    close: () => undefined,
+  });
+  const srv = await startMediaServer(t, { createProcessor: processor });
+  const local = new LocalMediaNodeClient({ node: srv.node, nodeId: 'node-p', models: ['stabilityai/sd-turbo'], demo: true, logger });
+  const agent = new MediaNodeAgent({ store: s.node, local, logger });
+  t.teardown(() => agent.close());
+  await agent.start();
+  const client = new BusMediaNodeClient({ store: s.client, logger });
+  t.teardown(() => client.close());
+
+  t.equal((await wrtcPublish(t, srv.whipUrl, [200, 200, 200])).status, 201, 'WHIP publish accepted');
+  const deadline = Date.now() + 60_000;
+  while (srv.node.getStream(STREAM_ID)?.status().processor !== 'ready') {
+    if (Date.now() > deadline) throw new Error('the processor was not built within 60 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const r = await client.updateParams('node-p', hot(STREAM_ID, 'a heron'));
+  t.same(r, { delivered: true, plan: { mode: 'reload', hot: [], reload: ['prompt'] } }, 'the answer is the plan the processor ran, not the one sent');
+  const st = await client.status('node-p', STREAM_ID);
+  t.match(st, { restartCount: 1, lastRestartLogs: ['reload 1'], lastError: null, lastParams: { prompt: 'a heron' } }, 'status reads the processor’s own restart count');
+
+  const refused = await client.updateParams('node-p', { ...hot(STREAM_ID, 'x'), params: { ...DEFAULT_PARAMS, guidance_scale: 20 }, hot: ['guidance_scale'] });
+  t.match(refused, { delivered: true, error: /guidance_scale too high/ }, 'a refusal comes back as the node error');
+  t.notOk('plan' in refused, 'and with no plan');
+  const after = await client.status('node-p', STREAM_ID);
+  t.match(after, { restartCount: 1, lastError: /guidance_scale too high/ }, 'the node recorded the refusal as its last error; no restart was counted for it');
+  t.type(after?.lastErrorTime, 'number', 'stamped by the node when it happened');
 });

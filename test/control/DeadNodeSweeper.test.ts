@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { DeadNodeSweeper } from '../../streams/DeadNodeSweeper.ts';
+import { DEFAULT_PARAMS } from '../../native/params/index.ts';
 import { EmbeddedStore, type StreamRecord } from '../../store/index.ts';
 
 const T0 = Date.parse('2026-03-01T12:00:00.000Z');
@@ -35,7 +36,7 @@ function stream(id: string, nodeId: string, over: Partial<StreamRecord> = {}): S
     accountId: 'acc_1',
     name: '',
     pipeline: 'streamdiffusion',
-    params: {},
+    params: { ...DEFAULT_PARAMS },
     streamKey: `sk_${id}`,
     playbackId: `pb_${id}`,
     outputRtmpUrl: null,

@@ -13,6 +13,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { BusMediaNodeClient } from '../../streams/BusMediaNodeClient.ts';
 import { LiveRouter, type LiveRouting } from '../../control/LiveRouter.ts';
+import { DEFAULT_PARAMS } from '../../native/params/index.ts';
 import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
 import { EmbeddedStore, type StreamRecord } from '../../store/index.ts';
 
@@ -72,7 +73,7 @@ async function setup(t: Test, routing: LiveRouting = 'proxy') {
     accountId: 'acc_1',
     name: '',
     pipeline: 'streamdiffusion',
-    params: { model_id: 'stabilityai/sd-turbo' },
+    params: { ...DEFAULT_PARAMS, model_id: 'stabilityai/sd-turbo' },
     streamKey: 'sk_secret',
     playbackId: 'pb_1',
     outputRtmpUrl: null,

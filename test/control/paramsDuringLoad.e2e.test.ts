@@ -4,9 +4,11 @@
  * without a viewer waiting), is what the frames show once the processor runs.
  *
  * The app is the embedded default with real WHIP publishers (@roamhq/wrtc) and a real WHEP viewer
- * (for the viewer-first case). The processor is the test's own: its output colour is a function of
- * `prompt`, so a frame says which params the processor really applied, and its construction waits
- * on a gate the test opens, so "during the load" is a fact and not a race.
+ * (for the viewer-first case). In the first three tests the processor is the test's own: its output
+ * colour is a function of `prompt`, so a frame says which params the processor really applied, and
+ * its construction waits on a gate the test opens, so "during the load" is a fact and not a race.
+ * The last one runs the engine itself (native's frame pipeline in its worker threads, on the demo
+ * models the node prepares), held at the same gate, and reads the change in what a viewer decodes.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -22,7 +24,7 @@ import { buildApp } from '../../control/buildApp.ts';
 import { loadConfig } from '../../control/config.ts';
 import { Metrics } from '../../control/Metrics.ts';
 import { startStreamRoles } from '../../control/StreamRoles.ts';
-import type { Frame, FrameProcessorFactory, StreamParams } from '../../media/index.ts';
+import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type StreamParams } from '../../media/index.ts';
 import { createStore, FsBlobStore } from '../../store/index.ts';
 import { wrtcView } from '../media/wrtcPeers.ts';
 
@@ -219,4 +221,62 @@ t.test('a PATCH while a viewer waits for the publisher, and again during the loa
   // The viewer decodes the processed picture: blue dominates (VP8 and YUV round trips blur it a little).
   const r = await viewer.waitReport((r) => r.frames >= 5 && r.meanU > 170, 30_000);
   t.ok(r.meanU > 170, `the viewer sees blue (U mean ${r.meanU.toFixed(0)})`);
+});
+
+t.test('the engine built during a PATCH runs the PATCHed params (real frame pipeline, viewer first)', { timeout: 180_000 }, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-params-engine-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
+  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const store = await createStore({ dataDir });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const gates = new Gates();
+  // The node's own engine factory; only its start waits for the gate.
+  const engine = diffusionProcessorFactory({ modelsDir: config.modelsDir });
+  const factory: FrameProcessorFactory = Object.assign(
+    async (params: StreamParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
+      await gates.pass(ctx.streamId);
+      return engine(params, ctx);
+    },
+    { passthrough: engine.passthrough! },
+  );
+  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
+  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
+  await app.listen({ port, host: '127.0.0.1' });
+  t.teardown(async () => {
+    await app.close();
+    await roles.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const { key } = await createAccountWithKey(store, 'internal');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+  };
+  // The image chains alone (skip_diffusion): a blur keeps the publisher's flat grey, canny edges of
+  // a flat picture are black, so the viewer's luma says which chain the engine runs.
+  const BLUR = { image_postprocessing: { processors: [{ type: 'blur' }] } };
+  const CANNY = { image_postprocessing: { processors: [{ type: 'canny', params: { low_threshold: 100, high_threshold: 200 } }] } };
+  const created = await api('POST', '/v1/streams', { params: { width: 384, height: 384, skip_diffusion: true, ...BLUR } });
+  t.equal(created.status, 201, 'created');
+  const s = created.body;
+  const viewer = await wrtcView(t, `${base}/live/${s.output_playback_id}/whep`);
+  t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
+  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  await gates.entered(s.id);
+  t.equal(roles.node!.getStream(s.id)?.status().processor, 'loading', 'the engine is being built');
+  const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: CANNY });
+  t.equal(patched.status, 200, 'PATCH during the load → 200');
+  t.equal(patched.headers.get('x-params-update-by'), 'api', 'no engine ran it yet: the API planned it');
+  gates.open(s.id);
+  const r = await viewer.waitReport((r) => r.frames >= 5 && r.meanY < 30, 90_000);
+  t.ok(r.extremeFraction > 0.9, `the viewer sees the canny output of the PATCH (meanY ${r.meanY.toFixed(1)}, extreme ${r.extremeFraction.toFixed(3)})`);
+  const pipeline = roles.node!.getStream(s.id)?.status().pipeline as { restartCount: number } | null;
+  t.equal(pipeline?.restartCount, 0, 'applied hot on the built engine, no reload');
 });

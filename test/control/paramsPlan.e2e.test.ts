@@ -1,16 +1,32 @@
 /**
  * One plan: for every key of the stream params, what PATCH answers (`x-params-update`) is what
- * the engine does with the same change: a real FramePipeline on demo models applies it hot, or
- * reloads (its restart count rises by one). Both start from the same params and take the same
- * changes in the same order.
+ * the engine does with the same change.
+ *
+ * 1. No publisher (the API plans, `x-params-update-by: api`): a standalone FramePipeline on demo
+ *    models, started from the same params and taking the same changes in the same order, applies
+ *    each hot or reloads (its restart count rises by one) as the API said.
+ * 2. A live stream (a real server on demo models, a real WHIP publisher): the stream's own engine
+ *    plans each PATCH (`x-params-update-by: node`), the answer is the params module's plan over the
+ *    stored params (no drift between the API and the engine), and the engine's restart count, read
+ *    from the node and from the status endpoint, is the number of `reload` answers.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { createAccountWithKey } from '../../control/ApiKeys.ts';
+import { buildApp } from '../../control/buildApp.ts';
+import { loadConfig } from '../../control/config.ts';
+import { Metrics } from '../../control/Metrics.ts';
+import { startStreamRoles } from '../../control/StreamRoles.ts';
 import { buildTinyLora, buildTinyModel, createFramePipeline, demoModelOptions } from '../../native/index.ts';
-import { DEFAULT_PARAMS, type ParamsPatch } from '../../native/params/index.ts';
+import { DEFAULT_PARAMS, mergeParams, planUpdate, type ParamsPatch, type StreamParams } from '../../native/params/index.ts';
+import { createStore, FsBlobStore } from '../../store/index.ts';
 import { makeStreamApp } from './streamApp.ts';
 
 const CANNY = 'lllyasviel/control_v11p_sd15_canny';
@@ -81,5 +97,100 @@ t.test('for every key, the API’s hot/reload answer is what the engine did', { 
     const did = engine.status().restartCount - before === 1 ? 'reload' : 'hot';
     t.equal(plan.reload.length > 0 ? 'reload' : 'hot', did, `${key}: the engine did what its plan said (${did})`);
     t.equal(api, did, `${key}: the API answered ${String(api)}, the engine did ${did}`);
+    t.equal(res.headers['x-params-update-by'], 'api', `${key}: no publisher, so no engine runs the stream: the API planned it`);
   }
+});
+
+const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+/** Polls `probe` every 100 ms until it returns a value, for at most `ms`. */
+async function until<T>(what: string, ms: number, probe: () => T | null | undefined | Promise<T | null | undefined>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A wrtc VP8 publisher of a solid colour (a child process: wrtc crashes at exit); killed on teardown. */
+async function publish(t: Test, url: string, token: string): Promise<number> {
+  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, token, '200,120,60'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  t.teardown(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  return (JSON.parse(String(first.value ?? '{"status":0}')) as { status: number }).status;
+}
+
+t.test('on a live stream, the answer is the plan its engine ran, for every key', { timeout: 600_000 }, async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rv-plan-live-'));
+  const port = await freePort();
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
+  // The LoRA the lora_dict change names, beside the demo models the node prepares at start.
+  buildTinyLora(config.modelsDir, 'style/tiny');
+  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
+  const store = await createStore({ dataDir });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'] });
+  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
+  await app.listen({ port, host: '127.0.0.1' });
+  t.teardown(async () => {
+    await app.close();
+    await roles.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const { key } = await createAccountWithKey(store, 'internal');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> };
+  };
+  const created = await api('POST', '/v1/streams', { params: BASE });
+  t.equal(created.status, 201, 'created');
+  const s = created.body;
+  t.equal(await publish(t, s['whip_url'], s['stream_key']), 201, 'WHIP publish accepted');
+  const engine = () => roles.node!.getStream(s['id'])?.status().pipeline as { restartCount: number; state: string } | null | undefined;
+  await until('the stream’s engine running', 120_000, () => engine());
+
+  let stored: StreamParams = mergeParams(null, BASE);
+  let reloads = 0;
+  for (const [key, patch] of CHANGES) {
+    const res = await api('PATCH', `/v1/streams/${s['id']}`, { params: patch });
+    t.equal(res.status, 200, `${key}: PATCH → 200 (${res.status === 200 ? '' : JSON.stringify(res.body)})`);
+    const answer = res.headers.get('x-params-update');
+    t.equal(res.headers.get('x-params-update-by'), 'node', `${key}: the stream's engine planned it`);
+    const next = mergeParams(stored, patch);
+    t.equal(answer, planUpdate(stored, next).mode, `${key}: the engine's plan is the params module's over the stored params (${String(answer)})`);
+    stored = next;
+    if (answer === 'reload') {
+      reloads++;
+      // The new pipeline builds beside the serving one; the count rises once the build is done.
+      await until(`${key}: the engine's reload`, 120_000, () => {
+        const e = engine();
+        return e && e.restartCount >= reloads && e.state !== 'reloading' ? e : null;
+      });
+    }
+    // A hot change starts no reload: the count is still the number of reload answers.
+    t.equal(engine()?.restartCount, reloads, `${key}: the engine reloaded ${reloads} times, as answered`);
+  }
+  const st = (await api('GET', `/v1/streams/${s['id']}/status`)).body['data'];
+  t.equal(st.inference_status.restart_count, reloads, `status restart_count is the engine's (${reloads})`);
+  t.ok(reloads > 0 && reloads < CHANGES.length, `some changes reloaded, some were hot (${reloads} of ${CHANGES.length})`);
 });

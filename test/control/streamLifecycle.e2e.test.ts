@@ -130,6 +130,7 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   // ── hot PATCH: seen in status, no restart
   const hot = await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'a dog', guidance_scale: 1.5 } });
   t.equal(hot.headers.get('x-params-update'), 'hot');
+  t.equal(hot.headers.get('x-params-update-by'), 'node', 'the engine running the stream planned it');
   st = await statusOf();
   t.equal(st.inference_status.last_params.prompt, 'a dog', 'the node has the new prompt');
   t.equal(st.inference_status.last_params.guidance_scale, 1.5);
@@ -138,6 +139,7 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   // ── reload PATCH: restart_count rises, frames keep flowing
   const reload = await api('PATCH', `/v1/streams/${s.id}`, { params: { do_add_noise: false } });
   t.equal(reload.headers.get('x-params-update'), 'reload');
+  t.equal(reload.headers.get('x-params-update-by'), 'node', 'the engine running the stream planned it');
   // The new pipeline builds in the background while the old one serves; the count rises when it swaps in.
   st = await waitStatus('the reload finishing', (d) => d.inference_status.restart_count >= 1);
   t.equal(st.inference_status.restart_count, 1, 'restart_count rose');

@@ -236,6 +236,7 @@ t.test('PATCH merges only what changes, validates the merged params and says hot
   let res = await patch({ params: { prompt: 'a dog', guidance_scale: 1.2 } });
   t.equal(res.statusCode, 200);
   t.equal(res.headers['x-params-update'], 'hot', 'prompt + guidance_scale are hot');
+  t.equal(res.headers['x-params-update-by'], 'api', 'no pipeline runs the stream (no publisher): the API planned it');
   t.equal(res.json().params.prompt, 'a dog');
   t.equal(res.json().params.guidance_scale, 1.2);
   t.equal(res.json().params.model_id, 'Lykon/dreamshaper-8', 'other params are kept');

@@ -75,7 +75,7 @@ t.test('a PATCH that reaches the node while the publisher’s grant resolves is 
   const publishing = wrtcPublish(t, srv.whipUrl, [200, 200, 200]);
   await grant.wasAsked;
   t.equal(srv.node.getStream(STREAM_ID), undefined, 'the node holds no stream while the grant resolves');
-  t.equal(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), false, 'the PATCH finds no stream to apply to');
+  t.equal(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), null, 'the PATCH finds no stream to apply to');
   grant.release();
   t.equal((await publishing).status, 201, 'WHIP publish accepted');
   const last = await proc.frames(5, 30_000);
@@ -92,7 +92,7 @@ t.test('a grant older than a PATCH a viewer-made stream got does not undo it; it
   t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
   const publishing = wrtcPublish(t, srv.whipUrl, [200, 200, 200]);
   await grant.wasAsked;
-  t.equal(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), true, 'the PATCH reaches the stream the viewer made');
+  t.same(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), { plan: null }, 'the PATCH reaches the stream the viewer made (no processor ran it yet: no plan)');
   grant.release();
   t.equal((await publishing).status, 201, 'WHIP publish accepted');
   const last = await proc.frames(5, 30_000);
@@ -108,10 +108,10 @@ t.test('a grant older than a PATCH a viewer-made stream got does not undo it; it
 t.test('unversioned updates always apply, and a newer grant replaces older params', { timeout: 30_000 }, async (t) => {
   const srv = await startMediaServer(t, {});
   const stream = srv.node.createStream('str_test_versions', { prompt: 'a' });
-  t.equal(stream.updateParams({ prompt: 'b' }, 2000), true, 'versioned update applies');
-  t.equal(stream.updateParams({ prompt: 'c' }, 1000), false, 'an older one is stale');
+  t.equal(stream.updateParams({ prompt: 'b' }, 2000).stale, false, 'versioned update applies');
+  t.equal(stream.updateParams({ prompt: 'c' }, 1000).stale, true, 'an older one is stale');
   t.equal(stream.params['prompt'], 'b', 'and changes nothing it holds');
-  t.equal(stream.updateParams({ prompt: 'd' }), true, 'an unversioned one applies');
-  t.equal(stream.updateParams({ prompt: 'e' }, 3000), true, 'a newer one applies');
+  t.equal(stream.updateParams({ prompt: 'd' }).stale, false, 'an unversioned one applies');
+  t.equal(stream.updateParams({ prompt: 'e' }, 3000).stale, false, 'a newer one applies');
   t.equal(stream.params['prompt'], 'e');
 });

@@ -9,8 +9,8 @@ import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harnes
 
 type W = Window & PeerPage;
 
-const CANNY = { image_postprocessing: { processors: [{ type: 'canny', params: { low_threshold: 100, high_threshold: 200 } }] } };
-const NONE = { image_postprocessing: { processors: [] } };
+const CANNY = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
+const NONE = { image_postprocessing: { enabled: true, processors: [] } };
 
 for (const codec of ['VP8', 'H264'] as const) {
   t.test(`Chromium publishes ${codec} over WHIP; a WHEP viewer decodes processed frames and sees a param change`, { timeout: 90_000 }, async (t) => {

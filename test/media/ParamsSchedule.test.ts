@@ -38,7 +38,7 @@ t.test('a change lands on the first frame captured at or after its time', async 
 t.test('a transition steps once per frame to its target and restores the interpolation method', async (t) => {
   const s = new ParamsSchedule();
   s.add({ id: 'tr', params: { prompt: 'b', guidance_scale: 2 }, applyAt: null, transition: { steps: 4, method: 'linear' } });
-  const current = { prompt: 'a', prompt_interpolation_method: 'slerp' };
+  const current = { prompt: 'a', prompt_interpolation_method: 'slerp' as const };
   const patches: Record<string, unknown>[] = [];
   const marks: string[] = [];
   for (let i = 0; i < 6; i++) {

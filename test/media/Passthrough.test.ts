@@ -14,8 +14,8 @@ import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harnes
 
 type W = Window & PeerPage;
 
-const CANNY: StreamParams = { image_postprocessing: { processors: [{ type: 'canny', params: { low_threshold: 100, high_threshold: 200 } }] } };
-const NONE: StreamParams = { image_postprocessing: { processors: [] } };
+const CANNY: StreamParams = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
+const NONE: StreamParams = { image_postprocessing: { enabled: true, processors: [] } };
 
 async function until<T>(what: string, read: () => T | Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
   const end = performance.now() + timeoutMs;

@@ -12,8 +12,8 @@ import { wrtcPublish, wrtcView, type WrtcFrameReport } from './wrtcPeers.ts';
 
 type W = Window & PeerPage;
 
-const CANNY = { image_postprocessing: { processors: [{ type: 'canny', params: { low_threshold: 100, high_threshold: 200 } }] } };
-const NONE = { image_postprocessing: { processors: [] } };
+const CANNY = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
+const NONE = { image_postprocessing: { enabled: true, processors: [] } };
 
 /** BT.601 limited-range YUV means → RGB. */
 function rgbOf(r: WrtcFrameReport): [number, number, number] {

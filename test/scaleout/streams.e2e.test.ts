@@ -68,11 +68,13 @@ t.test('2 api + 2 media + 2 workers over Redis: placement, WHIP through either a
   const hot = await c.api(api1, 'PATCH', `/v1/streams/${onA['id']}`, { params: { prompt: 'a lighthouse at dusk' } });
   t.equal(hot.status, 200);
   t.equal(hot.headers.get('x-params-update'), 'hot');
+  t.equal(hot.headers.get('x-params-update-by'), 'node', 'the engine on media node 1 planned it (over the bus)');
   let st = await status(api2, onA);
   t.equal(st['inference_status']['last_params']['prompt'], 'a lighthouse at dusk', 'the node applied the hot prompt');
   t.equal(st['inference_status']['restart_count'], 0, 'no restart for a hot param');
   const reload = await c.api(api1, 'PATCH', `/v1/streams/${onA['id']}`, { params: { do_add_noise: false } });
   t.equal(reload.headers.get('x-params-update'), 'reload', `reload PATCH (${reload.status} ${reload.status === 200 ? '' : JSON.stringify(reload.body)})`);
+  t.equal(reload.headers.get('x-params-update-by'), 'node', 'the engine on media node 1 planned it (over the bus)');
   // The node rebuilds the pipeline in the background, then swaps: its status shows when it did.
   st = await c.until('the reload finishing on the node', async () => {
     const d = await status(api2, onA);

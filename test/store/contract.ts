@@ -5,6 +5,7 @@
  *   runContract(t, 'embedded', ({ now }) => Promise.resolve(EmbeddedStore.open({ dataDir, now })));
  */
 import type { Test } from 'tap';
+import { DEFAULT_PARAMS } from '../../native/params/index.ts';
 import type { SongRecord, StreamRecord, WebhookDeliveryRecord, WebhookEndpointRecord } from '../../store/records.ts';
 import type { LeasedJob, SongCreateRules, Store } from '../../store/Store.ts';
 
@@ -54,7 +55,7 @@ function stream(id: string, accountId: string, createdMs: number, over: Partial<
     accountId,
     name: `stream ${id}`,
     pipeline: 'streamdiffusion',
-    params: { prompt: 'a cat', t_index_list: [], seed: 2 },
+    params: { ...DEFAULT_PARAMS, prompt: 'a cat', t_index_list: [], seed: 2 },
     streamKey: `key_${id}`,
     playbackId: `pb_${id}`,
     outputRtmpUrl: null,

@@ -46,10 +46,10 @@ import type { MediaSettings } from './settings.ts';
 import type { RtmpPushStatus } from './RtmpPush.ts';
 import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 import { Slate, type SlateSource } from './Slate.ts';
-import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
+import { RateMeter, StageTimer, type StageStats, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
-import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
-import { Vp8Packetizer } from './Vp8Packetizer.ts';
+import { Vp8Branch, type Vp8BranchStatus } from './Vp8Branch.ts';
+import type { Vp8EncoderBin } from './Vp8EncoderBin.ts';
 import { randomSsrc, WhepSession } from './WhepSession.ts';
 import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
 
@@ -118,26 +118,6 @@ const LANDING_FALLBACK_MS = 1000;
 
 /** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
 const CAPTURE_WINDOW_MS = 2000;
-
-export interface StageStats {
-  p50: number;
-  p95: number;
-  last: number;
-}
-
-/** The VP8 output branch of a stream (for viewers without H.264). */
-export interface Vp8BranchStatus {
-  /** The VP8 encoder exists: VP8 viewers are attached and processed frames reach it. */
-  running: boolean;
-  /** Times the encoder was started since the stream was created (it stops with its last viewer). */
-  starts: number;
-  /** VP8 frames encoded since the stream was created. */
-  framesOut: number;
-  /** Forced key frames of the running encoder (VP8 viewers' joins and PLI/FIR). */
-  keyUnitsForced: number;
-  /** ms from frame push to encoded frame (rolling window). */
-  encode?: StageStats;
-}
 
 /** What the outputs carry while no live frame comes (decision 0011). */
 export interface SlateStatus {
@@ -238,16 +218,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #publisher: WhipSession | null = null;
   #decoder: DecoderBin | null = null;
   #encoder: EncoderBin | null = null;
-  /** The VP8 branch's encoder: exists only while VP8 viewers do (and frames flow). */
-  #vp8: Vp8EncoderBin | null = null;
-  readonly #vp8Packetizer: Vp8Packetizer;
+  /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
+  readonly #vp8: Vp8Branch;
   /** What every viewer is sent under: one SSRC per output (viewers differ only in payload types). */
   readonly #ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
-  #vp8Starts = 0;
-  /** The VP8 encoder failed to build: no retry (per frame) until the VP8 viewers are gone. */
-  #vp8Failed = false;
-  #vp8FramesOut = 0;
-  readonly #vp8EncodeT = new StageTimer();
   readonly #viewers = new Map<string, WhepSession>();
   #processor: FrameProcessor | null = null;
   /** The processor being built (it is built with the first publisher that needs one). */
@@ -340,7 +314,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
     this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
-    this.#vp8Packetizer = new Vp8Packetizer({ ssrc: this.#ssrcs.vp8, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
+    this.#vp8 = new Vp8Branch({
+      streamId: this.streamId,
+      settings: opts.settings,
+      ssrc: this.#ssrcs.vp8,
+      payloadType: OUTPUT_PT,
+      // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
+      rtpTimestamp: (atMs) => Math.round((atMs - this.#rtpClockStart) * 90) >>> 0,
+      viewers: () => this.#viewerCount('VP8'),
+      onPackets: (packets, keyframe) => this.#fanOut('VP8', packets, keyframe),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
     this.#hls = opts.settings.hlsEnabled
       ? new HlsPackager({
           partTargetMs: opts.settings.hlsPartTargetMs,
@@ -920,7 +905,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       });
     }
     this.#encoder.push(frame);
-    this.#encodeVp8(frame);
+    this.#vp8.push(frame);
   }
 
   /**
@@ -951,55 +936,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** The encoder a viewer of `codec` is fed from (null while it is not running). */
   #encoderFor(codec: VideoCodec): EncoderBin | Vp8EncoderBin | null {
-    return codec === 'VP8' ? this.#vp8 : this.#encoder;
-  }
-
-  /** Feeds the VP8 branch, starting it (or restarting it at a new size) while VP8 viewers exist. */
-  #encodeVp8(frame: Frame): void {
-    if (this.#vp8Failed || this.#viewerCount('VP8') === 0) return;
-    if (this.#vp8 && (this.#vp8.width !== frame.width || this.#vp8.height !== frame.height)) this.#stopVp8('resized');
-    if (!this.#vp8) {
-      try {
-        this.#vp8 = new Vp8EncoderBin({
-          width: frame.width,
-          height: frame.height,
-          fps: this.#settings.outputFps,
-          bitrateKbps: this.#settings.videoBitrateKbps,
-          keyIntFrames: this.#settings.vp8KeyIntFrames,
-          cpuUsed: this.#settings.vp8CpuUsed,
-          keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
-          nice: this.#settings.encoderNice,
-          logger: this.#logger,
-          onFrame: (f) => this.#onVp8Frame(f),
-        });
-      } catch (err) {
-        // H.264 viewers, HLS and RTMP go on; VP8 viewers stay held.
-        this.#vp8Failed = true;
-        this.#lastError = `vp8: ${String(err)}`;
-        this.#logger.error({ err }, `encodeVp8() | VP8 encoder failed [streamId:${this.streamId}]`);
-        return;
-      }
-      this.#vp8Starts++;
-      this.#logger.info(`encodeVp8() | VP8 branch started [streamId:${this.streamId}] [size:${frame.width}x${frame.height}]`);
-    }
-    this.#vp8.push(frame);
-  }
-
-  #stopVp8(why: string): void {
-    if (!this.#vp8) return;
-    this.#vp8.close();
-    this.#vp8 = null;
-    this.#logger.info(`stopVp8() | VP8 branch stopped [streamId:${this.streamId}] [why:${why}]`);
-  }
-
-  #onVp8Frame(f: EncodedVp8Frame): void {
-    if (this.#state === 'closed') return;
-    this.#vp8FramesOut++;
-    this.#vp8EncodeT.add(f.encodeMs);
-    // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
-    const ts = Math.round((f.atMs - this.#rtpClockStart) * 90) >>> 0;
-    const packets = this.#vp8Packetizer.packetize(f.data, ts);
-    this.#fanOut('VP8', packets, f.keyframe);
+    return codec === 'VP8' ? this.#vp8.encoder : this.#encoder;
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
@@ -1055,7 +992,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
     if (!watched) {
       // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
-      this.#stopVp8('publisher left');
+      this.#vp8.stop('publisher left');
       if (this.#hls && !this.#hls.closed) this.#hls.flush();
     }
     this.#pending = null;
@@ -1116,10 +1053,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
     session.once('close', () => {
       this.#viewers.delete(sessionId);
-      if (session.codec === 'VP8' && this.#viewerCount('VP8') === 0) {
-        this.#stopVp8('last VP8 viewer left');
-        this.#vp8Failed = false;
-      }
+      if (session.codec === 'VP8' && this.#viewerCount('VP8') === 0) this.#vp8.viewersGone();
       this.#armIdle();
     });
     try {
@@ -1206,13 +1140,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       viewers: this.#viewers.size,
       viewersByCodec: { H264: this.#viewerCount('H264'), VP8: this.#viewerCount('VP8') },
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
-      vp8: {
-        running: this.#vp8 !== null,
-        starts: this.#vp8Starts,
-        framesOut: this.#vp8FramesOut,
-        keyUnitsForced: this.#vp8?.keyUnitsForced ?? 0,
-        encode: sum(this.#vp8EncodeT),
-      },
+      vp8: this.#vp8.status(),
       params: this.#params,
       lastError: this.#lastError,
       hls: this.#hls?.stats() ?? null,
@@ -1243,7 +1171,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       },
       () => this.#decoder?.close(),
       () => this.#encoder?.close(),
-      () => this.#stopVp8('stream closed'),
+      () => this.#vp8.close(),
       () => this.#processor?.close(),
       () => this.#stopOutputs(),
       () => this.#hls?.close(),

@@ -25,11 +25,8 @@
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
-import { AacEncoderBin } from './AacEncoderBin.ts';
 import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
@@ -37,15 +34,15 @@ import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
-import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
-import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
-import { RecordingWriter, type RecordingWriterStats } from './RecordingWriter.ts';
+import type { ClipSource } from './ClipBuffer.ts';
+import type { HlsPackager } from './HlsPackager.ts';
+import type { RecordingWriter } from './RecordingWriter.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
-import type { RtmpPushStatus } from './RtmpPush.ts';
-import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
+import type { RtmpDestination } from './RtmpOutputs.ts';
 import { Slate, type SlateSource } from './Slate.ts';
+import { StreamOutputs, type StreamOutputsStatus } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageStats, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8Branch, type Vp8BranchStatus } from './Vp8Branch.ts';
@@ -59,9 +56,6 @@ import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSe
  * - `live`: processed frames are flowing to the encoder.
  * - `closed`: disposed; every method throws InvalidStateError.
  */
-/** The name of the spec's own RTMP destination (output_rtmp_url) among a stream's destinations. */
-export const PRIMARY_RTMP = 'output_rtmp_url';
-
 export type LiveStreamState = 'idle' | 'connecting' | 'live' | 'closed';
 
 export interface StartedInfo {
@@ -131,7 +125,7 @@ export interface SlateStatus {
   framesOut: number;
 }
 
-export interface LiveStreamStatus {
+export interface LiveStreamStatus extends StreamOutputsStatus {
   streamId: string;
   state: LiveStreamState;
   /** `live` while live frames reach the outputs, `slate` while the slate does, `none` when nothing is encoded. */
@@ -173,14 +167,6 @@ export interface LiveStreamStatus {
   lastError: string | undefined;
   /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
   pipeline: Record<string, unknown> | null;
-  /** LL-HLS output (null when hlsEnabled is off). */
-  hls: HlsPackagerStats | null;
-  /** RTMP push to output_rtmp_url (null when the stream has none or no publisher). */
-  rtmp: RtmpPushStatus | null;
-  /** Every RTMP destination (output_rtmp_url first, named so), with its push state. */
-  rtmpOutputs: RtmpDestinationStatus[];
-  /** The recording being written (null when recording is off, or on with no output yet). */
-  recording: RecordingWriterStats | null;
 }
 
 export interface LiveStreamOptions {
@@ -280,19 +266,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #decoderRestarts = 0;
   /** The decoder was just built: frames wait for the next key frame. */
   #decoderNeedsKey = true;
-  readonly #hls: HlsPackager | null;
-  /** The last minute of output segments, for clips (fed by the HLS packager). */
-  readonly #clips = new ClipBuffer();
-  #aac: AacEncoderBin | null = null;
-  readonly #rtmp: RtmpOutputs;
-  /** The spec's output_rtmp_url and the stream's other destinations, as last set. */
-  #rtmpUrl: string | undefined;
-  #rtmpExtra: RtmpDestination[] = [];
-  /** Recording asked for (`record: true`); the writer starts with the next output segment. */
-  #record = false;
-  #recorder: RecordingWriter | null = null;
-  /** The last recording's end (its queued segments written, its meta marked complete). */
-  #recordingEnded: Promise<void> = Promise.resolve();
+  /** HLS (and the clips and recording it feeds), RTMP pushes and their AAC encoder. */
+  readonly #outputs: StreamOutputs;
   readonly #slate = new Slate();
   #slateTimer: NodeJS.Timeout;
   /** The outputs are on the slate (set at its first frame, cleared by the next live frame). */
@@ -326,28 +301,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
-    this.#hls = opts.settings.hlsEnabled
-      ? new HlsPackager({
-          partTargetMs: opts.settings.hlsPartTargetMs,
-          segmentTargetMs: opts.settings.hlsSegmentTargetMs,
-          windowSegments: opts.settings.hlsWindowSegments,
-          partSegments: 3,
-          nominalFrameMs: 1000 / opts.settings.outputFps,
-          logger: opts.logger,
-          requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
-          onDemand: () => this.#syncAac(),
-          onSegment: (segment) => this.#onSegment(segment),
-        })
-      : null;
-    this.#rtmp = new RtmpOutputs({
-      ...(opts.outboundPolicy ? { policy: opts.outboundPolicy } : {}),
-      ffmpegPath: opts.settings.ffmpegPath,
-      logger: opts.logger,
+    this.#outputs = new StreamOutputs({
+      streamId: this.streamId,
+      settings: opts.settings,
+      ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
+      ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}),
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+      audioPayloadType: () => this.#publisher?.audioPayloadType,
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
     });
     this.#statsTimer = setInterval(() => {
       void this.#publisher?.refreshStats().catch(() => undefined);
-      this.#syncAac();
+      this.#outputs.syncAac();
     }, 2000);
     this.#slateTimer = setInterval(() => this.#slateTick(), Math.max(20, Math.round(1000 / opts.settings.slateFps)));
     this.#armIdle();
@@ -362,7 +328,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     const now = performance.now();
     const gap = now - this.#lastLiveOutMs;
-    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    const watched = this.#connectedViewers() > 0 || this.#outputs.watched;
     // A frame inside a working processor is slow, not stalled (a model at a few fps must not flicker).
     const processing = this.#busy && this.#processor !== null && gap < this.#settings.slateBusyMs;
     if (!watched || gap < this.#settings.slateAfterMs || processing) {
@@ -408,7 +374,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** The LL-HLS packager (null when HLS is off). */
   get hls(): HlsPackager | null {
-    return this.#hls;
+    return this.#outputs.hls;
   }
 
   /**
@@ -416,18 +382,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * (no output yet, or HLS off: the clip buffer is fed by the HLS packager).
    */
   clip(seconds: number): ClipSource | null {
-    return this.#clips.take(seconds);
-  }
-
-  #onSegment(segment: CompletedSegment): void {
-    this.#clips.push(segment);
-    if (!this.#record || !this.#opts.recordingsDir) return;
-    if (!this.#recorder) {
-      const id = `rec_${randomBytes(9).toString('base64url')}`;
-      this.#recorder = new RecordingWriter({ dir: join(this.#opts.recordingsDir, id), id, streamId: this.streamId, logger: this.#logger });
-      this.#logger.info(`onSegment() | recording started [streamId:${this.streamId}] [recordingId:${id}]`);
-    }
-    this.#recorder.push(segment);
+    return this.#outputs.clip(seconds);
   }
 
   /**
@@ -438,29 +393,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   setRecording(on: boolean): boolean {
     this.#assertOpen();
-    if (on && (!this.#hls || !this.#opts.recordingsDir)) return false;
-    if (on === this.#record) return true;
-    this.#record = on;
-    if (!on) this.#endRecording();
-    this.#syncAac();
-    return true;
+    return this.#outputs.setRecording(on);
   }
 
   /** The recording being written, if any (tests wait on its `flushed()`). */
   get recorder(): RecordingWriter | null {
-    return this.#recorder;
-  }
-
-  #endRecording(): void {
-    const r = this.#recorder;
-    this.#recorder = null;
-    if (!r) return;
-    this.#recordingEnded = r.close().catch((err: unknown) => this.#logger.error({ err }, `endRecording() | close failed [streamId:${this.streamId}]`));
+    return this.#outputs.recorder;
   }
 
   /** Resolves when the last recording ended is fully on disk (a clean shutdown waits for it). */
   recordingEnded(): Promise<void> {
-    return this.#recordingEnded;
+    return this.#outputs.recordingEnded();
   }
 
   /**
@@ -469,72 +412,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   setRtmpOutput(url: string | undefined): void {
     this.#assertOpen();
-    if (url === this.#rtmpUrl) return;
-    this.#rtmpUrl = url;
-    this.#applyRtmp();
+    this.#outputs.setRtmpOutput(url);
   }
 
   /** Sets the stream's other RTMP destinations (each enabled or not); same lifecycle as output_rtmp_url. */
   setRtmpDestinations(dests: readonly RtmpDestination[]): void {
     this.#assertOpen();
-    this.#rtmpExtra = dests.filter((d) => d.name !== PRIMARY_RTMP).map((d) => ({ ...d }));
-    this.#applyRtmp();
-  }
-
-  #applyRtmp(): void {
-    this.#rtmp.set([...(this.#rtmpUrl ? [{ name: PRIMARY_RTMP, url: this.#rtmpUrl, enabled: true }] : []), ...this.#rtmpExtra]);
-    this.#syncAac();
-  }
-
-  /** RTMP pushes for the current publisher (the stream's enabled destinations) and the AAC encoder if needed. */
-  #startOutputs(): void {
-    this.#rtmp.start();
-    this.#syncAac();
-  }
-
-  /**
-   * Runs the AAC encoder only while something consumes it: an RTMP push, a recording, or HLS
-   * players (a request in the last 30 s). It costs ≈ 1–2 % of a core, so
-   * streams nobody watches over HLS don't pay for it; HLS parts carry silence until it runs.
-   */
-  #syncAac(): void {
-    const audio = this.#publisher?.audioPayloadType;
-    // A recording keeps the publisher's sound, so it runs the AAC encoder too.
-    const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
-    if (audio === undefined || !wanted) {
-      this.#aac?.close();
-      this.#aac = null;
-      if (this.#hls) this.#hls.audioExpected = false;
-      return;
-    }
-    if (this.#aac) return;
-    try {
-      this.#aac = new AacEncoderBin({
-        payloadType: audio,
-        bitrateBps: this.#settings.aacBitrateBps,
-        logger: this.#logger,
-        onFrame: (frame, atMs) => {
-          this.#hls?.pushAudio(frame, atMs);
-          this.#rtmp.pushAudio(frame, atMs);
-        },
-      });
-    } catch (err) {
-      // Outputs go on video-only (silence-padded) rather than failing the stream.
-      this.#lastError = `aac: ${String(err)}`;
-      this.#logger.error({ err }, `syncAac() | AAC encoder failed [streamId:${this.streamId}]`);
-    }
-    if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
-  }
-
-  #closeAac(): void {
-    this.#aac?.close();
-    this.#aac = null;
-    if (this.#hls) this.#hls.audioExpected = false;
-  }
-
-  #stopOutputs(): void {
-    this.#closeAac();
-    this.#rtmp.stop();
+    this.#outputs.setRtmpDestinations(dests);
   }
 
   /**
@@ -623,18 +507,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
           if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
           v.sendAudio(out);
         }
-        if (session === this.#publisher) this.#aac?.push(rtp);
+        if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
       },
     });
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
-    this.#closeAac();
+    this.#outputs.closeAac();
     this.#publisher = session;
     // A new publisher has its own RTP clock.
     this.#captureOffsets = [];
     this.#rtpLast = null;
     this.#inputTimes = [];
     this.#livePushed = false;
-    this.#startOutputs();
+    this.#outputs.start();
     this.#state = 'connecting';
     if (!this.#passthrough()) this.#ensureProcessor();
     clearTimeout(this.#idleTimer);
@@ -962,8 +846,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
     this.#fanOut('H264', packets, au.keyframe);
-    this.#hls?.pushVideo(au);
-    this.#rtmp.pushVideo(au);
+    this.#outputs.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -986,14 +869,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#decoder = null;
     // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
     // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
-    this.#closeAac();
+    this.#outputs.closeAac();
     // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
     // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
-    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    const watched = this.#connectedViewers() > 0 || this.#outputs.watched;
     if (!watched) {
       // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
       this.#vp8.stop('publisher left');
-      if (this.#hls && !this.#hls.closed) this.#hls.flush();
+      this.#outputs.endSegment();
     }
     this.#pending = null;
     clearInterval(this.#heartbeat);
@@ -1143,10 +1026,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       vp8: this.#vp8.status(),
       params: this.#params,
       lastError: this.#lastError,
-      hls: this.#hls?.stats() ?? null,
-      rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
-      rtmpOutputs: this.#rtmp.status(),
-      recording: this.#recorder?.stats ?? null,
+      ...this.#outputs.status(),
       pipeline: this.#processor?.status?.() ?? null,
     };
   }
@@ -1173,11 +1053,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#encoder?.close(),
       () => this.#vp8.close(),
       () => this.#processor?.close(),
-      () => this.#stopOutputs(),
-      () => this.#hls?.close(),
-      () => this.#clips.clear(),
-      // After the publisher's close flushed its last segment into it.
-      () => this.#endRecording(),
+      // After the publisher's close flushed its last segment into the recording.
+      () => this.#outputs.close(),
       () => this.#slate.clear(),
     ];
     for (const step of steps) {

@@ -22,7 +22,7 @@ export { recordingRuns, remuxRecordingMp4 } from './RecordingMp4.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
 export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
-export { PRIMARY_RTMP } from './LiveStream.ts';
+export { PRIMARY_RTMP } from './StreamOutputs.ts';
 export {
   ImageChainProcessor,
   chainActive,

@@ -41,7 +41,7 @@ import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
-import { Slate, type SlateSource } from './Slate.ts';
+import { SlateSwitch, type SlateStatus } from './SlateSwitch.ts';
 import { StreamOutputs, type StreamOutputsStatus } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageStats, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -112,18 +112,6 @@ const LANDING_FALLBACK_MS = 1000;
 
 /** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
 const CAPTURE_WINDOW_MS = 2000;
-
-/** What the outputs carry while no live frame comes (decision 0011). */
-export interface SlateStatus {
-  /** The outputs carry the slate now (no live frame for slateAfterMs while someone watches). */
-  active: boolean;
-  /** ms epoch the current slate began; null while live. */
-  since: number | null;
-  /** What the current (or last) slate shows; null before any. */
-  source: SlateSource | null;
-  /** Slate frames encoded since the stream was made. */
-  framesOut: number;
-}
 
 export interface LiveStreamStatus extends StreamOutputsStatus {
   streamId: string;
@@ -268,16 +256,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #decoderNeedsKey = true;
   /** HLS (and the clips and recording it feeds), RTMP pushes and their AAC encoder. */
   readonly #outputs: StreamOutputs;
-  readonly #slate = new Slate();
-  #slateTimer: NodeJS.Timeout;
-  /** The outputs are on the slate (set at its first frame, cleared by the next live frame). */
-  #slateActive = false;
-  #slateSince: number | null = null;
-  #slateSource: SlateSource | null = null;
-  #slateFrame: Frame | null = null;
-  #slateFramesOut = 0;
-  /** performance.now() of the last live frame pushed to the encoder. */
-  #lastLiveOutMs = -Infinity;
+  /** Live frames or the slate on the outputs (decision 0011). */
+  readonly #slate: SlateSwitch;
   /** A live frame reached the encoder since the publisher attached (gates `started`). */
   #livePushed = false;
 
@@ -315,45 +295,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#outputs.syncAac();
     }, 2000);
-    this.#slateTimer = setInterval(() => this.#slateTick(), Math.max(20, Math.round(1000 / opts.settings.slateFps)));
+    this.#slate = new SlateSwitch({
+      streamId: this.streamId,
+      settings: opts.settings,
+      watched: () => this.#connectedViewers() > 0 || this.#outputs.watched,
+      processing: () => this.#busy && this.#processor !== null,
+      size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
+      push: (frame) => this.#pushToEncoders(frame),
+      logger: opts.logger,
+    });
     this.#armIdle();
-  }
-
-  /**
-   * Keeps the outputs fed while no live frame comes. Runs only while something consumes them
-   * (connected WHEP viewers, HLS players of the last 30 s, RTMP pushes), so an unwatched stream
-   * encodes nothing, and offers that never complete ICE/DTLS cost no encode. Never touches the processor: slate frames go straight to the encoders.
-   */
-  #slateTick(): void {
-    if (this.#state === 'closed') return;
-    const now = performance.now();
-    const gap = now - this.#lastLiveOutMs;
-    const watched = this.#connectedViewers() > 0 || this.#outputs.watched;
-    // A frame inside a working processor is slow, not stalled (a model at a few fps must not flicker).
-    const processing = this.#busy && this.#processor !== null && gap < this.#settings.slateBusyMs;
-    if (!watched || gap < this.#settings.slateAfterMs || processing) {
-      if (this.#slateActive && gap < this.#settings.slateAfterMs) this.#endSlate();
-      return;
-    }
-    if (!this.#slateActive || !this.#slateFrame) {
-      const w = this.#encoder?.width ?? this.#width;
-      const h = this.#encoder?.height ?? this.#height;
-      const { frame, source } = this.#slate.build(w, h);
-      this.#slateFrame = frame;
-      this.#slateSource = source;
-      this.#slateActive = true;
-      this.#slateSince = Date.now();
-      this.#logger.info(`slateTick() | outputs on slate [streamId:${this.streamId}] [source:${source}] [size:${w}x${h}]`);
-    }
-    this.#pushToEncoders(this.#slateFrame);
-  }
-
-  #endSlate(): void {
-    if (!this.#slateActive) return;
-    this.#slateActive = false;
-    this.#slateFrame = null;
-    this.#slateSince = null;
-    this.#logger.info(`endSlate() | outputs live again [streamId:${this.streamId}]`);
   }
 
   get state(): LiveStreamState {
@@ -763,12 +714,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
     this.#framesPushed++;
     if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
-    const now = performance.now();
-    this.#lastLiveOutMs = now;
     this.#livePushed = true;
-    this.#endSlate();
     this.#lastPushedDecodedAtMs = inputAtMs;
-    this.#slate.keep(frame, now);
+    this.#slate.live(frame, performance.now());
     this.#pushToEncoders(frame);
   }
 
@@ -826,10 +774,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onAccessUnit(au: EncodedAccessUnit): void {
     if (this.#state === 'closed') return;
     // Slate frames are output but not live signal: fps, latency and `started` count live frames only.
-    const slate = this.#slateActive;
-    if (slate) {
-      this.#slateFramesOut++;
-    } else {
+    const slate = this.#slate.accessUnitOut();
+    if (!slate) {
       this.#outRate.mark(au.atMs);
       this.#encodeT.add(au.encodeMs);
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
@@ -1004,8 +950,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return {
       streamId: this.streamId,
       state: this.#state,
-      output: this.#slateActive ? 'slate' : this.#encoder && performance.now() - this.#lastLiveOutMs < this.#settings.slateAfterMs ? 'live' : 'none',
-      slate: { active: this.#slateActive, since: this.#slateSince, source: this.#slateSource, framesOut: this.#slateFramesOut },
+      output: this.#slate.output(this.#encoder !== null),
+      slate: this.#slate.status(),
       startedAt: this.#startedAt,
       lastInputAt: this.#inRate.lastAtMs,
       lastOutputAt: this.#outRate.lastAtMs,
@@ -1055,7 +1001,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#processor?.close(),
       // After the publisher's close flushed its last segment into the recording.
       () => this.#outputs.close(),
-      () => this.#slate.clear(),
+      () => this.#slate.close(),
     ];
     for (const step of steps) {
       try {
@@ -1067,7 +1013,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#state = 'closed';
     clearInterval(this.#heartbeat);
     clearInterval(this.#statsTimer);
-    clearInterval(this.#slateTimer);
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#scheduleTimer);
     this.#schedule.clear();

@@ -31,7 +31,8 @@ import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import type { DepacketizedFrame } from './H264Depacketizer.ts';
-import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
+import { frameBytes, type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
+import { FrameSlot, type ProcessorState } from './FrameSlot.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
 import type { ClipSource } from './ClipBuffer.ts';
@@ -133,12 +134,7 @@ export interface LiveStreamStatus extends StreamOutputsStatus {
   framesDropped: number;
   /** Decoders rebuilt after a pipeline error (corrupt input). */
   decoderRestarts: number;
-  /**
-   * - `none`: no processor (the params leave frames unchanged, or no publisher has needed one);
-   * - `loading`: being built (frames that need it are dropped meanwhile);
-   * - `ready`: processing frames.
-   */
-  processor: 'none' | 'loading' | 'ready';
+  processor: ProcessorState;
   /** Layout the decoder hands frames in: I420 when nothing processes them, RGB otherwise; null without a decoder. */
   pixelFormat: PixelFormat | null;
   /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
@@ -197,18 +193,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** What every viewer is sent under: one SSRC per output (viewers differ only in payload types). */
   readonly #ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
   readonly #viewers = new Map<string, WhepSession>();
-  #processor: FrameProcessor | null = null;
-  /** The processor being built (it is built with the first publisher that needs one). */
-  #processorLoading: Promise<void> | null = null;
-  /** Bumped by every params update, so a processor built from older params catches up. */
-  #paramsVersion = 0;
+  /** The frame processor and the one-frame slot in front of it. */
+  readonly #slot: FrameSlot;
   /**
    * Version (ms epoch of the store write, see updateParams) of the newest params applied; 0 until
    * a versioned update arrives. Older updates are stale and ignored.
    */
   #paramsStoredAt = 0;
-  #busy = false;
-  #pending: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = null;
   #packetizer: H264Packetizer;
   #rtpClockStart = performance.now();
   #lastMarkerInMs = 0;
@@ -244,12 +235,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #decodedRate = new RateMeter();
   readonly #outRate = new RateMeter();
   readonly #decodeT = new StageTimer();
-  readonly #processT = new StageTimer();
   readonly #encodeT = new StageTimer();
   readonly #nodeT = new StageTimer();
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
-  #framesDropped = 0;
   /** Decoders rebuilt after a pipeline error. */
   #decoderRestarts = 0;
   /** The decoder was just built: frames wait for the next key frame. */
@@ -295,11 +284,21 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#outputs.syncAac();
     }, 2000);
+    this.#slot = new FrameSlot({
+      streamId: this.streamId,
+      createProcessor: opts.createProcessor,
+      params: () => this.#params,
+      before: (capturedAt) => this.#atFrame(capturedAt),
+      noOutput: (marks) => this.#carry.push(...marks),
+      output: (frame, inputAtMs, marks) => this.#encode(frame, inputAtMs, marks),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
     this.#slate = new SlateSwitch({
       streamId: this.streamId,
       settings: opts.settings,
       watched: () => this.#connectedViewers() > 0 || this.#outputs.watched,
-      processing: () => this.#busy && this.#processor !== null,
+      processing: () => this.#slot.processing,
       size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
       push: (frame) => this.#pushToEncoders(frame),
       logger: opts.logger,
@@ -377,7 +376,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * then); at once when none is being built.
    */
   ready(): Promise<void> {
-    return this.#processorLoading ?? Promise.resolve();
+    return this.#slot.ready();
   }
 
   /** True when the current params leave every frame unchanged: no processor, I420 end to end. */
@@ -389,44 +388,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#passthrough() ? 'I420' : 'RGB';
   }
 
-  /**
-   * Builds the processor once something needs it: a publisher whose params process frames. A
-   * viewer alone never builds one (it costs worker threads and, with real models, GPU memory).
-   * Params that change while it builds are applied when it is ready, so no update is lost.
-   */
-  #ensureProcessor(): void {
-    if (this.#processor || this.#processorLoading || this.#state === 'closed') return;
-    const version = this.#paramsVersion;
-    this.#processorLoading = this.#opts
-      .createProcessor({ ...this.#params }, { streamId: this.streamId, logger: this.#logger })
-      .then((p) => {
-        if (this.#isClosed()) {
-          p.close();
-          return;
-        }
-        this.#processor = p;
-        if (this.#paramsVersion !== version) p.update({ ...this.#params });
-      })
-      .catch((err: unknown) => {
-        this.#lastError = `processor: ${String(err)}`;
-        this.#logger.error({ err }, `ensureProcessor() | processor creation failed [streamId:${this.streamId}]`);
-      })
-      .finally(() => {
-        this.#processorLoading = null;
-      });
-  }
-
   get #width(): number {
     return this.#params.width ?? DEFAULT_SIZE;
   }
 
   get #height(): number {
     return this.#params.height ?? DEFAULT_SIZE;
-  }
-
-  /** A method, not a field read, so TypeScript does not keep a narrowing across awaits. */
-  #isClosed(): boolean {
-    return this.#state === 'closed';
   }
 
   #assertOpen(): void {
@@ -471,7 +438,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';
-    if (!this.#passthrough()) this.#ensureProcessor();
+    // A publisher whose params process frames needs the processor (a viewer alone never builds one).
+    if (!this.#passthrough()) this.#slot.ensure();
     clearTimeout(this.#idleTimer);
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
     try {
@@ -572,55 +540,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#encode(frame, now - decodeMs, marks);
       return;
     }
-    if (format !== 'RGB' || !this.#processor) {
-      // The decoder is still switching to RGB, or the processor is still being built.
-      this.#framesDropped++;
-      return;
-    }
-    // The decoder lends its frame only for this call; the processor keeps it longer.
-    frame.data = Buffer.from(buf);
-    if (this.#busy) {
-      if (this.#pending) this.#framesDropped++;
-      this.#pending = { frame, decodedAtMs: now, decodeMs, capturedAt };
-      return;
-    }
-    void this.#runProcessor(frame, now, decodeMs, capturedAt);
-  }
-
-  async #runProcessor(first: Frame, firstDecodedAt: number, firstDecodeMs: number, firstCapturedAt: number): Promise<void> {
-    this.#busy = true;
-    let item: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = { frame: first, decodedAtMs: firstDecodedAt, decodeMs: firstDecodeMs, capturedAt: firstCapturedAt };
-    try {
-      while (item && this.#state !== 'closed') {
-        const processor = this.#processor;
-        if (!processor) {
-          this.#framesDropped++;
-        } else {
-          // Changes due by this frame's capture time apply before it is processed: it carries them.
-          const marks = this.#atFrame(item.capturedAt);
-          const t0 = performance.now();
-          let out: Frame | null = null;
-          try {
-            out = await processor.process(item.frame);
-          } catch (err) {
-            this.#lastError = `process: ${String(err)}`;
-            this.#logger.warn({ err }, `process() | frame failed [streamId:${this.streamId}]`);
-          }
-          this.#processT.add(performance.now() - t0);
-          // No output for this frame (dropped by the processor): the next output frame carries them.
-          if (!out) this.#carry.push(...marks);
-          if (out && !this.#isClosed()) {
-            this.#encode(out, item.decodedAtMs - item.decodeMs, marks);
-            // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
-            if (out !== item.frame) processor.release?.(out);
-          }
-        }
-        item = this.#pending;
-        this.#pending = null;
-      }
-    } finally {
-      this.#busy = false;
-    }
+    this.#slot.push(frame, now, decodeMs, capturedAt);
   }
 
   /**
@@ -824,7 +744,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#vp8.stop('publisher left');
       this.#outputs.endSegment();
     }
-    this.#pending = null;
+    this.#slot.clear();
     clearInterval(this.#heartbeat);
     const wasLive = this.#state === 'live';
     this.#state = 'idle';
@@ -926,10 +846,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** Applies params now (the processor takes them from its next frame). Throws when the engine refuses them. */
   #applyParams(params: StreamParams): void {
     const next = { ...this.#params, ...params };
-    this.#processor?.update(params);
+    this.#slot.update(params);
     this.#params = next;
-    this.#paramsVersion++;
-    if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
+    if (this.#publisher && !this.#passthrough()) this.#slot.ensure();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
     this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
   }
@@ -960,11 +879,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       outputFps: this.#outRate.fps(),
       framesIn: this.#inRate.count,
       framesOut: this.#outRate.count,
-      framesDropped: this.#framesDropped,
+      framesDropped: this.#slot.framesDropped,
       decoderRestarts: this.#decoderRestarts,
-      processor: this.#processor ? 'ready' : this.#processorLoading ? 'loading' : 'none',
+      processor: this.#slot.state,
       pixelFormat: this.#decoder?.format ?? null,
-      latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
+      latency: { decode: sum(this.#decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
       viewersByCodec: { H264: this.#viewerCount('H264'), VP8: this.#viewerCount('VP8') },
@@ -973,18 +892,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       params: this.#params,
       lastError: this.#lastError,
       ...this.#outputs.status(),
-      pipeline: this.#processor?.status?.() ?? null,
+      pipeline: this.#slot.pipelineStatus(),
     };
   }
 
   /** Cumulative per-stage latency histograms since the stream was made, for /metrics. */
   latencyTotals(): Record<'decode' | 'process' | 'encode' | 'node', StageTotals> {
-    return { decode: this.#decodeT.totals(), process: this.#processT.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
+    return { decode: this.#decodeT.totals(), process: this.#slot.processTimer.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
   }
 
   /** Raw node-internal latency samples (ms), for benchmarks. */
   latencySamples(): { decode: readonly number[]; process: readonly number[]; encode: readonly number[]; node: readonly number[] } {
-    return { decode: this.#decodeT.samples(), process: this.#processT.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
+    return { decode: this.#decodeT.samples(), process: this.#slot.processTimer.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
   }
 
   /** Closes publisher, viewers, bins and processor. Emits `ended` if live, then `close`. */
@@ -998,7 +917,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#decoder?.close(),
       () => this.#encoder?.close(),
       () => this.#vp8.close(),
-      () => this.#processor?.close(),
+      () => this.#slot.close(),
       // After the publisher's close flushed its last segment into the recording.
       () => this.#outputs.close(),
       () => this.#slate.close(),

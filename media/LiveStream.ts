@@ -34,7 +34,9 @@ import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot, type ProcessorState } from './FrameSlot.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
-import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
+import { ParamsLandings, type ParamsLanding } from './ParamsLandings.ts';
+import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
+import { CaptureClock } from './CaptureClock.ts';
 import type { ClipSource } from './ClipBuffer.ts';
 import type { HlsPackager } from './HlsPackager.ts';
 import type { RecordingWriter } from './RecordingWriter.ts';
@@ -88,31 +90,6 @@ export type LiveStreamEvents = {
   landed: [ParamsLanding];
   close: [];
 };
-
-/** Where a scheduled change landed. */
-export interface ParamsLanding extends ParamsMark {
-  streamId: string;
-  /** The output frame (framesOut numbering) that first carries it; null when no frame was flowing. */
-  frame: number | null;
-  /**
-   * Capture time of that frame, ms since the epoch: the publisher's RTP timestamp placed on the
-   * node's clock by the least-delayed frame of the session (see LiveStream.#captureAt).
-   */
-  frameAt: number | null;
-  /** Capture time of the frame processed before it (the change was not due yet then), ms epoch. */
-  prevFrameAt: number | null;
-  /** The RTP timestamp (90 kHz) of that output frame as H.264 viewers receive it. */
-  rtpTimestamp: number | null;
-}
-
-/**
- * When a due change is given up on waiting for a frame while frames flow, ms (a frame path that
- * stalled this long is not flowing; the change then applies without one).
- */
-const LANDING_FALLBACK_MS = 1000;
-
-/** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
-const CAPTURE_WINDOW_MS = 2000;
 
 export interface LiveStreamStatus extends StreamOutputsStatus {
   streamId: string;
@@ -203,27 +180,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #packetizer: H264Packetizer;
   #rtpClockStart = performance.now();
   #lastMarkerInMs = 0;
-  /** Timed changes waiting for their frame, and the running transition. */
-  readonly #schedule = new ParamsSchedule();
-  #scheduleTimer: NodeJS.Timeout | undefined;
-  /** Capture times (ms epoch) of the frames inside the decoder, oldest first (it emits in order). */
-  #inputTimes: number[] = [];
-  /**
-   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms, as a monotonic queue whose
-   * head is the least: maps RTP time to the node's clock.
-   */
-  #captureOffsets: { at: number; offset: number }[] = [];
-  /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
-  #rtpLast: number | null = null;
-  #rtpUnwrapped = 0;
-  /** Capture time of the last frame the frame path took (ms epoch), and when it did (Date.now()). */
-  #lastFrameAt: number | null = null;
-  #lastFrameSeenAt = 0;
-  /** Landings that wait for a frame to reach the encoder (the processor dropped theirs). */
-  #carry: ParamsMark[] = [];
-  /** Frames pushed to the H.264 encoder, and the landings waiting for their access unit. */
-  #framesPushed = 0;
-  #auMarks: { n: number; marks: ParamsMark[]; frameAt: number | null; prevFrameAt: number | null }[] = [];
+  /** Scheduled params changes and the frames they land on. */
+  readonly #landings: ParamsLandings;
+  /** Publisher frames' capture times on the node's clock. */
+  readonly #capture = new CaptureClock();
   #startedAt: number | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
@@ -284,12 +244,21 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#outputs.syncAac();
     }, 2000);
+    this.#landings = new ParamsLandings({
+      streamId: this.streamId,
+      params: () => this.#params,
+      apply: (patch) => this.#applyParams(patch),
+      publishing: () => this.#publisher !== null,
+      landed: (landing) => this.safeEmit('landed', landing),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
     this.#slot = new FrameSlot({
       streamId: this.streamId,
       createProcessor: opts.createProcessor,
       params: () => this.#params,
-      before: (capturedAt) => this.#atFrame(capturedAt),
-      noOutput: (marks) => this.#carry.push(...marks),
+      before: (capturedAt) => this.#landings.atFrame(capturedAt),
+      noOutput: (marks) => this.#landings.noOutput(marks),
       output: (frame, inputAtMs, marks) => this.#encode(frame, inputAtMs, marks),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
@@ -432,9 +401,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#outputs.closeAac();
     this.#publisher = session;
     // A new publisher has its own RTP clock.
-    this.#captureOffsets = [];
-    this.#rtpLast = null;
-    this.#inputTimes = [];
+    this.#capture.reset();
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';
@@ -468,32 +435,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     this.#lastMarkerInMs = performance.now();
     this.#inRate.mark(this.#lastMarkerInMs);
-    this.#inputTimes.push(this.#captureAt(frame.timestamp));
-    // A decoder holds a few frames at most: more means it dropped some; keep the newest.
-    if (this.#inputTimes.length > 16) this.#inputTimes.splice(0, this.#inputTimes.length - 16);
+    this.#capture.frameIn(frame.timestamp);
     this.#decoder.push(frame.data);
-  }
-
-  /**
-   * A frame's capture time on the node's clock (ms epoch): its RTP timestamp plus the least
-   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS, i.e. the publisher's own pacing placed at
-   * the arrival of its least-delayed recent frame. Unlike the arrival time it does not move when
-   * this process reads one packet late (a busy event loop), so timed changes land by capture, not
-   * by jitter; the window follows a publisher whose clock drifts or falls behind (a starved
-   * sender whose RTP time runs ahead of its sending).
-   */
-  #captureAt(rtpTs: number): number {
-    if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
-    else this.#rtpUnwrapped += ((rtpTs - this.#rtpLast + 2 ** 31) % 2 ** 32) - 2 ** 31;
-    this.#rtpLast = rtpTs;
-    const rtpMs = this.#rtpUnwrapped / 90;
-    const now = Date.now();
-    const q = this.#captureOffsets;
-    const offset = now - rtpMs;
-    while (q.length > 0 && q[q.length - 1]!.offset >= offset) q.pop();
-    q.push({ at: now, offset });
-    while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
-    return rtpMs + q[0]!.offset;
   }
 
   #createDecoder(session: WhipSession): DecoderBin {
@@ -514,7 +457,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         this.#lastError = `decoder: ${message}`;
         if (this.#decoder?.closed === false) this.#decoder.close();
         this.#decoder = null;
-        this.#inputTimes = [];
+        this.#capture.decoderReset();
         this.#decoderRestarts++;
         session.requestKeyframe('decoder');
       },
@@ -532,54 +475,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // A frame's layout follows from its size (the decoder switches layout between two frames).
     const format: PixelFormat | null = buf.length === frameBytes(w, h, 'RGB') ? 'RGB' : buf.length === frameBytes(w, h, 'I420') ? 'I420' : null;
     if (format === null) return; // a bin being resized
-    const capturedAt = this.#inputTimes.shift() ?? Date.now();
+    const capturedAt = this.#capture.frameOut();
     const frame: Frame = { width: w, height: h, data: buf, ptsMs: now, format };
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
-      const marks = this.#atFrame(capturedAt);
+      const marks = this.#landings.atFrame(capturedAt);
       this.#encode(frame, now - decodeMs, marks);
       return;
     }
     this.#slot.push(frame, now, decodeMs, capturedAt);
-  }
-
-  /**
-   * The frame path's hook, before a frame captured at `capturedAt` (ms epoch) is processed (or,
-   * with nothing to process, encoded): applies what is due by then and returns the landings the
-   * frame carries (with those a dropped frame left).
-   */
-  #atFrame(capturedAt: number): ParamsMark[] {
-    const prev = this.#lastFrameAt;
-    this.#lastFrameAt = capturedAt;
-    this.#lastFrameSeenAt = Date.now();
-    const carried = this.#carry;
-    this.#carry = [];
-    if (this.#schedule.size === 0 && !this.#schedule.transitioning) {
-      if (carried.length > 0) this.#prevFrameAt.set(carried, prev);
-      return carried;
-    }
-    const marks = [...carried, ...this.#applyDue(this.#schedule.take(capturedAt, this.#params))];
-    this.#prevFrameAt.set(marks, prev);
-    this.#armSchedule();
-    return marks;
-  }
-
-  /** prevFrameAt of a frame's landings, keyed by their array (set by #atFrame, read by #encode). */
-  readonly #prevFrameAt = new WeakMap<ParamsMark[], number | null>();
-
-  #applyDue(due: ReturnType<ParamsSchedule['take']>): ParamsMark[] {
-    let error: string | null = null;
-    for (const patch of due.patches) {
-      try {
-        this.#applyParams(patch);
-      } catch (err) {
-        error = `params update failed: ${(err as Error).message}`;
-        this.#lastError = error;
-        this.#logger.warn({ err }, `applyDue() | the engine refused a scheduled change [streamId:${this.streamId}]`);
-      }
-    }
-    const appliedAt = Date.now();
-    return due.marks.map((m) => ({ ...m, error, appliedAt }));
   }
 
   /**
@@ -590,50 +494,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   scheduleParams(s: ScheduledParams): void {
     this.#assertOpen();
     // A direct update was newer than a transition of the same keys; a scheduled change is not.
-    this.#schedule.add(s);
-    this.#armSchedule();
+    this.#landings.add(s);
   }
 
   /** Drops a waiting change; false when none waits by that id. */
   cancelScheduled(id: string): boolean {
-    const had = this.#schedule.cancel(id);
-    this.#armSchedule();
-    return had;
-  }
-
-  #flowing(now: number): boolean {
-    return this.#publisher !== null && now - this.#lastFrameSeenAt < LANDING_FALLBACK_MS;
-  }
-
-  /** One timer for the soonest change: when frames flow it only catches a frame path that stalled. */
-  #armSchedule(): void {
-    clearTimeout(this.#scheduleTimer);
-    this.#scheduleTimer = undefined;
-    if (this.#state === 'closed') return;
-    const next = this.#schedule.nextDue();
-    if (next === null && !this.#schedule.transitioning) return;
-    const now = Date.now();
-    const at = Math.max(next ?? now, this.#lastFrameSeenAt) + (this.#flowing(now) ? LANDING_FALLBACK_MS : 0);
-    this.#scheduleTimer = setTimeout(() => this.#onScheduleTimer(), Math.max(0, Math.min(at - now, 2 ** 31 - 1)));
-    this.#scheduleTimer.unref?.();
-  }
-
-  #onScheduleTimer(): void {
-    if (this.#state === 'closed') return;
-    const now = Date.now();
-    if (!this.#flowing(now)) {
-      for (const m of this.#applyDue(this.#schedule.flush(now))) this.#land(m, null, null, null, null);
-    }
-    this.#armSchedule();
-  }
-
-  #land(m: ParamsMark, frame: number | null, frameAt: number | null, prevFrameAt: number | null, rtpTimestamp: number | null): void {
-    this.safeEmit('landed', { ...m, streamId: this.streamId, frame, frameAt, prevFrameAt, rtpTimestamp });
+    return this.#landings.cancel(id);
   }
 
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
-    this.#framesPushed++;
-    if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
+    this.#landings.pushed(marks);
     this.#livePushed = true;
     this.#lastPushedDecodedAtMs = inputAtMs;
     this.#slate.live(frame, performance.now());
@@ -702,13 +572,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
     const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
-    // The encoder emits one access unit per frame pushed, in order (its leaky input may drop a raw
-    // frame under overload: a landing then names the next frame that came out).
-    const n = this.#outRate.count;
-    while (this.#auMarks.length > 0 && this.#auMarks[0]!.n <= n) {
-      const q = this.#auMarks.shift()!;
-      for (const m of q.marks) this.#land(m, n, q.frameAt, q.prevFrameAt, ts);
-    }
+    this.#landings.accessUnit(this.#outRate.count, ts);
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
     const packets = this.#packetizer.packetize(nals, ts);
     this.#fanOut('H264', packets, au.keyframe);
@@ -838,7 +702,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     } else if (storedAt !== undefined) {
       this.#paramsStoredAt = storedAt;
     }
-    this.#schedule.interrupt(Object.keys(params));
+    this.#landings.interrupt(Object.keys(params));
     this.#applyParams(params);
     return fresh;
   }
@@ -933,8 +797,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     clearInterval(this.#heartbeat);
     clearInterval(this.#statsTimer);
     clearTimeout(this.#idleTimer);
-    clearTimeout(this.#scheduleTimer);
-    this.#schedule.clear();
+    this.#landings.close();
     this.safeEmit('close');
   }
 }

@@ -29,11 +29,10 @@ import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
 import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
-import { InvalidStateError, MediaError } from './errors.ts';
+import { InvalidStateError } from './errors.ts';
 import type { DepacketizedFrame } from './H264Depacketizer.ts';
 import { frameBytes, type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot, type ProcessorState } from './FrameSlot.ts';
-import { H264Packetizer } from './H264Packetizer.ts';
 import { ParamsLandings, type ParamsLanding } from './ParamsLandings.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
 import { CaptureClock } from './CaptureClock.ts';
@@ -50,7 +49,8 @@ import { RateMeter, StageTimer, type StageStats, type StageTotals } from './Stag
 import { TypedEmitter } from './TypedEmitter.ts';
 import { Vp8Branch, type Vp8BranchStatus } from './Vp8Branch.ts';
 import type { Vp8EncoderBin } from './Vp8EncoderBin.ts';
-import { randomSsrc, WhepSession } from './WhepSession.ts';
+import type { WhepSession } from './WhepSession.ts';
+import { OUTPUT_PT, ViewerSet } from './ViewerSet.ts';
 import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
 
 /**
@@ -144,17 +144,6 @@ export interface LiveStreamOptions {
 }
 
 const DEFAULT_SIZE = 512;
-/** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
-const OUTPUT_PT = 96;
-
-/** A copy of an RTP packet with another payload type (marker bit kept) and optionally SSRC. */
-function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number): Buffer {
-  const out = Buffer.from(rtp);
-  out[1] = ((out[1] as number) & 0x80) | (payloadType & 0x7f);
-  if (ssrc !== undefined) out.writeUInt32BE(ssrc >>> 0, 8);
-  return out;
-}
-
 export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly streamId: string;
   readonly #opts: LiveStreamOptions;
@@ -167,9 +156,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #encoder: EncoderBin | null = null;
   /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
   readonly #vp8: Vp8Branch;
-  /** What every viewer is sent under: one SSRC per output (viewers differ only in payload types). */
-  readonly #ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
-  readonly #viewers = new Map<string, WhepSession>();
+  /** WHEP viewers, their SSRCs, output clock and H.264 packetization. */
+  readonly #viewers: ViewerSet;
   /** The frame processor and the one-frame slot in front of it. */
   readonly #slot: FrameSlot;
   /**
@@ -177,8 +165,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * a versioned update arrives. Older updates are stale and ignored.
    */
   #paramsStoredAt = 0;
-  #packetizer: H264Packetizer;
-  #rtpClockStart = performance.now();
   #lastMarkerInMs = 0;
   /** Scheduled params changes and the frames they land on. */
   readonly #landings: ParamsLandings;
@@ -217,16 +203,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
-    this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
+    this.#viewers = new ViewerSet({ streamId: this.streamId, settings: opts.settings, transport: opts.transport, logger: opts.logger });
     this.#vp8 = new Vp8Branch({
       streamId: this.streamId,
       settings: opts.settings,
-      ssrc: this.#ssrcs.vp8,
+      ssrc: this.#viewers.ssrcs.vp8,
       payloadType: OUTPUT_PT,
       // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
-      rtpTimestamp: (atMs) => Math.round((atMs - this.#rtpClockStart) * 90) >>> 0,
-      viewers: () => this.#viewerCount('VP8'),
-      onPackets: (packets, keyframe) => this.#fanOut('VP8', packets, keyframe),
+      rtpTimestamp: (atMs) => this.#viewers.rtpTimestamp(atMs),
+      viewers: () => this.#viewers.count('VP8'),
+      onPackets: (packets, keyframe) => this.#viewers.fanOut('VP8', packets, keyframe),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -266,7 +252,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#slate = new SlateSwitch({
       streamId: this.streamId,
       settings: opts.settings,
-      watched: () => this.#connectedViewers() > 0 || this.#outputs.watched,
+      watched: () => this.#viewers.connected() > 0 || this.#outputs.watched,
       processing: () => this.#slot.processing,
       size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
       push: (frame) => this.#pushToEncoders(frame),
@@ -385,15 +371,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       logger: this.#logger,
       onVideoFrame: (frame) => this.#onVideoFrame(session, frame),
       onAudioRtp: (rtp) => {
-        // The publisher's Opus, under our audio SSRC and each viewer's payload type.
-        const byPt = new Map<number, Buffer>();
-        for (const v of this.#viewers.values()) {
-          const pt = v.audioPayloadType;
-          if (pt === undefined) continue;
-          let out = byPt.get(pt);
-          if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
-          v.sendAudio(out);
-        }
+        this.#viewers.sendAudio(rtp);
         if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
       },
     });
@@ -530,32 +508,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#vp8.push(frame);
   }
 
-  /**
-   * One frame's packets to every viewer of `codec`: the same bytes for all, rewritten once per
-   * payload type in use (viewers negotiate their own numbers; most browsers share one).
-   */
-  #fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean): void {
-    let byPt: Map<number, Buffer[]> | null = null;
-    for (const v of this.#viewers.values()) {
-      if (v.codec !== codec) continue;
-      const pt = v.videoPayloadType;
-      if (pt === OUTPUT_PT) {
-        v.sendAccessUnit(packets, keyframe);
-        continue;
-      }
-      byPt ??= new Map();
-      let copy = byPt.get(pt);
-      if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, pt))));
-      v.sendAccessUnit(copy, keyframe);
-    }
-  }
-
-  #viewerCount(codec: VideoCodec): number {
-    let n = 0;
-    for (const v of this.#viewers.values()) if (v.codec === codec) n++;
-    return n;
-  }
-
   /** The encoder a viewer of `codec` is fed from (null while it is not running). */
   #encoderFor(codec: VideoCodec): EncoderBin | Vp8EncoderBin | null {
     return codec === 'VP8' ? this.#vp8.encoder : this.#encoder;
@@ -571,11 +523,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
-    const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
+    const ts = this.#viewers.rtpTimestamp(au.atMs);
     this.#landings.accessUnit(this.#outRate.count, ts);
     const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
-    const packets = this.#packetizer.packetize(nals, ts);
-    this.#fanOut('H264', packets, au.keyframe);
+    this.#viewers.sendH264(nals, ts, au.keyframe);
     this.#outputs.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
@@ -602,7 +553,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#outputs.closeAac();
     // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
     // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
-    const watched = this.#connectedViewers() > 0 || this.#outputs.watched;
+    const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
     if (!watched) {
       // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
       this.#vp8.stop('publisher left');
@@ -619,13 +570,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#armIdle();
   }
 
-  /** Connected viewers (what maxViewersPerStream caps). */
-  #connectedViewers(): number {
-    let n = 0;
-    for (const v of this.#viewers.values()) if (v.connected) n++;
-    return n;
-  }
-
   /**
    * Adds a viewer and returns it with its answer. 503-class MediaError when the stream has
    * maxViewersPerStream connected viewers, or maxPendingViewersPerStream still connecting: only
@@ -634,28 +578,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
     this.#assertOpen();
-    const connected = this.#connectedViewers();
-    if (connected >= this.#settings.maxViewersPerStream) {
-      this.#logger.warn(`addViewer() | refused: viewer limit [streamId:${this.streamId}] [limit:${this.#settings.maxViewersPerStream}]`);
-      throw new MediaError('OVERLOADED', `this stream has its maximum of ${this.#settings.maxViewersPerStream} viewers; try again later`, { retryAfterS: 30 });
-    }
-    if (this.#viewers.size - connected >= this.#settings.maxPendingViewersPerStream) {
-      throw new MediaError('OVERLOADED', 'too many viewers of this stream are still connecting; try again shortly', { retryAfterS: 5 });
-    }
-    const codec = offer.video?.codec ?? 'H264';
-    const session = new WhepSession({
-      id: sessionId,
-      streamId: this.streamId,
-      offer,
-      transport: this.#opts.transport,
-      settings: this.#settings,
-      ssrcs: { video: codec === 'VP8' ? this.#ssrcs.vp8 : this.#ssrcs.h264, audio: this.#ssrcs.audio },
-      logger: this.#logger,
-    });
-    this.#viewers.set(sessionId, session);
+    const session = this.#viewers.create(offer, sessionId);
     clearTimeout(this.#idleTimer);
     session.on('connected', () => {
-      if (this.#connectedViewers() > this.#settings.maxViewersPerStream) {
+      if (this.#viewers.connected() > this.#settings.maxViewersPerStream) {
         this.#logger.warn(`addViewer() | closed a viewer that connected past the limit [streamId:${this.streamId}]`);
         session.close('closed');
         return;
@@ -665,8 +591,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     });
     session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
     session.once('close', () => {
-      this.#viewers.delete(sessionId);
-      if (session.codec === 'VP8' && this.#viewerCount('VP8') === 0) this.#vp8.viewersGone();
+      if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
       this.#armIdle();
     });
     try {
@@ -750,7 +675,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       latency: { decode: sum(this.#decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
-      viewersByCodec: { H264: this.#viewerCount('H264'), VP8: this.#viewerCount('VP8') },
+      viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
       vp8: this.#vp8.status(),
       params: this.#params,
@@ -775,9 +700,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     const steps: (() => void)[] = [
       () => this.#publisher?.close(reason),
-      () => {
-        for (const v of [...this.#viewers.values()]) v.close('closed');
-      },
+      () => this.#viewers.closeAll(),
       () => this.#decoder?.close(),
       () => this.#encoder?.close(),
       () => this.#vp8.close(),

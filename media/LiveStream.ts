@@ -27,15 +27,13 @@
  */
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
-import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError } from './errors.ts';
-import type { DepacketizedFrame } from './H264Depacketizer.ts';
-import { frameBytes, type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
+import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot, type ProcessorState } from './FrameSlot.ts';
 import { ParamsLandings, type ParamsLanding } from './ParamsLandings.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
-import { CaptureClock } from './CaptureClock.ts';
+import { VideoIngest } from './VideoIngest.ts';
 import type { ClipSource } from './ClipBuffer.ts';
 import type { HlsPackager } from './HlsPackager.ts';
 import type { RecordingWriter } from './RecordingWriter.ts';
@@ -152,7 +150,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #params: StreamParams;
   #state: LiveStreamState = 'idle';
   #publisher: WhipSession | null = null;
-  #decoder: DecoderBin | null = null;
+  /** The publisher's frames decoded, with their capture times. */
+  readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
   /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
   readonly #vp8: Vp8Branch;
@@ -165,30 +164,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * a versioned update arrives. Older updates are stale and ignored.
    */
   #paramsStoredAt = 0;
-  #lastMarkerInMs = 0;
   /** Scheduled params changes and the frames they land on. */
   readonly #landings: ParamsLandings;
-  /** Publisher frames' capture times on the node's clock. */
-  readonly #capture = new CaptureClock();
   #startedAt: number | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #statsTimer: NodeJS.Timeout;
   #lastError: string | undefined;
-  /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
-  readonly #inRate = new RateMeter();
-  /** Frames decoded and handed on (below inRate when the node is overloaded). */
-  readonly #decodedRate = new RateMeter();
   readonly #outRate = new RateMeter();
-  readonly #decodeT = new StageTimer();
   readonly #encodeT = new StageTimer();
   readonly #nodeT = new StageTimer();
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
-  /** Decoders rebuilt after a pipeline error. */
-  #decoderRestarts = 0;
-  /** The decoder was just built: frames wait for the next key frame. */
-  #decoderNeedsKey = true;
   /** HLS (and the clips and recording it feeds), RTMP pushes and their AAC encoder. */
   readonly #outputs: StreamOutputs;
   /** Live frames or the slate on the outputs (decision 0011). */
@@ -230,6 +217,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       void this.#publisher?.refreshStats().catch(() => undefined);
       this.#outputs.syncAac();
     }, 2000);
+    this.#ingest = new VideoIngest({
+      streamId: this.streamId,
+      settings: opts.settings,
+      size: () => ({ width: this.#width, height: this.#height }),
+      format: () => this.#decodeFormat(),
+      onFrame: (frame, decodedAtMs, decodeMs, capturedAt) => this.#onDecoded(frame, decodedAtMs, decodeMs, capturedAt),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
     this.#landings = new ParamsLandings({
       streamId: this.streamId,
       params: () => this.#params,
@@ -369,7 +365,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       transport: this.#opts.transport,
       settings: this.#settings,
       logger: this.#logger,
-      onVideoFrame: (frame) => this.#onVideoFrame(session, frame),
+      onVideoFrame: (frame) => {
+        if (session === this.#publisher && this.#state !== 'closed') this.#ingest.push(session, frame);
+      },
       onAudioRtp: (rtp) => {
         this.#viewers.sendAudio(rtp);
         if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
@@ -379,7 +377,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#outputs.closeAac();
     this.#publisher = session;
     // A new publisher has its own RTP clock.
-    this.#capture.reset();
+    this.#ingest.reset();
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';
@@ -396,65 +394,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
   }
 
-  #onVideoFrame(session: WhipSession, frame: DepacketizedFrame): void {
-    if (session !== this.#publisher || this.#state === 'closed') return;
-    if (!this.#decoder || this.#decoder.codec !== session.codec) {
-      this.#decoder?.close();
-      this.#decoder = this.#createDecoder(session);
-      this.#decoderNeedsKey = true;
-    }
-    if (this.#decoderNeedsKey) {
-      // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
-      if (!frame.keyframe) {
-        session.requestKeyframe('decoder');
-        return;
-      }
-      this.#decoderNeedsKey = false;
-    }
-    this.#lastMarkerInMs = performance.now();
-    this.#inRate.mark(this.#lastMarkerInMs);
-    this.#capture.frameIn(frame.timestamp);
-    this.#decoder.push(frame.data);
-  }
-
-  #createDecoder(session: WhipSession): DecoderBin {
-    return new DecoderBin({
-      codec: session.codec,
-      width: this.#width,
-      height: this.#height,
-      threads: this.#settings.decoderThreads,
-      nice: this.#settings.decoderNice,
-      format: this.#decodeFormat(),
-      // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
-      borrowFrames: true,
-      logger: this.#logger,
-      onFrame: (buf) => this.#onDecoded(buf),
-      onError: (message) => {
-        // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
-        // decoder, which starts at the next keyframe we ask for.
-        this.#lastError = `decoder: ${message}`;
-        if (this.#decoder?.closed === false) this.#decoder.close();
-        this.#decoder = null;
-        this.#capture.decoderReset();
-        this.#decoderRestarts++;
-        session.requestKeyframe('decoder');
-      },
-    });
-  }
-
-  #onDecoded(buf: Buffer): void {
+  #onDecoded(frame: Frame, now: number, decodeMs: number, capturedAt: number): void {
     if (this.#state === 'closed') return;
-    const now = performance.now();
-    this.#decodedRate.mark(now);
-    const decodeMs = now - this.#lastMarkerInMs;
-    this.#decodeT.add(decodeMs);
-    const w = this.#width;
-    const h = this.#height;
-    // A frame's layout follows from its size (the decoder switches layout between two frames).
-    const format: PixelFormat | null = buf.length === frameBytes(w, h, 'RGB') ? 'RGB' : buf.length === frameBytes(w, h, 'I420') ? 'I420' : null;
-    if (format === null) return; // a bin being resized
-    const capturedAt = this.#capture.frameOut();
-    const frame: Frame = { width: w, height: h, data: buf, ptsMs: now, format };
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
       const marks = this.#landings.atFrame(capturedAt);
@@ -546,8 +487,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onPublisherClosed(session: WhipSession, reason: SessionCloseReason): void {
     if (session !== this.#publisher) return;
     this.#publisher = null;
-    this.#decoder?.close();
-    this.#decoder = null;
+    this.#ingest.stop();
     // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
     // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
     this.#outputs.closeAac();
@@ -639,7 +579,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#params = next;
     if (this.#publisher && !this.#passthrough()) this.#slot.ensure();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
-    this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
+    this.#ingest.configure();
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */
@@ -661,18 +601,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       output: this.#slate.output(this.#encoder !== null),
       slate: this.#slate.status(),
       startedAt: this.#startedAt,
-      lastInputAt: this.#inRate.lastAtMs,
+      lastInputAt: this.#ingest.inRate.lastAtMs,
       lastOutputAt: this.#outRate.lastAtMs,
-      inputFps: this.#inRate.fps(),
-      decodedFps: this.#decodedRate.fps(),
+      inputFps: this.#ingest.inRate.fps(),
+      decodedFps: this.#ingest.decodedRate.fps(),
       outputFps: this.#outRate.fps(),
-      framesIn: this.#inRate.count,
+      framesIn: this.#ingest.inRate.count,
       framesOut: this.#outRate.count,
       framesDropped: this.#slot.framesDropped,
-      decoderRestarts: this.#decoderRestarts,
+      decoderRestarts: this.#ingest.restarts,
       processor: this.#slot.state,
-      pixelFormat: this.#decoder?.format ?? null,
-      latency: { decode: sum(this.#decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
+      pixelFormat: this.#ingest.format,
+      latency: { decode: sum(this.#ingest.decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
       viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
@@ -687,12 +627,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** Cumulative per-stage latency histograms since the stream was made, for /metrics. */
   latencyTotals(): Record<'decode' | 'process' | 'encode' | 'node', StageTotals> {
-    return { decode: this.#decodeT.totals(), process: this.#slot.processTimer.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
+    return { decode: this.#ingest.decodeT.totals(), process: this.#slot.processTimer.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
   }
 
   /** Raw node-internal latency samples (ms), for benchmarks. */
   latencySamples(): { decode: readonly number[]; process: readonly number[]; encode: readonly number[]; node: readonly number[] } {
-    return { decode: this.#decodeT.samples(), process: this.#slot.processTimer.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
+    return { decode: this.#ingest.decodeT.samples(), process: this.#slot.processTimer.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
   }
 
   /** Closes publisher, viewers, bins and processor. Emits `ended` if live, then `close`. */
@@ -701,7 +641,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const steps: (() => void)[] = [
       () => this.#publisher?.close(reason),
       () => this.#viewers.closeAll(),
-      () => this.#decoder?.close(),
+      () => this.#ingest.close(),
       () => this.#encoder?.close(),
       () => this.#vp8.close(),
       () => this.#slot.close(),

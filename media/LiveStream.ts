@@ -1,26 +1,18 @@
 /**
- * One live stream on this node: at most one publisher (WhipSession), its decoder, the frame
- * processor, one encoder per viewer codec, and any number of viewers (WhepSession) fed from them.
+ * One live stream on this node: at most one publisher (WhipSession), any number of viewers, and
+ * the objects between them, each in its own file. LiveStream wires them and owns the lifecycle
+ * (state, started/live/ended, the idle timer, close).
  *
- *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─┬► EncoderBin (x264) ─AU─► packetize once ─► N × H.264 WhepSession
- *                                                                   └► Vp8EncoderBin ─frame─► packetize once ─► M × VP8 WhepSession
- *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N+M × WhepSession
- *                                                               EncoderBin AUs ─┬► HlsPackager (LL-HLS, fMP4 parts)
- *   WhipSession ─Opus RTP─► AacEncoderBin ─AAC──────────────────────────────────┴► RtmpPush (FLV → ffmpeg → output_rtmp_url)
+ *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─┬► ViewerSet (H.264 viewers)
+ *                          (decoder)    or passthrough ────────┤                        └► StreamOutputs (HLS, clips, recording, RTMP)
+ *                                                              └► Vp8Branch ─────────────► ViewerSet (VP8 viewers)
+ *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP)
+ *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
+ *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
  *
- * HLS and RTMP take the same access units the WHEP viewers get (no second encoder); the AAC
- * encoder runs once per publisher session when either output exists.
- *
- * Encode once per codec: viewers get H.264 whenever their offer allows it; the VP8 branch exists
- * for WebRTC stacks without H.264 (libwebrtc builds such as @roamhq/wrtc). It starts with the
- * first processed frame while a VP8 viewer is attached and stops when the last one leaves (or
- * the publisher does), so streams without VP8 viewers pay nothing for it. Both encoders get the
- * same processed frame; each has its own 2-frame leaky appsrc, so a slow VP8 encode drops VP8
- * frames only.
- *
- * Between decoder and processor sits a one-frame slot: while the processor works, a newer frame
- * replaces the waiting one (latest frame wins), so a slow processor lowers fps but never adds
- * latency. The decoder's and encoder's appsrc/appsink are bounded the same way.
+ * Encode once per codec: HLS and RTMP take the same access units the WHEP viewers get; the VP8
+ * branch runs only while VP8 viewers exist. A slow processor lowers fps but never adds latency
+ * (the one-frame slot keeps the newest frame).
  *
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
@@ -31,6 +23,7 @@ import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError } from './errors.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
+import { NAL_AUD, nalType } from './H264Nal.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
@@ -392,7 +385,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
     const ts = this.#viewers.rtpTimestamp(au.atMs);
     this.#landings.accessUnit(this.#outRate.count, ts);
-    const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
+    const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
     this.#viewers.sendH264(nals, ts, au.keyframe);
     this.#outputs.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {

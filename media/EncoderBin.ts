@@ -10,7 +10,7 @@
  * not drop (a dropped AU corrupts the GOP): if Node stops pulling, x264enc blocks and the leaky
  * appsrc drops the oldest raw frames instead, so the bound is 2 raw frames + the appsink's 8 AUs.
  */
-import { isH264Keyframe, splitAnnexB } from './H264Packetizer.ts';
+import { isH264Keyframe, splitAnnexB } from './H264Nal.ts';
 import { VideoEncoderBin, type VideoEncoderBinOptions } from './VideoEncoderBin.ts';
 
 export interface EncodedAccessUnit {

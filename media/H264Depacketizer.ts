@@ -10,11 +10,8 @@
  * the access unit being built (`dropped` counts them, and `push` says so, so the session can ask
  * for a key frame).
  */
+import { NAL_F_NRI_MASK, NAL_FU_A, NAL_IDR, NAL_STAP_A, NAL_TYPE_MASK, nalType } from './H264Nal.ts';
 
-/** NAL unit types (RFC 6184 §5.2; H.264 Table 7-1). */
-const NAL_IDR = 5;
-const NAL_STAP_A = 24;
-const NAL_FU_A = 28;
 const START_CODE = Buffer.from([0, 0, 0, 1]);
 
 /** Default bound of one access unit, bytes (a 1080p intra frame at 20 Mb/s is ≈ 0.5 MB). */
@@ -87,7 +84,8 @@ export class H264Depacketizer {
       this.#broken = true;
       return;
     }
-    const type = (payload[0] as number) & 0x1f;
+    const type = nalType(payload);
+    // RFC 6184 §5.2: 1–23 is a single NAL unit packet (the type is the NAL's own).
     if (type >= 1 && type <= 23) {
       this.#nal(payload);
     } else if (type === NAL_STAP_A) {
@@ -108,7 +106,7 @@ export class H264Depacketizer {
       const end = (fuHeader & 0x40) !== 0;
       if (start) {
         if (this.#fu) this.#broken = true; // the previous fragmented NAL never ended
-        this.#fu = [Buffer.from([((payload[0] as number) & 0xe0) | (fuHeader & 0x1f)])];
+        this.#fu = [Buffer.from([((payload[0] as number) & NAL_F_NRI_MASK) | (fuHeader & NAL_TYPE_MASK)])];
       } else if (!this.#fu) {
         return void (this.#broken = true); // its start was lost
       }
@@ -127,7 +125,7 @@ export class H264Depacketizer {
   }
 
   #nal(nal: Buffer): void {
-    if (((nal[0] as number) & 0x1f) === NAL_IDR) this.#keyframe = true;
+    if (nalType(nal) === NAL_IDR) this.#keyframe = true;
     this.#chunks.push(START_CODE, nal);
     this.#bytes += START_CODE.length + nal.length;
   }

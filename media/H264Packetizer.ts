@@ -5,42 +5,7 @@
  * viewer's werift sender rewrites SSRC, payload type, sequence and timestamp offsets on its copy).
  */
 import { RtpHeader, RtpPacket } from 'werift';
-
-/** NAL unit type (low 5 bits of the NAL header byte). */
-export const NAL_IDR = 5;
-export const NAL_SPS = 7;
-export const NAL_PPS = 8;
-
-/** Splits an Annex-B byte stream into NAL units (start codes removed). */
-export function splitAnnexB(au: Uint8Array): Uint8Array[] {
-  const nals: Uint8Array[] = [];
-  let start = -1;
-  let i = 0;
-  const n = au.length;
-  while (i + 2 < n) {
-    if (au[i] === 0 && au[i + 1] === 0 && (au[i + 2] === 1 || (au[i + 2] === 0 && i + 3 < n && au[i + 3] === 1))) {
-      const scLen = au[i + 2] === 1 ? 3 : 4;
-      if (start >= 0) nals.push(au.subarray(start, trimTrailingZeros(au, start, i)));
-      i += scLen;
-      start = i;
-    } else {
-      i++;
-    }
-  }
-  if (start >= 0 && start < n) nals.push(au.subarray(start, n));
-  return nals.filter((nal) => nal.length > 0);
-}
-
-function trimTrailingZeros(b: Uint8Array, from: number, to: number): number {
-  let end = to;
-  while (end > from && b[end - 1] === 0) end--;
-  return end;
-}
-
-/** True if the access unit holds an IDR slice. */
-export function isH264Keyframe(nals: readonly Uint8Array[]): boolean {
-  return nals.some((nal) => ((nal[0] ?? 0) & 0x1f) === NAL_IDR);
-}
+import { NAL_F_NRI_MASK, NAL_FU_A, NAL_TYPE_MASK } from './H264Nal.ts';
 
 export class H264Packetizer {
   readonly #ssrc: number;
@@ -64,10 +29,10 @@ export class H264Packetizer {
         payloads.push(Buffer.from(nal.buffer, nal.byteOffset, nal.byteLength));
         continue;
       }
-      // FU-A: indicator carries F/NRI of the NAL with type 28; header carries S/E and the type.
+      // FU-A: indicator carries F/NRI of the NAL with type FU-A; header carries S/E and the type.
       const header = nal[0] as number;
-      const indicator = (header & 0xe0) | 28;
-      const type = header & 0x1f;
+      const indicator = (header & NAL_F_NRI_MASK) | NAL_FU_A;
+      const type = header & NAL_TYPE_MASK;
       const body = nal.subarray(1);
       const chunk = this.#maxPayload - 2;
       for (let off = 0; off < body.length; off += chunk) {

@@ -24,6 +24,7 @@ import type { Logger } from 'pino';
 import { AAC_ASC, AAC_CHANNELS, AAC_SAMPLE_RATE, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
 import { AAC_SAMPLES_PER_FRAME, VIDEO_TIMESCALE, fragment, initSegment, type VideoSample } from './Fmp4Muxer.ts';
 import { InvalidStateError } from './errors.ts';
+import { NAL_AUD, NAL_PPS, NAL_SPS, nalType, spsSize } from './H264Nal.ts';
 
 export interface HlsPackagerOptions {
   /** Part target, ms (LL-HLS parts; PART-TARGET). Default 200. */
@@ -190,10 +191,10 @@ export class HlsPackager {
     let sps: Uint8Array | undefined;
     let pps: Uint8Array | undefined;
     for (const nal of au.nals) {
-      const type = (nal[0] ?? 0) & 0x1f;
-      if (type === 7) sps = nal;
-      else if (type === 8) pps = nal;
-      else if (type !== 9) nals.push(nal); // AUD and parameter sets are dropped: avcC carries SPS/PPS
+      const type = nalType(nal);
+      if (type === NAL_SPS) sps = nal;
+      else if (type === NAL_PPS) pps = nal;
+      else if (type !== NAL_AUD) nals.push(nal); // AUD and parameter sets are dropped: avcC carries SPS/PPS
     }
     if (this.#initId < 0 && !au.keyframe) {
       if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
@@ -569,82 +570,4 @@ export class HlsPackager {
 
 function sameBytes(a: Uint8Array, b: Uint8Array | undefined): boolean {
   return b !== undefined && Buffer.from(a).equals(Buffer.from(b));
-}
-
-/** Width/height from an H.264 SPS (ITU-T H.264 §7.3.2.1.1), enough for the avc1 sample entry. */
-export function spsSize(sps: Uint8Array): { width: number; height: number } {
-  // Remove emulation-prevention bytes (00 00 03 → 00 00).
-  const rbsp: number[] = [];
-  for (let i = 1; i < sps.length; i++) {
-    if (i >= 3 && sps[i] === 3 && sps[i - 1] === 0 && sps[i - 2] === 0) continue;
-    rbsp.push(sps[i] ?? 0);
-  }
-  let bit = 0;
-  const u = (n: number) => {
-    let v = 0;
-    for (let i = 0; i < n; i++) {
-      v = (v << 1) | (((rbsp[bit >> 3] ?? 0) >> (7 - (bit & 7))) & 1);
-      bit++;
-    }
-    return v;
-  };
-  const ue = () => {
-    let zeros = 0;
-    while (u(1) === 0 && zeros < 32) zeros++;
-    return (1 << zeros) - 1 + u(zeros);
-  };
-  const se = () => {
-    const k = ue();
-    return k & 1 ? (k + 1) / 2 : -(k / 2);
-  };
-  const profile = u(8);
-  u(16); // constraint flags + level
-  ue(); // sps id
-  let chroma = 1;
-  if ([100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].includes(profile)) {
-    chroma = ue();
-    if (chroma === 3) u(1);
-    ue();
-    ue();
-    u(1);
-    if (u(1)) {
-      for (let i = 0; i < (chroma !== 3 ? 8 : 12); i++) {
-        if (u(1)) {
-          let last = 8;
-          let next = 8;
-          for (let j = 0; j < (i < 6 ? 16 : 64); j++) {
-            if (next !== 0) next = (last + se() + 256) % 256;
-            last = next === 0 ? last : next;
-          }
-        }
-      }
-    }
-  }
-  ue(); // log2_max_frame_num
-  const pocType = ue();
-  if (pocType === 0) ue();
-  else if (pocType === 1) {
-    u(1);
-    se();
-    se();
-    const n = ue();
-    for (let i = 0; i < n; i++) se();
-  }
-  ue(); // max_num_ref_frames
-  u(1);
-  const wMbs = ue() + 1;
-  const hMapUnits = ue() + 1;
-  const frameMbsOnly = u(1);
-  if (!frameMbsOnly) u(1);
-  u(1);
-  let [cl, cr, ct, cb] = [0, 0, 0, 0];
-  if (u(1)) {
-    cl = ue();
-    cr = ue();
-    ct = ue();
-    cb = ue();
-  }
-  const cropX = chroma === 0 ? 1 : 2;
-  const cropY = (chroma === 1 ? 2 : 1) * (2 - frameMbsOnly);
-  return { width: wMbs * 16 - (cl + cr) * cropX, height: hMapUnits * 16 * (2 - frameMbsOnly) - (ct + cb) * cropY };
 }

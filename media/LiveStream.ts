@@ -1,214 +1,53 @@
 /**
- * One live stream on this node: at most one publisher (WhipSession), its decoder, the frame
- * processor, one encoder per viewer codec, and any number of viewers (WhepSession) fed from them.
+ * One live stream on this node: at most one publisher (WhipSession), any number of viewers, and
+ * the objects between them, each in its own file. LiveStream wires them and owns the lifecycle
+ * (state, started/live/ended, the idle timer, close).
  *
- *   WhipSession ─RTP─► DecoderBin ─RGB─► [slot] ─► FrameProcessor ─┬► EncoderBin (x264) ─AU─► packetize once ─► N × H.264 WhepSession
- *                                                                   └► Vp8EncoderBin ─frame─► packetize once ─► M × VP8 WhepSession
- *   WhipSession ─Opus RTP────────────────────────────────────────────────────────────────────────► N+M × WhepSession
- *                                                               EncoderBin AUs ─┬► HlsPackager (LL-HLS, fMP4 parts)
- *   WhipSession ─Opus RTP─► AacEncoderBin ─AAC──────────────────────────────────┴► RtmpPush (FLV → ffmpeg → output_rtmp_url)
+ *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─┬► ViewerSet (H.264 viewers)
+ *                          (decoder)    or passthrough ────────┤                        └► StreamOutputs (HLS, clips, recording, RTMP)
+ *                                                              └► Vp8Branch ─────────────► ViewerSet (VP8 viewers)
+ *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP)
+ *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
+ *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
  *
- * HLS and RTMP take the same access units the WHEP viewers get (no second encoder); the AAC
- * encoder runs once per publisher session when either output exists.
- *
- * Encode once per codec: viewers get H.264 whenever their offer allows it; the VP8 branch exists
- * for WebRTC stacks without H.264 (libwebrtc builds such as @roamhq/wrtc). It starts with the
- * first processed frame while a VP8 viewer is attached and stops when the last one leaves (or
- * the publisher does), so streams without VP8 viewers pay nothing for it. Both encoders get the
- * same processed frame; each has its own 2-frame leaky appsrc, so a slow VP8 encode drops VP8
- * frames only.
- *
- * Between decoder and processor sits a one-frame slot: while the processor works, a newer frame
- * replaces the waiting one (latest frame wins), so a slow processor lowers fps but never adds
- * latency. The decoder's and encoder's appsrc/appsink are bounded the same way.
+ * Encode once per codec: HLS and RTMP take the same access units the WHEP viewers get; the VP8
+ * branch runs only while VP8 viewers exist. A slow processor lowers fps but never adds latency
+ * (the one-frame slot keeps the newest frame).
  *
  * Viewers may join before the publisher: they are answered at once and start on the first
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { Logger } from 'pino';
-import { AacEncoderBin } from './AacEncoderBin.ts';
-import { DecoderBin } from './DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
-import { InvalidStateError, MediaError } from './errors.ts';
-import type { DepacketizedFrame } from './H264Depacketizer.ts';
-import { frameBytes, type Frame, type FrameProcessor, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
-import { H264Packetizer } from './H264Packetizer.ts';
+import { InvalidStateError } from './errors.ts';
 import type { UpdatePlan } from '../native/params/index.ts';
-import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
-import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
-import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
-import { RecordingWriter, type RecordingWriterStats } from './RecordingWriter.ts';
+import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
+import { FrameSlot } from './FrameSlot.ts';
+import { NAL_AUD, nalType } from './H264Nal.ts';
+import { ParamsLandings } from './ParamsLandings.ts';
+import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
+import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
+import { VideoIngest } from './VideoIngest.ts';
+import type { ClipSource } from './ClipBuffer.ts';
+import type { HlsPackager } from './HlsPackager.ts';
+import type { RecordingWriter } from './RecordingWriter.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
-import type { RtmpPushStatus } from './RtmpPush.ts';
-import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
-import { Slate, type SlateSource } from './Slate.ts';
+import type { RtmpDestination } from './RtmpOutputs.ts';
 import { SlateImage } from './SlateImage.ts';
-import { opusCarriesSound } from './OpusSilence.ts';
+import { SlateSwitch } from './SlateSwitch.ts';
+import { StreamOutputs } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
-import { Vp8EncoderBin, type EncodedVp8Frame } from './Vp8EncoderBin.ts';
-import { Vp8Packetizer } from './Vp8Packetizer.ts';
-import { randomSsrc, WhepSession } from './WhepSession.ts';
-import { WhipSession, type IngestStats, type SessionCloseReason } from './WhipSession.ts';
+import { Vp8Branch } from './Vp8Branch.ts';
+import type { Vp8EncoderBin } from './Vp8EncoderBin.ts';
+import type { WhepSession } from './WhepSession.ts';
+import { OUTPUT_PT, ViewerSet } from './ViewerSet.ts';
+import { WhipSession, type SessionCloseReason } from './WhipSession.ts';
 
-/**
- * - `idle`: no publisher.
- * - `connecting`: a publisher is attached; no processed frame has gone out yet.
- * - `live`: processed frames are flowing to the encoder.
- * - `closed`: disposed; every method throws InvalidStateError.
- */
-/** The name of the spec's own RTMP destination (output_rtmp_url) among a stream's destinations. */
-export const PRIMARY_RTMP = 'output_rtmp_url';
-
-export type LiveStreamState = 'idle' | 'connecting' | 'live' | 'closed';
-
-export interface StartedInfo {
-  streamId: string;
-  /** ms epoch of the first output frame of this publisher session. */
-  startedAt: number;
-}
-export interface LiveInfo {
-  streamId: string;
-  /** ms epoch of the last output frame: the last moment the stream was confirmed live. */
-  lastSignalAt: number;
-  outputFps: number;
-}
-export interface EndedInfo {
-  streamId: string;
-  startedAt: number;
-  /** ms epoch of the last output frame (what stream.ended's ended_at reports). */
-  endedAt: number;
-  reason: SessionCloseReason;
-}
-
-export type LiveStreamEvents = {
-  started: [StartedInfo];
-  live: [LiveInfo];
-  ended: [EndedInfo];
-  /** No publisher and no viewers for idleStreamMs: the node disposes the stream. */
-  idle: [];
-  /** A scheduled change (scheduleParams) landed: on a frame, or without one (no frames flowing). */
-  landed: [ParamsLanding];
-  close: [];
-};
-
-/** Where a scheduled change landed. */
-export interface ParamsLanding extends ParamsMark {
-  streamId: string;
-  /** The output frame (framesOut numbering) that first carries it; null when no frame was flowing. */
-  frame: number | null;
-  /**
-   * Capture time of that frame, ms since the epoch: the publisher's RTP timestamp placed on the
-   * node's clock by the least-delayed frame of the session (see LiveStream.#captureAt).
-   */
-  frameAt: number | null;
-  /** Capture time of the frame processed before it (the change was not due yet then), ms epoch. */
-  prevFrameAt: number | null;
-  /** The RTP timestamp (90 kHz) of that output frame as H.264 viewers receive it. */
-  rtpTimestamp: number | null;
-}
-
-/**
- * When a due change is given up on waiting for a frame while frames flow, ms (a frame path that
- * stalled this long is not flowing; the change then applies without one).
- */
-const LANDING_FALLBACK_MS = 1000;
-
-/** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
-const CAPTURE_WINDOW_MS = 2000;
-
-export interface StageStats {
-  p50: number;
-  p95: number;
-  last: number;
-}
-
-/** The VP8 output branch of a stream (for viewers without H.264). */
-export interface Vp8BranchStatus {
-  /** The VP8 encoder exists: VP8 viewers are attached and processed frames reach it. */
-  running: boolean;
-  /** Times the encoder was started since the stream was created (it stops with its last viewer). */
-  starts: number;
-  /** VP8 frames encoded since the stream was created. */
-  framesOut: number;
-  /** Forced key frames of the running encoder (VP8 viewers' joins and PLI/FIR). */
-  keyUnitsForced: number;
-  /** ms from frame push to encoded frame (rolling window). */
-  encode?: StageStats;
-}
-
-/** What the outputs carry while no live frame comes (decision 0011). */
-export interface SlateStatus {
-  /** The outputs carry the slate now (no live frame for slateAfterMs while someone watches). */
-  active: boolean;
-  /** ms epoch the current slate began; null while live. */
-  since: number | null;
-  /** What the current (or last) slate shows; null before any. */
-  source: SlateSource | null;
-  /** Slate frames encoded since the stream was made. */
-  framesOut: number;
-}
-
-export interface LiveStreamStatus {
-  streamId: string;
-  state: LiveStreamState;
-  /** `live` while live frames reach the outputs, `slate` while the slate does, `none` when nothing is encoded. */
-  output: 'live' | 'slate' | 'none';
-  slate: SlateStatus;
-  /** ms epoch. */
-  startedAt: number | undefined;
-  lastInputAt: number | undefined;
-  lastOutputAt: number | undefined;
-  /** Whole frames a second received from the publisher (what the streamer sends). */
-  inputFps: number;
-  /** Frames a second decoded (below inputFps when the node is overloaded). */
-  decodedFps: number;
-  outputFps: number;
-  framesIn: number;
-  framesOut: number;
-  framesDropped: number;
-  /** Decoders rebuilt after a pipeline error (corrupt input). */
-  decoderRestarts: number;
-  /**
-   * - `none`: no processor (the params leave frames unchanged, or no publisher has needed one);
-   * - `loading`: being built (frames that need it are dropped meanwhile);
-   * - `ready`: processing frames.
-   */
-  processor: 'none' | 'loading' | 'ready';
-  /** Layout the decoder hands frames in: I420 when nothing processes them, RGB otherwise; null without a decoder. */
-  pixelFormat: PixelFormat | null;
-  /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
-  latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
-  ingest: IngestStats | null;
-  /** WHEP viewers, all codecs. */
-  viewers: number;
-  /** WHEP viewers by the video codec they are sent (sums to `viewers`). */
-  viewersByCodec: Record<VideoCodec, number>;
-  /** Forced key units of the H.264 encoder. */
-  keyUnitsForced: number;
-  vp8: Vp8BranchStatus;
-  params: StreamParams;
-  /** When the stream last took a params update (ms epoch), null before any. */
-  paramsUpdatedAt: number | null;
-  lastError: string | undefined;
-  /** When `lastError` was set (ms epoch), null without one. */
-  lastErrorAt: number | null;
-  /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
-  pipeline: Record<string, unknown> | null;
-  /** LL-HLS output (null when hlsEnabled is off). */
-  hls: HlsPackagerStats | null;
-  /** RTMP push to output_rtmp_url (null when the stream has none or no publisher). */
-  rtmp: RtmpPushStatus | null;
-  /** Every RTMP destination (output_rtmp_url first, named so), with its push state. */
-  rtmpOutputs: RtmpDestinationStatus[];
-  /** The recording being written (null when recording is off, or on with no output yet). */
-  recording: RecordingWriterStats | null;
-}
+export type { EndedInfo, LiveInfo, LiveStreamEvents, LiveStreamState, LiveStreamStatus, StartedInfo } from './LiveStreamStatus.ts';
 
 export interface LiveStreamOptions {
   streamId: string;
@@ -226,17 +65,6 @@ export interface LiveStreamOptions {
 }
 
 const DEFAULT_SIZE = 512;
-/** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
-const OUTPUT_PT = 96;
-
-/** A copy of an RTP packet with another payload type (marker bit kept) and optionally SSRC. */
-function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number): Buffer {
-  const out = Buffer.from(rtp);
-  out[1] = ((out[1] as number) & 0x80) | (payloadType & 0x7f);
-  if (ssrc !== undefined) out.writeUInt32BE(ssrc >>> 0, 8);
-  return out;
-}
-
 export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly streamId: string;
   readonly #opts: LiveStreamOptions;
@@ -245,55 +73,22 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #params: StreamParams;
   #state: LiveStreamState = 'idle';
   #publisher: WhipSession | null = null;
-  #decoder: DecoderBin | null = null;
+  /** The publisher's frames decoded, with their capture times. */
+  readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
-  /** The VP8 branch's encoder: exists only while VP8 viewers do (and frames flow). */
-  #vp8: Vp8EncoderBin | null = null;
-  readonly #vp8Packetizer: Vp8Packetizer;
-  /** What every viewer is sent under: one SSRC per output (viewers differ only in payload types). */
-  readonly #ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
-  #vp8Starts = 0;
-  /** The VP8 encoder failed to build: no retry (per frame) until the VP8 viewers are gone. */
-  #vp8Failed = false;
-  #vp8FramesOut = 0;
-  readonly #vp8EncodeT = new StageTimer();
-  readonly #viewers = new Map<string, WhepSession>();
-  #processor: FrameProcessor | null = null;
-  /** The processor being built (it is built with the first publisher that needs one). */
-  #processorLoading: Promise<void> | null = null;
-  /** Bumped by every params update, so a processor built from older params catches up. */
-  #paramsVersion = 0;
+  /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
+  readonly #vp8: Vp8Branch;
+  /** WHEP viewers, their SSRCs, output clock and H.264 packetization. */
+  readonly #viewers: ViewerSet;
+  /** The frame processor and the one-frame slot in front of it. */
+  readonly #slot: FrameSlot;
   /**
    * Version (ms epoch of the store write, see updateParams) of the newest params applied; 0 until
    * a versioned update arrives. Older updates are stale and ignored.
    */
   #paramsStoredAt = 0;
-  #busy = false;
-  #pending: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = null;
-  #packetizer: H264Packetizer;
-  #rtpClockStart = performance.now();
-  #lastMarkerInMs = 0;
-  /** Timed changes waiting for their frame, and the running transition. */
-  readonly #schedule = new ParamsSchedule();
-  #scheduleTimer: NodeJS.Timeout | undefined;
-  /** Capture times (ms epoch) of the frames inside the decoder, oldest first (it emits in order). */
-  #inputTimes: number[] = [];
-  /**
-   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms, as a monotonic queue whose
-   * head is the least: maps RTP time to the node's clock.
-   */
-  #captureOffsets: { at: number; offset: number }[] = [];
-  /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
-  #rtpLast: number | null = null;
-  #rtpUnwrapped = 0;
-  /** Capture time of the last frame the frame path took (ms epoch), and when it did (Date.now()). */
-  #lastFrameAt: number | null = null;
-  #lastFrameSeenAt = 0;
-  /** Landings that wait for a frame to reach the encoder (the processor dropped theirs). */
-  #carry: ParamsMark[] = [];
-  /** Frames pushed to the H.264 encoder, and the landings waiting for their access unit. */
-  #framesPushed = 0;
-  #auMarks: { n: number; marks: ParamsMark[]; frameAt: number | null; prevFrameAt: number | null }[] = [];
+  /** Scheduled params changes and the frames they land on. */
+  readonly #landings: ParamsLandings;
   #startedAt: number | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
@@ -309,47 +104,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#lastErrorText = message;
     this.#lastErrorAt = message === undefined ? null : Date.now();
   }
-  /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
-  readonly #inRate = new RateMeter();
-  /** Frames decoded and handed on (below inRate when the node is overloaded). */
-  readonly #decodedRate = new RateMeter();
   readonly #outRate = new RateMeter();
-  readonly #decodeT = new StageTimer();
-  readonly #processT = new StageTimer();
   readonly #encodeT = new StageTimer();
   readonly #nodeT = new StageTimer();
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
-  #framesDropped = 0;
-  /** Decoders rebuilt after a pipeline error. */
-  #decoderRestarts = 0;
-  /** The decoder was just built: frames wait for the next key frame. */
-  #decoderNeedsKey = true;
-  readonly #hls: HlsPackager | null;
-  /** The last minute of output segments, for clips (fed by the HLS packager). */
-  readonly #clips = new ClipBuffer();
-  #aac: AacEncoderBin | null = null;
-  readonly #rtmp: RtmpOutputs;
-  /** The spec's output_rtmp_url and the stream's other destinations, as last set. */
-  #rtmpUrl: string | undefined;
-  #rtmpExtra: RtmpDestination[] = [];
-  /** Recording asked for (`record: true`); the writer starts with the next output segment. */
-  #record = false;
-  /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
-  #audioHeard = false;
-  #recorder: RecordingWriter | null = null;
-  /** The last recording's end (its queued segments written, its meta marked complete). */
-  #recordingEnded: Promise<void> = Promise.resolve();
-  readonly #slate = new Slate();
-  #slateTimer: NodeJS.Timeout;
-  /** The outputs are on the slate (set at its first frame, cleared by the next live frame). */
-  #slateActive = false;
-  #slateSince: number | null = null;
-  #slateSource: SlateSource | null = null;
-  #slateFrame: Frame | null = null;
-  #slateFramesOut = 0;
-  /** performance.now() of the last live frame pushed to the encoder. */
-  #lastLiveOutMs = -Infinity;
+  /** HLS (and the clips and recording it feeds), RTMP pushes and their AAC encoder. */
+  readonly #outputs: StreamOutputs;
+  /** Live frames or the slate on the outputs (decision 0011). */
+  readonly #slate: SlateSwitch;
   /** A live frame reached the encoder since the publisher attached (gates `started`). */
   #livePushed = false;
 
@@ -360,71 +123,72 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
-    if (opts.slateImagePath) this.#slate.useImage(new SlateImage({ path: opts.slateImagePath, logger: opts.logger, ffmpegPath: opts.settings.ffmpegPath }));
-    this.#packetizer = new H264Packetizer({ ssrc: this.#ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
-    this.#vp8Packetizer = new Vp8Packetizer({ ssrc: this.#ssrcs.vp8, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
-    this.#hls = opts.settings.hlsEnabled
-      ? new HlsPackager({
-          partTargetMs: opts.settings.hlsPartTargetMs,
-          segmentTargetMs: opts.settings.hlsSegmentTargetMs,
-          windowSegments: opts.settings.hlsWindowSegments,
-          partSegments: 3,
-          nominalFrameMs: 1000 / opts.settings.outputFps,
-          logger: opts.logger,
-          requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
-          onDemand: () => this.#syncAac(),
-          onSegment: (segment) => this.#onSegment(segment),
-        })
-      : null;
-    this.#rtmp = new RtmpOutputs({
-      ...(opts.outboundPolicy ? { policy: opts.outboundPolicy } : {}),
-      ffmpegPath: opts.settings.ffmpegPath,
+    this.#viewers = new ViewerSet({ streamId: this.streamId, settings: opts.settings, transport: opts.transport, logger: opts.logger });
+    this.#vp8 = new Vp8Branch({
+      streamId: this.streamId,
+      settings: opts.settings,
+      ssrc: this.#viewers.ssrcs.vp8,
+      payloadType: OUTPUT_PT,
+      // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
+      rtpTimestamp: (atMs) => this.#viewers.rtpTimestamp(atMs),
+      viewers: () => this.#viewers.count('VP8'),
+      onPackets: (packets, keyframe) => this.#viewers.fanOut('VP8', packets, keyframe),
+      onError: (message) => (this.#lastError = message),
       logger: opts.logger,
+    });
+    this.#outputs = new StreamOutputs({
+      streamId: this.streamId,
+      settings: opts.settings,
+      ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
+      ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}),
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+      audioPayloadType: () => this.#publisher?.audioPayloadType,
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
     });
     this.#statsTimer = setInterval(() => {
       void this.#publisher?.refreshStats().catch(() => undefined);
-      this.#syncAac();
+      this.#outputs.syncAac();
     }, 2000);
-    this.#slateTimer = setInterval(() => this.#slateTick(), Math.max(20, Math.round(1000 / opts.settings.slateFps)));
+    this.#ingest = new VideoIngest({
+      streamId: this.streamId,
+      settings: opts.settings,
+      size: () => ({ width: this.#width, height: this.#height }),
+      format: () => this.#decodeFormat(),
+      onFrame: (frame, decodedAtMs, decodeMs, capturedAt) => this.#onDecoded(frame, decodedAtMs, decodeMs, capturedAt),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
+    this.#landings = new ParamsLandings({
+      streamId: this.streamId,
+      params: () => this.#params,
+      apply: (patch) => this.#applyParams(patch),
+      publishing: () => this.#publisher !== null,
+      landed: (landing) => this.safeEmit('landed', landing),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
+    this.#slot = new FrameSlot({
+      streamId: this.streamId,
+      createProcessor: opts.createProcessor,
+      params: () => this.#params,
+      before: (capturedAt) => this.#landings.atFrame(capturedAt),
+      noOutput: (marks) => this.#landings.noOutput(marks),
+      output: (frame, inputAtMs, marks) => this.#encode(frame, inputAtMs, marks),
+      onError: (message) => (this.#lastError = message),
+      logger: opts.logger,
+    });
+    this.#slate = new SlateSwitch({
+      streamId: this.streamId,
+      settings: opts.settings,
+      watched: () => this.#viewers.connected() > 0 || this.#outputs.watched,
+      processing: () => this.#slot.processing,
+      size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
+      push: (frame) => this.#pushToEncoders(frame),
+      ...(opts.slateImagePath ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, ffmpegPath: opts.settings.ffmpegPath }) } : {}),
+      logger: opts.logger,
+    });
     this.#armIdle();
-  }
-
-  /**
-   * Keeps the outputs fed while no live frame comes. Runs only while something consumes them
-   * (connected WHEP viewers, HLS players of the last 30 s, RTMP pushes), so an unwatched stream
-   * encodes nothing, and offers that never complete ICE/DTLS cost no encode. Never touches the processor: slate frames go straight to the encoders.
-   */
-  #slateTick(): void {
-    if (this.#state === 'closed') return;
-    const now = performance.now();
-    const gap = now - this.#lastLiveOutMs;
-    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
-    // A frame inside a working processor is slow, not stalled (a model at a few fps must not flicker).
-    const processing = this.#busy && this.#processor !== null && gap < this.#settings.slateBusyMs;
-    if (!watched || gap < this.#settings.slateAfterMs || processing) {
-      if (this.#slateActive && gap < this.#settings.slateAfterMs) this.#endSlate();
-      return;
-    }
-    const w = this.#encoder?.width ?? this.#width;
-    const h = this.#encoder?.height ?? this.#height;
-    if (!this.#slateActive || !this.#slateFrame || this.#slate.stale(w, h)) {
-      const { frame, source } = this.#slate.build(w, h);
-      this.#slateFrame = frame;
-      this.#slateSource = source;
-      this.#slateActive = true;
-      this.#slateSince = Date.now();
-      this.#logger.info(`slateTick() | outputs on slate [streamId:${this.streamId}] [source:${source}] [size:${w}x${h}]`);
-    }
-    this.#pushToEncoders(this.#slateFrame);
-  }
-
-  #endSlate(): void {
-    if (!this.#slateActive) return;
-    this.#slateActive = false;
-    this.#slateFrame = null;
-    this.#slateSince = null;
-    this.#logger.info(`endSlate() | outputs live again [streamId:${this.streamId}]`);
   }
 
   get state(): LiveStreamState {
@@ -441,7 +205,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** An LL-HLS player requested something in the last 30 s, or an RTMP push runs (the node holds the stream for them). */
   get outputConsumed(): boolean {
-    return this.#state !== 'closed' && ((this.#hls?.watched ?? false) || this.#rtmp.active);
+    return this.#state !== 'closed' && this.#outputs.watched;
   }
 
   get publisher(): WhipSession | null {
@@ -450,7 +214,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** The LL-HLS packager (null when HLS is off). */
   get hls(): HlsPackager | null {
-    return this.#hls;
+    return this.#outputs.hls;
   }
 
   /**
@@ -458,18 +222,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * (no output yet, or HLS off: the clip buffer is fed by the HLS packager).
    */
   clip(seconds: number): ClipSource | null {
-    return this.#clips.take(seconds);
-  }
-
-  #onSegment(segment: CompletedSegment): void {
-    this.#clips.push(segment);
-    if (!this.#record || !this.#opts.recordingsDir) return;
-    if (!this.#recorder) {
-      const id = `rec_${randomBytes(9).toString('base64url')}`;
-      this.#recorder = new RecordingWriter({ dir: join(this.#opts.recordingsDir, id), id, streamId: this.streamId, logger: this.#logger });
-      this.#logger.info(`onSegment() | recording started [streamId:${this.streamId}] [recordingId:${id}]`);
-    }
-    this.#recorder.push(segment);
+    return this.#outputs.clip(seconds);
   }
 
   /**
@@ -480,29 +233,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   setRecording(on: boolean): boolean {
     this.#assertOpen();
-    if (on && (!this.#hls || !this.#opts.recordingsDir)) return false;
-    if (on === this.#record) return true;
-    this.#record = on;
-    if (!on) this.#endRecording();
-    this.#syncAac();
-    return true;
+    return this.#outputs.setRecording(on);
   }
 
   /** The recording being written, if any (tests wait on its `flushed()`). */
   get recorder(): RecordingWriter | null {
-    return this.#recorder;
-  }
-
-  #endRecording(): void {
-    const r = this.#recorder;
-    this.#recorder = null;
-    if (!r) return;
-    this.#recordingEnded = r.close().catch((err: unknown) => this.#logger.error({ err }, `endRecording() | close failed [streamId:${this.streamId}]`));
+    return this.#outputs.recorder;
   }
 
   /** Resolves when the last recording ended is fully on disk (a clean shutdown waits for it). */
   recordingEnded(): Promise<void> {
-    return this.#recordingEnded;
+    return this.#outputs.recordingEnded();
   }
 
   /**
@@ -511,73 +252,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   setRtmpOutput(url: string | undefined): void {
     this.#assertOpen();
-    if (url === this.#rtmpUrl) return;
-    this.#rtmpUrl = url;
-    this.#applyRtmp();
+    this.#outputs.setRtmpOutput(url);
   }
 
   /** Sets the stream's other RTMP destinations (each enabled or not); same lifecycle as output_rtmp_url. */
   setRtmpDestinations(dests: readonly RtmpDestination[]): void {
     this.#assertOpen();
-    this.#rtmpExtra = dests.filter((d) => d.name !== PRIMARY_RTMP).map((d) => ({ ...d }));
-    this.#applyRtmp();
-  }
-
-  #applyRtmp(): void {
-    this.#rtmp.set([...(this.#rtmpUrl ? [{ name: PRIMARY_RTMP, url: this.#rtmpUrl, enabled: true }] : []), ...this.#rtmpExtra]);
-    this.#syncAac();
-  }
-
-  /** RTMP pushes for the current publisher (the stream's enabled destinations) and the AAC encoder if needed. */
-  #startOutputs(): void {
-    this.#rtmp.start();
-    this.#syncAac();
-  }
-
-  /**
-   * Runs the AAC encoder only while something consumes it: an RTMP push, a recording, or HLS
-   * players (a request in the last 30 s). It costs ≈ 1–2 % of a core, so
-   * streams nobody watches over HLS don't pay for it; HLS parts carry silence until it runs.
-   */
-  #syncAac(): void {
-    const audio = this.#publisher?.audioPayloadType;
-    // A recording keeps the publisher's sound, so it runs the AAC encoder too.
-    const wanted = this.#state !== 'closed' && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
-    const sound = this.#audioHeard || this.#settings.aacForSilence;
-    if (audio === undefined || !wanted || !sound) {
-      this.#aac?.close();
-      this.#aac = null;
-      if (this.#hls) this.#hls.audioExpected = false;
-      return;
-    }
-    if (this.#aac) return;
-    try {
-      this.#aac = new AacEncoderBin({
-        payloadType: audio,
-        bitrateBps: this.#settings.aacBitrateBps,
-        logger: this.#logger,
-        onFrame: (frame, atMs) => {
-          this.#hls?.pushAudio(frame, atMs);
-          this.#rtmp.pushAudio(frame, atMs);
-        },
-      });
-    } catch (err) {
-      // Outputs go on video-only (silence-padded) rather than failing the stream.
-      this.#lastError = `aac: ${String(err)}`;
-      this.#logger.error({ err }, `syncAac() | AAC encoder failed [streamId:${this.streamId}]`);
-    }
-    if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
-  }
-
-  #closeAac(): void {
-    this.#aac?.close();
-    this.#aac = null;
-    if (this.#hls) this.#hls.audioExpected = false;
-  }
-
-  #stopOutputs(): void {
-    this.#closeAac();
-    this.#rtmp.stop();
+    this.#outputs.setRtmpDestinations(dests);
   }
 
   /**
@@ -585,7 +266,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * then); at once when none is being built.
    */
   ready(): Promise<void> {
-    return this.#processorLoading ?? Promise.resolve();
+    return this.#slot.ready();
   }
 
   /** True when the current params leave every frame unchanged: no processor, I420 end to end. */
@@ -597,44 +278,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#passthrough() ? 'I420' : 'RGB';
   }
 
-  /**
-   * Builds the processor once something needs it: a publisher whose params process frames. A
-   * viewer alone never builds one (it costs worker threads and, with real models, GPU memory).
-   * Params that change while it builds are applied when it is ready, so no update is lost.
-   */
-  #ensureProcessor(): void {
-    if (this.#processor || this.#processorLoading || this.#state === 'closed') return;
-    const version = this.#paramsVersion;
-    this.#processorLoading = this.#opts
-      .createProcessor({ ...this.#params }, { streamId: this.streamId, logger: this.#logger })
-      .then((p) => {
-        if (this.#isClosed()) {
-          p.close();
-          return;
-        }
-        this.#processor = p;
-        if (this.#paramsVersion !== version) p.update({ ...this.#params });
-      })
-      .catch((err: unknown) => {
-        this.#lastError = `processor: ${String(err)}`;
-        this.#logger.error({ err }, `ensureProcessor() | processor creation failed [streamId:${this.streamId}]`);
-      })
-      .finally(() => {
-        this.#processorLoading = null;
-      });
-  }
-
   get #width(): number {
     return this.#params.width ?? DEFAULT_SIZE;
   }
 
   get #height(): number {
     return this.#params.height ?? DEFAULT_SIZE;
-  }
-
-  /** A method, not a field read, so TypeScript does not keep a narrowing across awaits. */
-  #isClosed(): boolean {
-    return this.#state === 'closed';
   }
 
   #assertOpen(): void {
@@ -655,38 +304,24 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       transport: this.#opts.transport,
       settings: this.#settings,
       logger: this.#logger,
-      onVideoFrame: (frame) => this.#onVideoFrame(session, frame),
+      onVideoFrame: (frame) => {
+        if (session === this.#publisher && this.#state !== 'closed') this.#ingest.push(session, frame);
+      },
       onAudioRtp: (rtp) => {
-        // The publisher's Opus, under our audio SSRC and each viewer's payload type.
-        const byPt = new Map<number, Buffer>();
-        for (const v of this.#viewers.values()) {
-          const pt = v.audioPayloadType;
-          if (pt === undefined) continue;
-          let out = byPt.get(pt);
-          if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.#ssrcs.audio)));
-          v.sendAudio(out);
-        }
-        if (session !== this.#publisher) return;
-        // Silence frames alone start no AAC encoder (media/OpusSilence.ts); the first sound does.
-        if (!this.#audioHeard && opusCarriesSound(rtp)) {
-          this.#audioHeard = true;
-          this.#syncAac();
-        }
-        this.#aac?.push(rtp);
+        this.#viewers.sendAudio(rtp);
+        if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
       },
     });
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
-    this.#closeAac();
+    this.#outputs.endPublisherAudio();
     this.#publisher = session;
-    this.#audioHeard = false;
     // A new publisher has its own RTP clock.
-    this.#captureOffsets = [];
-    this.#rtpLast = null;
-    this.#inputTimes = [];
+    this.#ingest.reset();
     this.#livePushed = false;
-    this.#startOutputs();
+    this.#outputs.start();
     this.#state = 'connecting';
-    if (!this.#passthrough()) this.#ensureProcessor();
+    // A publisher whose params process frames needs the processor (a viewer alone never builds one).
+    if (!this.#passthrough()) this.#slot.ensure();
     clearTimeout(this.#idleTimer);
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
     try {
@@ -698,183 +333,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
   }
 
-  #onVideoFrame(session: WhipSession, frame: DepacketizedFrame): void {
-    if (session !== this.#publisher || this.#state === 'closed') return;
-    if (!this.#decoder || this.#decoder.codec !== session.codec) {
-      this.#decoder?.close();
-      this.#decoder = this.#createDecoder(session);
-      this.#decoderNeedsKey = true;
-    }
-    if (this.#decoderNeedsKey) {
-      // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
-      if (!frame.keyframe) {
-        session.requestKeyframe('decoder');
-        return;
-      }
-      this.#decoderNeedsKey = false;
-    }
-    this.#lastMarkerInMs = performance.now();
-    this.#inRate.mark(this.#lastMarkerInMs);
-    this.#inputTimes.push(this.#captureAt(frame.timestamp));
-    // A decoder holds a few frames at most: more means it dropped some; keep the newest.
-    if (this.#inputTimes.length > 16) this.#inputTimes.splice(0, this.#inputTimes.length - 16);
-    this.#decoder.push(frame.data);
-  }
-
-  /**
-   * A frame's capture time on the node's clock (ms epoch): its RTP timestamp plus the least
-   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS, i.e. the publisher's own pacing placed at
-   * the arrival of its least-delayed recent frame. Unlike the arrival time it does not move when
-   * this process reads one packet late (a busy event loop), so timed changes land by capture, not
-   * by jitter; the window follows a publisher whose clock drifts or falls behind (a starved
-   * sender whose RTP time runs ahead of its sending).
-   */
-  #captureAt(rtpTs: number): number {
-    if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
-    else this.#rtpUnwrapped += ((rtpTs - this.#rtpLast + 2 ** 31) % 2 ** 32) - 2 ** 31;
-    this.#rtpLast = rtpTs;
-    const rtpMs = this.#rtpUnwrapped / 90;
-    const now = Date.now();
-    const q = this.#captureOffsets;
-    const offset = now - rtpMs;
-    while (q.length > 0 && q[q.length - 1]!.offset >= offset) q.pop();
-    q.push({ at: now, offset });
-    while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
-    return rtpMs + q[0]!.offset;
-  }
-
-  #createDecoder(session: WhipSession): DecoderBin {
-    return new DecoderBin({
-      codec: session.codec,
-      width: this.#width,
-      height: this.#height,
-      threads: this.#settings.decoderThreads,
-      nice: this.#settings.decoderNice,
-      format: this.#decodeFormat(),
-      // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
-      borrowFrames: true,
-      logger: this.#logger,
-      onFrame: (buf) => this.#onDecoded(buf),
-      onError: (message) => {
-        // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
-        // decoder, which starts at the next keyframe we ask for.
-        this.#lastError = `decoder: ${message}`;
-        if (this.#decoder?.closed === false) this.#decoder.close();
-        this.#decoder = null;
-        this.#inputTimes = [];
-        this.#decoderRestarts++;
-        session.requestKeyframe('decoder');
-      },
-    });
-  }
-
-  #onDecoded(buf: Buffer): void {
+  #onDecoded(frame: Frame, now: number, decodeMs: number, capturedAt: number): void {
     if (this.#state === 'closed') return;
-    const now = performance.now();
-    this.#decodedRate.mark(now);
-    const decodeMs = now - this.#lastMarkerInMs;
-    this.#decodeT.add(decodeMs);
-    const w = this.#width;
-    const h = this.#height;
-    // A frame's layout follows from its size (the decoder switches layout between two frames).
-    const format: PixelFormat | null = buf.length === frameBytes(w, h, 'RGB') ? 'RGB' : buf.length === frameBytes(w, h, 'I420') ? 'I420' : null;
-    if (format === null) return; // a bin being resized
-    const capturedAt = this.#inputTimes.shift() ?? Date.now();
-    const frame: Frame = { width: w, height: h, data: buf, ptsMs: now, format };
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
-      const marks = this.#atFrame(capturedAt);
+      const marks = this.#landings.atFrame(capturedAt);
       this.#encode(frame, now - decodeMs, marks);
       return;
     }
-    if (format !== 'RGB' || !this.#processor) {
-      // The decoder is still switching to RGB, or the processor is still being built.
-      this.#framesDropped++;
-      return;
-    }
-    // The decoder lends its frame only for this call; the processor keeps it longer.
-    frame.data = Buffer.from(buf);
-    if (this.#busy) {
-      if (this.#pending) this.#framesDropped++;
-      this.#pending = { frame, decodedAtMs: now, decodeMs, capturedAt };
-      return;
-    }
-    void this.#runProcessor(frame, now, decodeMs, capturedAt);
-  }
-
-  async #runProcessor(first: Frame, firstDecodedAt: number, firstDecodeMs: number, firstCapturedAt: number): Promise<void> {
-    this.#busy = true;
-    let item: { frame: Frame; decodedAtMs: number; decodeMs: number; capturedAt: number } | null = { frame: first, decodedAtMs: firstDecodedAt, decodeMs: firstDecodeMs, capturedAt: firstCapturedAt };
-    try {
-      while (item && this.#state !== 'closed') {
-        const processor = this.#processor;
-        if (!processor) {
-          this.#framesDropped++;
-        } else {
-          // Changes due by this frame's capture time apply before it is processed: it carries them.
-          const marks = this.#atFrame(item.capturedAt);
-          const t0 = performance.now();
-          let out: Frame | null = null;
-          try {
-            out = await processor.process(item.frame);
-          } catch (err) {
-            this.#lastError = `process: ${String(err)}`;
-            this.#logger.warn({ err }, `process() | frame failed [streamId:${this.streamId}]`);
-          }
-          this.#processT.add(performance.now() - t0);
-          // No output for this frame (dropped by the processor): the next output frame carries them.
-          if (!out) this.#carry.push(...marks);
-          if (out && !this.#isClosed()) {
-            this.#encode(out, item.decodedAtMs - item.decodeMs, marks);
-            // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
-            if (out !== item.frame) processor.release?.(out);
-          }
-        }
-        item = this.#pending;
-        this.#pending = null;
-      }
-    } finally {
-      this.#busy = false;
-    }
-  }
-
-  /**
-   * The frame path's hook, before a frame captured at `capturedAt` (ms epoch) is processed (or,
-   * with nothing to process, encoded): applies what is due by then and returns the landings the
-   * frame carries (with those a dropped frame left).
-   */
-  #atFrame(capturedAt: number): ParamsMark[] {
-    const prev = this.#lastFrameAt;
-    this.#lastFrameAt = capturedAt;
-    this.#lastFrameSeenAt = Date.now();
-    const carried = this.#carry;
-    this.#carry = [];
-    if (this.#schedule.size === 0 && !this.#schedule.transitioning) {
-      if (carried.length > 0) this.#prevFrameAt.set(carried, prev);
-      return carried;
-    }
-    const marks = [...carried, ...this.#applyDue(this.#schedule.take(capturedAt, this.#params))];
-    this.#prevFrameAt.set(marks, prev);
-    this.#armSchedule();
-    return marks;
-  }
-
-  /** prevFrameAt of a frame's landings, keyed by their array (set by #atFrame, read by #encode). */
-  readonly #prevFrameAt = new WeakMap<ParamsMark[], number | null>();
-
-  #applyDue(due: ReturnType<ParamsSchedule['take']>): ParamsMark[] {
-    let error: string | null = null;
-    for (const patch of due.patches) {
-      try {
-        this.#applyParams(patch);
-      } catch (err) {
-        error = `params update failed: ${(err as Error).message}`;
-        this.#lastError = error;
-        this.#logger.warn({ err }, `applyDue() | the engine refused a scheduled change [streamId:${this.streamId}]`);
-      }
-    }
-    const appliedAt = Date.now();
-    return due.marks.map((m) => ({ ...m, error, appliedAt }));
+    this.#slot.push(frame, now, decodeMs, capturedAt);
   }
 
   /**
@@ -885,56 +352,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   scheduleParams(s: ScheduledParams): void {
     this.#assertOpen();
     // A direct update was newer than a transition of the same keys; a scheduled change is not.
-    this.#schedule.add(s);
-    this.#armSchedule();
+    this.#landings.add(s);
   }
 
   /** Drops a waiting change; false when none waits by that id. */
   cancelScheduled(id: string): boolean {
-    const had = this.#schedule.cancel(id);
-    this.#armSchedule();
-    return had;
-  }
-
-  #flowing(now: number): boolean {
-    return this.#publisher !== null && now - this.#lastFrameSeenAt < LANDING_FALLBACK_MS;
-  }
-
-  /** One timer for the soonest change: when frames flow it only catches a frame path that stalled. */
-  #armSchedule(): void {
-    clearTimeout(this.#scheduleTimer);
-    this.#scheduleTimer = undefined;
-    if (this.#state === 'closed') return;
-    const next = this.#schedule.nextDue();
-    if (next === null && !this.#schedule.transitioning) return;
-    const now = Date.now();
-    const at = Math.max(next ?? now, this.#lastFrameSeenAt) + (this.#flowing(now) ? LANDING_FALLBACK_MS : 0);
-    this.#scheduleTimer = setTimeout(() => this.#onScheduleTimer(), Math.max(0, Math.min(at - now, 2 ** 31 - 1)));
-    this.#scheduleTimer.unref?.();
-  }
-
-  #onScheduleTimer(): void {
-    if (this.#state === 'closed') return;
-    const now = Date.now();
-    if (!this.#flowing(now)) {
-      for (const m of this.#applyDue(this.#schedule.flush(now))) this.#land(m, null, null, null, null);
-    }
-    this.#armSchedule();
-  }
-
-  #land(m: ParamsMark, frame: number | null, frameAt: number | null, prevFrameAt: number | null, rtpTimestamp: number | null): void {
-    this.safeEmit('landed', { ...m, streamId: this.streamId, frame, frameAt, prevFrameAt, rtpTimestamp });
+    return this.#landings.cancel(id);
   }
 
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
-    this.#framesPushed++;
-    if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
-    const now = performance.now();
-    this.#lastLiveOutMs = now;
+    this.#landings.pushed(marks);
     this.#livePushed = true;
-    this.#endSlate();
     this.#lastPushedDecodedAtMs = inputAtMs;
-    this.#slate.keep(frame, now);
+    this.#slate.live(frame, performance.now());
     this.#pushToEncoders(frame);
   }
 
@@ -955,113 +385,29 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       });
     }
     this.#encoder.push(frame);
-    this.#encodeVp8(frame);
-  }
-
-  /**
-   * One frame's packets to every viewer of `codec`: the same bytes for all, rewritten once per
-   * payload type in use (viewers negotiate their own numbers; most browsers share one).
-   */
-  #fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean): void {
-    let byPt: Map<number, Buffer[]> | null = null;
-    for (const v of this.#viewers.values()) {
-      if (v.codec !== codec) continue;
-      const pt = v.videoPayloadType;
-      if (pt === OUTPUT_PT) {
-        v.sendAccessUnit(packets, keyframe);
-        continue;
-      }
-      byPt ??= new Map();
-      let copy = byPt.get(pt);
-      if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, pt))));
-      v.sendAccessUnit(copy, keyframe);
-    }
-  }
-
-  #viewerCount(codec: VideoCodec): number {
-    let n = 0;
-    for (const v of this.#viewers.values()) if (v.codec === codec) n++;
-    return n;
+    this.#vp8.push(frame);
   }
 
   /** The encoder a viewer of `codec` is fed from (null while it is not running). */
   #encoderFor(codec: VideoCodec): EncoderBin | Vp8EncoderBin | null {
-    return codec === 'VP8' ? this.#vp8 : this.#encoder;
-  }
-
-  /** Feeds the VP8 branch, starting it (or restarting it at a new size) while VP8 viewers exist. */
-  #encodeVp8(frame: Frame): void {
-    if (this.#vp8Failed || this.#viewerCount('VP8') === 0) return;
-    if (this.#vp8 && (this.#vp8.width !== frame.width || this.#vp8.height !== frame.height)) this.#stopVp8('resized');
-    if (!this.#vp8) {
-      try {
-        this.#vp8 = new Vp8EncoderBin({
-          width: frame.width,
-          height: frame.height,
-          fps: this.#settings.outputFps,
-          bitrateKbps: this.#settings.videoBitrateKbps,
-          keyIntFrames: this.#settings.vp8KeyIntFrames,
-          cpuUsed: this.#settings.vp8CpuUsed,
-          keyUnitMinIntervalMs: this.#settings.keyUnitMinIntervalMs,
-          nice: this.#settings.encoderNice,
-          logger: this.#logger,
-          onFrame: (f) => this.#onVp8Frame(f),
-        });
-      } catch (err) {
-        // H.264 viewers, HLS and RTMP go on; VP8 viewers stay held.
-        this.#vp8Failed = true;
-        this.#lastError = `vp8: ${String(err)}`;
-        this.#logger.error({ err }, `encodeVp8() | VP8 encoder failed [streamId:${this.streamId}]`);
-        return;
-      }
-      this.#vp8Starts++;
-      this.#logger.info(`encodeVp8() | VP8 branch started [streamId:${this.streamId}] [size:${frame.width}x${frame.height}]`);
-    }
-    this.#vp8.push(frame);
-  }
-
-  #stopVp8(why: string): void {
-    if (!this.#vp8) return;
-    this.#vp8.close();
-    this.#vp8 = null;
-    this.#logger.info(`stopVp8() | VP8 branch stopped [streamId:${this.streamId}] [why:${why}]`);
-  }
-
-  #onVp8Frame(f: EncodedVp8Frame): void {
-    if (this.#state === 'closed') return;
-    this.#vp8FramesOut++;
-    this.#vp8EncodeT.add(f.encodeMs);
-    // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
-    const ts = Math.round((f.atMs - this.#rtpClockStart) * 90) >>> 0;
-    const packets = this.#vp8Packetizer.packetize(f.data, ts);
-    this.#fanOut('VP8', packets, f.keyframe);
+    return codec === 'VP8' ? this.#vp8.encoder : this.#encoder;
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
     if (this.#state === 'closed') return;
     // Slate frames are output but not live signal: fps, latency and `started` count live frames only.
-    const slate = this.#slateActive;
-    if (slate) {
-      this.#slateFramesOut++;
-    } else {
+    const slate = this.#slate.accessUnitOut();
+    if (!slate) {
       this.#outRate.mark(au.atMs);
       this.#encodeT.add(au.encodeMs);
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
-    const ts = Math.round((au.atMs - this.#rtpClockStart) * 90) >>> 0;
-    // The encoder emits one access unit per frame pushed, in order (its leaky input may drop a raw
-    // frame under overload: a landing then names the next frame that came out).
-    const n = this.#outRate.count;
-    while (this.#auMarks.length > 0 && this.#auMarks[0]!.n <= n) {
-      const q = this.#auMarks.shift()!;
-      for (const m of q.marks) this.#land(m, n, q.frameAt, q.prevFrameAt, ts);
-    }
-    const nals = au.nals.filter((n) => ((n[0] ?? 0) & 0x1f) !== 9); // access unit delimiters: not needed over RTP
-    const packets = this.#packetizer.packetize(nals, ts);
-    this.#fanOut('H264', packets, au.keyframe);
-    this.#hls?.pushVideo(au);
-    this.#rtmp.pushVideo(au);
+    const ts = this.#viewers.rtpTimestamp(au.atMs);
+    this.#landings.accessUnit(this.#outRate.count, ts);
+    const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
+    this.#viewers.sendH264(nals, ts, au.keyframe);
+    this.#outputs.pushVideo(au);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -1080,20 +426,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onPublisherClosed(session: WhipSession, reason: SessionCloseReason): void {
     if (session !== this.#publisher) return;
     this.#publisher = null;
-    this.#decoder?.close();
-    this.#decoder = null;
+    this.#ingest.stop();
     // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
     // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
-    this.#closeAac();
+    this.#outputs.endPublisherAudio();
     // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
     // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
-    const watched = this.#connectedViewers() > 0 || (this.#hls?.watched ?? false) || this.#rtmp.active;
+    const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
     if (!watched) {
       // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
-      this.#stopVp8('publisher left');
-      if (this.#hls && !this.#hls.closed) this.#hls.flush();
+      this.#vp8.stop('publisher left');
+      this.#outputs.endSegment();
     }
-    this.#pending = null;
+    this.#slot.clear();
     clearInterval(this.#heartbeat);
     const wasLive = this.#state === 'live';
     this.#state = 'idle';
@@ -1104,13 +449,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#armIdle();
   }
 
-  /** Connected viewers (what maxViewersPerStream caps). */
-  #connectedViewers(): number {
-    let n = 0;
-    for (const v of this.#viewers.values()) if (v.connected) n++;
-    return n;
-  }
-
   /**
    * Adds a viewer and returns it with its answer. 503-class MediaError when the stream has
    * maxViewersPerStream connected viewers, or maxPendingViewersPerStream still connecting: only
@@ -1119,28 +457,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
     this.#assertOpen();
-    const connected = this.#connectedViewers();
-    if (connected >= this.#settings.maxViewersPerStream) {
-      this.#logger.warn(`addViewer() | refused: viewer limit [streamId:${this.streamId}] [limit:${this.#settings.maxViewersPerStream}]`);
-      throw new MediaError('OVERLOADED', `this stream has its maximum of ${this.#settings.maxViewersPerStream} viewers; try again later`, { retryAfterS: 30 });
-    }
-    if (this.#viewers.size - connected >= this.#settings.maxPendingViewersPerStream) {
-      throw new MediaError('OVERLOADED', 'too many viewers of this stream are still connecting; try again shortly', { retryAfterS: 5 });
-    }
-    const codec = offer.video?.codec ?? 'H264';
-    const session = new WhepSession({
-      id: sessionId,
-      streamId: this.streamId,
-      offer,
-      transport: this.#opts.transport,
-      settings: this.#settings,
-      ssrcs: { video: codec === 'VP8' ? this.#ssrcs.vp8 : this.#ssrcs.h264, audio: this.#ssrcs.audio },
-      logger: this.#logger,
-    });
-    this.#viewers.set(sessionId, session);
+    const session = this.#viewers.create(offer, sessionId);
     clearTimeout(this.#idleTimer);
     session.on('connected', () => {
-      if (this.#connectedViewers() > this.#settings.maxViewersPerStream) {
+      if (this.#viewers.connected() > this.#settings.maxViewersPerStream) {
         this.#logger.warn(`addViewer() | closed a viewer that connected past the limit [streamId:${this.streamId}]`);
         session.close('closed');
         return;
@@ -1150,11 +470,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     });
     session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
     session.once('close', () => {
-      this.#viewers.delete(sessionId);
-      if (session.codec === 'VP8' && this.#viewerCount('VP8') === 0) {
-        this.#stopVp8('last VP8 viewer left');
-        this.#vp8Failed = false;
-      }
+      if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
       this.#armIdle();
     });
     try {
@@ -1191,7 +507,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     } else if (storedAt !== undefined) {
       this.#paramsStoredAt = storedAt;
     }
-    this.#schedule.interrupt(Object.keys(params));
+    this.#landings.interrupt(Object.keys(params));
     try {
       return { stale: !fresh, plan: this.#applyParams(params) };
     } catch (err) {
@@ -1206,13 +522,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   #applyParams(params: StreamParams): UpdatePlan | null {
     const next = { ...this.#params, ...params };
-    const plan = this.#processor?.update(params) ?? null;
+    const plan = this.#slot.update(params);
     this.#params = next;
-    this.#paramsVersion++;
     this.#paramsUpdatedAt = Date.now();
-    if (this.#publisher && !this.#passthrough()) this.#ensureProcessor();
+    if (this.#publisher && !this.#passthrough()) this.#slot.ensure();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
-    this.#decoder?.configure(this.#decodeFormat(), this.#width, this.#height);
+    this.#ingest.configure();
     return plan;
   }
 
@@ -1232,52 +547,43 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return {
       streamId: this.streamId,
       state: this.#state,
-      output: this.#slateActive ? 'slate' : this.#encoder && performance.now() - this.#lastLiveOutMs < this.#settings.slateAfterMs ? 'live' : 'none',
-      slate: { active: this.#slateActive, since: this.#slateSince, source: this.#slateSource, framesOut: this.#slateFramesOut },
+      output: this.#slate.output(this.#encoder !== null),
+      slate: this.#slate.status(),
       startedAt: this.#startedAt,
-      lastInputAt: this.#inRate.lastAtMs,
+      lastInputAt: this.#ingest.inRate.lastAtMs,
       lastOutputAt: this.#outRate.lastAtMs,
-      inputFps: this.#inRate.fps(),
-      decodedFps: this.#decodedRate.fps(),
+      inputFps: this.#ingest.inRate.fps(),
+      decodedFps: this.#ingest.decodedRate.fps(),
       outputFps: this.#outRate.fps(),
-      framesIn: this.#inRate.count,
+      framesIn: this.#ingest.inRate.count,
       framesOut: this.#outRate.count,
-      framesDropped: this.#framesDropped,
-      decoderRestarts: this.#decoderRestarts,
-      processor: this.#processor ? 'ready' : this.#processorLoading ? 'loading' : 'none',
-      pixelFormat: this.#decoder?.format ?? null,
-      latency: { decode: sum(this.#decodeT), process: sum(this.#processT), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
+      framesDropped: this.#slot.framesDropped,
+      decoderRestarts: this.#ingest.restarts,
+      processor: this.#slot.state,
+      pixelFormat: this.#ingest.format,
+      latency: { decode: sum(this.#ingest.decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
-      viewersByCodec: { H264: this.#viewerCount('H264'), VP8: this.#viewerCount('VP8') },
+      viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
-      vp8: {
-        running: this.#vp8 !== null,
-        starts: this.#vp8Starts,
-        framesOut: this.#vp8FramesOut,
-        keyUnitsForced: this.#vp8?.keyUnitsForced ?? 0,
-        encode: sum(this.#vp8EncodeT),
-      },
+      vp8: this.#vp8.status(),
       params: this.#params,
-      paramsUpdatedAt: this.#paramsUpdatedAt,
       lastError: this.#lastError,
       lastErrorAt: this.#lastErrorAt,
-      hls: this.#hls?.stats() ?? null,
-      rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
-      rtmpOutputs: this.#rtmp.status(),
-      recording: this.#recorder?.stats ?? null,
-      pipeline: this.#processor?.status?.() ?? null,
+      paramsUpdatedAt: this.#paramsUpdatedAt,
+      ...this.#outputs.status(),
+      pipeline: this.#slot.pipelineStatus(),
     };
   }
 
   /** Cumulative per-stage latency histograms since the stream was made, for /metrics. */
   latencyTotals(): Record<'decode' | 'process' | 'encode' | 'node', StageTotals> {
-    return { decode: this.#decodeT.totals(), process: this.#processT.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
+    return { decode: this.#ingest.decodeT.totals(), process: this.#slot.processTimer.totals(), encode: this.#encodeT.totals(), node: this.#nodeT.totals() };
   }
 
   /** Raw node-internal latency samples (ms), for benchmarks. */
   latencySamples(): { decode: readonly number[]; process: readonly number[]; encode: readonly number[]; node: readonly number[] } {
-    return { decode: this.#decodeT.samples(), process: this.#processT.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
+    return { decode: this.#ingest.decodeT.samples(), process: this.#slot.processTimer.samples(), encode: this.#encodeT.samples(), node: this.#nodeT.samples() };
   }
 
   /** Closes publisher, viewers, bins and processor. Emits `ended` if live, then `close`. */
@@ -1285,19 +591,14 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     const steps: (() => void)[] = [
       () => this.#publisher?.close(reason),
-      () => {
-        for (const v of [...this.#viewers.values()]) v.close('closed');
-      },
-      () => this.#decoder?.close(),
+      () => this.#viewers.closeAll(),
+      () => this.#ingest.close(),
       () => this.#encoder?.close(),
-      () => this.#stopVp8('stream closed'),
-      () => this.#processor?.close(),
-      () => this.#stopOutputs(),
-      () => this.#hls?.close(),
-      () => this.#clips.clear(),
-      // After the publisher's close flushed its last segment into it.
-      () => this.#endRecording(),
-      () => this.#slate.clear(),
+      () => this.#vp8.close(),
+      () => this.#slot.close(),
+      // After the publisher's close flushed its last segment into the recording.
+      () => this.#outputs.close(),
+      () => this.#slate.close(),
     ];
     for (const step of steps) {
       try {
@@ -1309,10 +610,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#state = 'closed';
     clearInterval(this.#heartbeat);
     clearInterval(this.#statsTimer);
-    clearInterval(this.#slateTimer);
     clearTimeout(this.#idleTimer);
-    clearTimeout(this.#scheduleTimer);
-    this.#schedule.clear();
+    this.#landings.close();
     this.safeEmit('close');
   }
 }

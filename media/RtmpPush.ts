@@ -24,6 +24,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { AAC_ASC, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
 import { aacFrame, aacSequenceHeader, avcFrame, avcSequenceHeader, flvHeader } from './FlvMuxer.ts';
+import { NAL_AUD, NAL_PPS, NAL_SPS, nalType } from './H264Nal.ts';
 import { parseRtmpTarget, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 
@@ -239,10 +240,10 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     if (this.#state === 'closed' || !this.#child) return;
     const nals: Uint8Array[] = [];
     for (const nal of au.nals) {
-      const type = (nal[0] ?? 0) & 0x1f;
-      if (type === 7) this.#sps = nal;
-      else if (type === 8) this.#pps = nal;
-      else if (type !== 9) nals.push(nal);
+      const type = nalType(nal);
+      if (type === NAL_SPS) this.#sps = nal;
+      else if (type === NAL_PPS) this.#pps = nal;
+      else if (type !== NAL_AUD) nals.push(nal);
     }
     if (!this.#started) {
       if (!au.keyframe || !this.#sps || !this.#pps) {

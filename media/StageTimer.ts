@@ -17,6 +17,13 @@ export interface StageTotals {
   count: number;
 }
 
+/** A stage's latency over the rolling window, ms. */
+export interface StageStats {
+  p50: number;
+  p95: number;
+  last: number;
+}
+
 export class StageTimer {
   readonly #samples: number[] = [];
   readonly #size: number;
@@ -40,7 +47,7 @@ export class StageTimer {
   }
 
   /** p50/p95 over the window, ms; undefined before the first sample. */
-  summary(): { p50: number; p95: number; last: number } | undefined {
+  summary(): StageStats | undefined {
     if (this.#samples.length === 0) return undefined;
     const sorted = [...this.#samples].sort((a, b) => a - b);
     const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * (sorted.length - 1)))] as number;

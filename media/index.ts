@@ -9,8 +9,10 @@ export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
 export type { ParamsTransition, ScheduledParams } from './ParamsSchedule.ts';
-export type { EndedInfo, LiveInfo, LiveStream, ParamsLanding, LiveStreamState, LiveStreamStatus, StageStats, StartedInfo, Vp8BranchStatus } from './LiveStream.ts';
-export { STAGE_BUCKETS_S, type StageTotals } from './StageTimer.ts';
+export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StartedInfo } from './LiveStream.ts';
+export type { ParamsLanding } from './ParamsLandings.ts';
+export type { Vp8BranchStatus } from './Vp8Branch.ts';
+export { STAGE_BUCKETS_S, type StageStats, type StageTotals } from './StageTimer.ts';
 export type { VideoCodec } from './Sdp.ts';
 export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
@@ -22,7 +24,7 @@ export { recordingRuns, remuxRecordingMp4 } from './RecordingMp4.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
 export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
-export { PRIMARY_RTMP } from './LiveStream.ts';
+export { PRIMARY_RTMP } from './StreamOutputs.ts';
 export {
   ImageChainProcessor,
   chainActive,

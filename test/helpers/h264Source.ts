@@ -13,6 +13,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { NAL_AUD, nalType } from '../../media/H264Nal.ts';
 
 export interface H264SourceOptions {
   /** Picture width and height, px (a multiple of 16). Default 512. */
@@ -103,7 +104,7 @@ export function accessUnits(annexB: Buffer): Buffer[] {
   const starts: number[] = [];
   for (let i = 0; i + 4 < annexB.length; i++) {
     // 00 00 01 09 or 00 00 00 01 09: an access-unit delimiter NAL (type 9).
-    if (annexB[i] === 0 && annexB[i + 1] === 0 && annexB[i + 2] === 1 && ((annexB[i + 3] as number) & 0x1f) === 9) {
+    if (annexB[i] === 0 && annexB[i + 1] === 0 && annexB[i + 2] === 1 && nalType(annexB.subarray(i + 3)) === NAL_AUD) {
       starts.push(i > 0 && annexB[i - 1] === 0 ? i - 1 : i);
       i += 3;
     }

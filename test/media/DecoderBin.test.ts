@@ -11,7 +11,8 @@ import { RtpPacket } from 'werift';
 import { DecoderBin } from '../../media/DecoderBin.ts';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
 import { H264Depacketizer } from '../../media/H264Depacketizer.ts';
-import { H264Packetizer, splitAnnexB } from '../../media/H264Packetizer.ts';
+import { splitAnnexB } from '../../media/H264Nal.ts';
+import { H264Packetizer } from '../../media/H264Packetizer.ts';
 
 const logger = pino({ level: 'silent' });
 const tick = () => new Promise((r) => setTimeout(r, 33));

@@ -5,9 +5,7 @@
 import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
-import { NAL_IDR, NAL_PPS, NAL_SPS } from '../../media/H264Packetizer.ts';
-
-const type = (nal: Uint8Array) => (nal[0] ?? 0) & 0x1f;
+import { NAL_IDR, NAL_PPS, NAL_SPS, nalType as type } from '../../media/H264Nal.ts';
 
 t.test('encodes RGB frames to constrained-baseline AUs and forces a key unit on request (coalesced)', { timeout: 30_000 }, async (t) => {
   const aus: EncodedAccessUnit[] = [];

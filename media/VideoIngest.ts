@@ -1,0 +1,151 @@
+/**
+ * The decode side of a stream: the publisher's depacketized frames into a DecoderBin, decoded
+ * frames out with their capture time on the node's clock (CaptureClock).
+ *
+ *   WhipSession ─frame─► [key frame gate] ─► DecoderBin ─I420/RGB─► onFrame
+ *
+ * A decoder is built for the publisher's codec and starts at a key frame (P-frames without their
+ * references only decode to garbage). Input it cannot take (corrupt or hostile RTP) drops it: the
+ * next frame builds a new one, which starts at the next key frame asked for. Size and layout
+ * change in place (no key frame to wait for).
+ */
+import type { Logger } from 'pino';
+import { CaptureClock } from './CaptureClock.ts';
+import { DecoderBin } from './DecoderBin.ts';
+import { frameBytes, type Frame, type PixelFormat } from './FrameProcessor.ts';
+import type { DepacketizedFrame } from './H264Depacketizer.ts';
+import type { MediaSettings } from './settings.ts';
+import { RateMeter, StageTimer } from './StageTimer.ts';
+import type { WhipSession } from './WhipSession.ts';
+
+export interface VideoIngestOptions {
+  streamId: string;
+  settings: MediaSettings;
+  /** The size (px) and layout frames are decoded to now (the stream's params). */
+  size: () => { width: number; height: number };
+  format: () => PixelFormat;
+  /** A decoded frame, lent for this call only; `decodedAtMs` is performance.now(), `capturedAt` ms epoch. */
+  onFrame: (frame: Frame, decodedAtMs: number, decodeMs: number, capturedAt: number) => void;
+  /** The decoder failed (the stream's lastError). */
+  onError: (message: string) => void;
+  logger: Logger;
+}
+
+export class VideoIngest {
+  readonly #opts: VideoIngestOptions;
+  #decoder: DecoderBin | null = null;
+  /** The decoder was just built: frames wait for the next key frame. */
+  #needsKey = true;
+  /** Decoders rebuilt after a pipeline error. */
+  #restarts = 0;
+  readonly #capture = new CaptureClock();
+  /** performance.now() of the last frame pushed to the decoder (decode time runs from it). */
+  #lastInMs = 0;
+  /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
+  readonly inRate = new RateMeter();
+  /** Frames decoded and handed on (below inRate when the node is overloaded). */
+  readonly decodedRate = new RateMeter();
+  /** ms from the last packet of a frame in to the decoded frame out. */
+  readonly decodeT = new StageTimer();
+  #closed = false;
+
+  constructor(opts: VideoIngestOptions) {
+    this.#opts = opts;
+  }
+
+  /** Layout the decoder hands frames in; null without a decoder. */
+  get format(): PixelFormat | null {
+    return this.#decoder?.format ?? null;
+  }
+
+  /** Decoders rebuilt after an error (corrupt input). */
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  /** A new publisher: it has its own RTP clock. */
+  reset(): void {
+    this.#capture.reset();
+  }
+
+  /** One frame of the current publisher `session`. */
+  push(session: WhipSession, frame: DepacketizedFrame): void {
+    if (this.#closed) return;
+    if (!this.#decoder || this.#decoder.codec !== session.codec) {
+      this.#decoder?.close();
+      this.#decoder = this.#createDecoder(session);
+      this.#needsKey = true;
+    }
+    if (this.#needsKey) {
+      // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
+      if (!frame.keyframe) {
+        session.requestKeyframe('decoder');
+        return;
+      }
+      this.#needsKey = false;
+    }
+    this.#lastInMs = performance.now();
+    this.inRate.mark(this.#lastInMs);
+    this.#capture.frameIn(frame.timestamp);
+    this.#decoder.push(frame.data);
+  }
+
+  /** The params changed size or layout: the decoder follows in place (it keeps its references). */
+  configure(): void {
+    const { width, height } = this.#opts.size();
+    this.#decoder?.configure(this.#opts.format(), width, height);
+  }
+
+  #createDecoder(session: WhipSession): DecoderBin {
+    const { width, height } = this.#opts.size();
+    const s = this.#opts.settings;
+    return new DecoderBin({
+      codec: session.codec,
+      width,
+      height,
+      threads: s.decoderThreads,
+      nice: s.decoderNice,
+      format: this.#opts.format(),
+      // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
+      borrowFrames: true,
+      logger: this.#opts.logger,
+      onFrame: (buf) => this.#onDecoded(buf),
+      onError: (message) => {
+        // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
+        // decoder, which starts at the next keyframe we ask for.
+        this.#opts.onError(`decoder: ${message}`);
+        if (this.#decoder?.closed === false) this.#decoder.close();
+        this.#decoder = null;
+        this.#capture.decoderReset();
+        this.#restarts++;
+        session.requestKeyframe('decoder');
+      },
+    });
+  }
+
+  #onDecoded(buf: Buffer): void {
+    if (this.#closed) return;
+    const now = performance.now();
+    this.decodedRate.mark(now);
+    const decodeMs = now - this.#lastInMs;
+    this.decodeT.add(decodeMs);
+    const { width, height } = this.#opts.size();
+    // A frame's layout follows from its size (the decoder switches layout between two frames).
+    const format: PixelFormat | null = buf.length === frameBytes(width, height, 'RGB') ? 'RGB' : buf.length === frameBytes(width, height, 'I420') ? 'I420' : null;
+    if (format === null) return; // a bin being resized
+    const capturedAt = this.#capture.frameOut();
+    this.#opts.onFrame({ width, height, data: buf, ptsMs: now, format }, now, decodeMs, capturedAt);
+  }
+
+  /** The publisher left: its decoder goes (the next publisher's first frame builds one). */
+  stop(): void {
+    this.#decoder?.close();
+    this.#decoder = null;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.stop();
+  }
+}

@@ -21,7 +21,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig } from '../../control/config.ts';
+import { loadConfig, type Config } from '../../control/config.ts';
 import { Metrics } from '../../control/Metrics.ts';
 import { startStreamRoles } from '../../control/StreamRoles.ts';
 import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type StreamParams } from '../../media/index.ts';
@@ -108,13 +108,41 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function start(t: Test) {
+/**
+ * The embedded default's roles with `factory` as the node's processor factory (made from the
+ * config), served on a free port with an account key; removed on teardown.
+ */
+async function serve(t: Test, makeFactory: (config: Config) => FrameProcessorFactory) {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-params-'));
   const port = await freePort();
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
   const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
   const store = await createStore({ dataDir });
   const metrics = new Metrics({ defaultMetrics: false });
+  const factory = makeFactory(config);
+  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
+  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
+  await app.listen({ port, host: '127.0.0.1' });
+  t.teardown(async () => {
+    await app.close();
+    await roles.close();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const { key } = await createAccountWithKey(store, 'internal');
+  const api = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
+  };
+  return { api, base, roles };
+}
+
+async function start(t: Test) {
   const gates = new Gates();
   const outputs = new Outputs();
   const built = new Map<string, StreamParams>();
@@ -136,25 +164,7 @@ async function start(t: Test) {
       close: () => undefined,
     };
   };
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
+  const { api, base, roles } = await serve(t, () => factory);
   return { api, gates, outputs, built, base, roles };
 }
 
@@ -224,41 +234,18 @@ t.test('a PATCH while a viewer waits for the publisher, and again during the loa
 });
 
 t.test('the engine built during a PATCH runs the PATCHed params (real frame pipeline, viewer first)', { timeout: 180_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-params-engine-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
   const gates = new Gates();
   // The node's own engine factory; only its start waits for the gate.
-  const engine = diffusionProcessorFactory({ modelsDir: config.modelsDir });
-  const factory: FrameProcessorFactory = Object.assign(
-    async (params: StreamParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
-      await gates.pass(ctx.streamId);
-      return engine(params, ctx);
-    },
-    { passthrough: engine.passthrough! },
-  );
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
+  const { api, base, roles } = await serve(t, (config) => {
+    const engine = diffusionProcessorFactory({ modelsDir: config.modelsDir });
+    return Object.assign(
+      async (params: StreamParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
+        await gates.pass(ctx.streamId);
+        return engine(params, ctx);
+      },
+      { passthrough: engine.passthrough! },
+    );
   });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
   // The image chains alone (skip_diffusion): a blur keeps the publisher's flat grey, canny edges of
   // a flat picture are black, so the viewer's luma says which chain the engine runs.
   const BLUR = { image_postprocessing: { processors: [{ type: 'blur' }] } };

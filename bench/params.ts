@@ -17,7 +17,7 @@ import pino from 'pino';
 import { createAccountWithKey } from '../control/ApiKeys.ts';
 import { buildApp } from '../control/buildApp.ts';
 import { loadConfig } from '../control/config.ts';
-import { LocalMediaNodeClient } from '../streams/LocalMediaNodeClient.ts';
+import { InProcessMediaNodeClient } from '../streams/InProcessMediaNodeClient.ts';
 import { Metrics } from '../control/Metrics.ts';
 import { StreamService } from '../streams/StreamService.ts';
 import { MediaNode } from '../media/index.ts';
@@ -34,7 +34,7 @@ export default async function params(args: Map<string, string>): Promise<void> {
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0, PUBLIC_URL: 'http://127.0.0.1:1' });
   const store = await createStore({ dataDir });
   const node = new MediaNode({ publicUrl: config.publicUrl, logger, resolveIngest: async () => null, resolvePlayback: async () => null });
-  const media = new LocalMediaNodeClient({ node, models: ['stabilityai/sd-turbo'], demo: true, logger });
+  const media = new InProcessMediaNodeClient({ node, models: ['stabilityai/sd-turbo'], demo: true, logger });
   const service = new StreamService({ store, media, publicUrl: config.publicUrl, logger, updateRate: { max: 1e9, windowMs: 60_000 } });
   const app = await buildApp(config, { store, logger, metrics: new Metrics({ defaultMetrics: false }), streams: service });
   await app.listen({ port: 0, host: '127.0.0.1' });

@@ -4,7 +4,7 @@
  * 1. PATCH-to-apply latency: `PATCH /v1/streams/{id}` (hot prompt) over real loopback HTTP; the
  *    reply comes after the owning node applied the change (the node's answer is awaited), so the
  *    round trip bounds PATCH → applied. Three set-ups, measured in the same run:
- *    - `one process, direct`: the embedded default (embedded store, LocalMediaNodeClient) — baseline;
+ *    - `one process, direct`: the embedded default (embedded store, InProcessMediaNodeClient) — baseline;
  *    - `one process, bus`: embedded store, the scale-out client and agent over the in-process bus;
  *    - `across processes, Redis`: Redis store; the node and its MediaNodeAgent in a child process,
  *      reached over Redis pub/sub (what `--roles api` → `--roles media` does).
@@ -24,7 +24,7 @@ import { createAccountWithKey } from '../control/ApiKeys.ts';
 import { BusMediaNodeClient } from '../streams/BusMediaNodeClient.ts';
 import { buildApp } from '../control/buildApp.ts';
 import { loadConfig } from '../control/config.ts';
-import { LocalMediaNodeClient } from '../streams/LocalMediaNodeClient.ts';
+import { InProcessMediaNodeClient } from '../streams/InProcessMediaNodeClient.ts';
 import { MediaNodeAgent } from '../streams/MediaNodeAgent.ts';
 import type { MediaNodeClient } from '../streams/MediaNodeClient.ts';
 import { Metrics } from '../control/Metrics.ts';
@@ -46,7 +46,7 @@ if (process.argv[2] === '--media-agent') {
   const [url = '', nodeId = ''] = process.argv.slice(3);
   const store = await RedisStore.open({ url, prefix: 'bench:' });
   const node = new MediaNode({ publicUrl: 'http://127.0.0.1:1', logger, resolveIngest: async () => null, resolvePlayback: async () => null });
-  const local = new LocalMediaNodeClient({ node, nodeId, models: [MODEL], demo: true, logger });
+  const local = new InProcessMediaNodeClient({ node, nodeId, models: [MODEL], demo: true, logger });
   const agent = new MediaNodeAgent({ store, local, logger });
   await agent.start();
   process.stdin.on('data', (d) => {
@@ -184,7 +184,7 @@ export default async function scaleout(args: Map<string, string>): Promise<void>
     const direct = await (async () => {
       const store = await createStore({ dataDir: join(dir, 'direct') });
       const node = new MediaNode({ publicUrl: 'http://127.0.0.1:1', logger, resolveIngest: async () => null, resolvePlayback: async () => null });
-      const media = new LocalMediaNodeClient({ node, models: [MODEL], demo: true, logger });
+      const media = new InProcessMediaNodeClient({ node, models: [MODEL], demo: true, logger });
       try {
         return await patchLatency('one process, direct', store, media, patches, async (id) => void node.createStream(id));
       } finally {
@@ -197,7 +197,7 @@ export default async function scaleout(args: Map<string, string>): Promise<void>
     const localBus = await (async () => {
       const store = await createStore({ dataDir: join(dir, 'bus') });
       const node = new MediaNode({ publicUrl: 'http://127.0.0.1:1', logger, resolveIngest: async () => null, resolvePlayback: async () => null });
-      const agent = new MediaNodeAgent({ store, local: new LocalMediaNodeClient({ node, nodeId: 'node-a', models: [MODEL], demo: true, logger }), logger });
+      const agent = new MediaNodeAgent({ store, local: new InProcessMediaNodeClient({ node, nodeId: 'node-a', models: [MODEL], demo: true, logger }), logger });
       await agent.start();
       const media = new BusMediaNodeClient({ store, logger });
       try {

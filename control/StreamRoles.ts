@@ -1,6 +1,6 @@
 /**
  * Live streams in each role (design.md "One codebase, three roles"):
- * - media: the MediaNode (WHIP/WHEP routes, the live path) behind a LocalMediaNodeClient;
+ * - media: the MediaNode (WHIP/WHEP routes, the live path) behind a InProcessMediaNodeClient;
  * - api: StreamService, which reaches media nodes only through the MediaNodeClient;
  * - worker: StreamLifecycle (node events → state changes and webhook events; timeout and allowance
  *   sweeps). In the embedded default all three share one process and one local node.
@@ -13,7 +13,7 @@ import { MediaNode, registerMediaRoutes, defaultProcessorFactory, diffusionProce
 import { AddressPolicy } from '../webhooks/index.ts';
 import {
   ClipService,
-  LocalMediaNodeClient,
+  InProcessMediaNodeClient,
   mediaNodeId,
   RecordingService,
   SlateImageService,
@@ -92,7 +92,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   let node: MediaNode | null = null;
   let media: MediaNodeClient = new NoMediaNodes();
   /** This process's own node behind its direct client (media role). */
-  let local: LocalMediaNodeClient | null = null;
+  let local: InProcessMediaNodeClient | null = null;
   let service: StreamService | null = null;
   let recordings: RecordingService | null = null;
 
@@ -127,7 +127,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       resolvePlayback: (playbackId) => service?.resolvePlayback(playbackId) ?? Promise.resolve(null),
     });
     if (demo) deps.logger.warn(`startStreamRoles() | media node serves DEMO models (tiny, random weights) for some of ${models.join(', ')}`);
-    local = new LocalMediaNodeClient({
+    local = new InProcessMediaNodeClient({
       node,
       // Scale-out: registered under its address, unique per node.
       ...(deps.store.kind === 'redis' ? { nodeId: mediaNodeId(config.publicUrl) } : {}),

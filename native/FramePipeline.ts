@@ -3,7 +3,7 @@
  * and reloads built in the background while the old pipeline keeps serving, swapped between two
  * frames (design.md "The diffusion pipeline").
  *
- * Each built pipeline (LocalPipeline) runs in a worker thread of its own (PipelineHost): ONNX
+ * Each built pipeline (StreamEngine) runs in a worker thread of its own (EngineThread): ONNX
  * Runtime's session creation and runs are synchronous on their thread, so in the caller's thread
  * they stalled the event loop for a whole frame, and a reload's session creation froze the output
  * for several frame intervals. A reload now builds and primes in a second thread while the first
@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import { InvalidStateError, NativeError } from './errors.ts';
 import type { Frame } from './Frame.ts';
-import { PipelineHost } from './PipelineHost.ts';
+import { EngineThread } from './EngineThread.ts';
 import { assertParams, mergeParams, planUpdate, type ParamsPatch, type StreamParams, type UpdatePlan } from './params/index.ts';
 
 export type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState, StageMs } from './FramePipelineTypes.ts';
@@ -66,16 +66,16 @@ export async function createFramePipeline(o: FramePipelineOptions): Promise<Fram
   const params = assertParams(mergeParams(null, o.params));
   const log = o.logger.child({ module: 'native/FramePipeline' });
   try {
-    return new Pipeline(o, params, log, await PipelineHost.open(o, params, log));
+    return new ReloadingPipeline(o, params, log, await EngineThread.open(o, params, log));
   } catch (err) {
     const fallback = processorsOnly(params);
     if ((err instanceof NativeError && PARAMS_ERRORS.has(err.code)) || params.skip_diffusion) throw err;
     const msg = err instanceof Error ? err.message : String(err);
     log.error({ err }, `create() | pipeline cannot be built, serving the image processors alone [model:${params.model_id}]`);
-    const host = await PipelineHost.open(o, fallback, log).catch(() => {
+    const host = await EngineThread.open(o, fallback, log).catch(() => {
       throw err;
     });
-    const p = new Pipeline(o, fallback, log, host);
+    const p = new ReloadingPipeline(o, fallback, log, host);
     p.failedBuild(msg);
     return p;
   }
@@ -86,15 +86,19 @@ function pick(p: StreamParams, keys: readonly string[]): Partial<StreamParams> {
   return Object.fromEntries(keys.map((k) => [k, p[k as keyof StreamParams]])) as Partial<StreamParams>;
 }
 
-class Pipeline implements FramePipeline {
+/**
+ * The FramePipeline a stream holds: serves frames from one engine thread and swaps in a new one
+ * built beside it when a reload param changes (the old keeps serving until the new is ready).
+ */
+class ReloadingPipeline implements FramePipeline {
   readonly #o: FramePipelineOptions;
   readonly #log: Logger;
   #target: StreamParams;
-  #serving: PipelineHost;
+  #serving: EngineThread;
   /** A finished reload waiting for the next frame boundary. */
-  #swap: PipelineHost | null = null;
+  #swap: EngineThread | null = null;
   /** A started worker with the engine's modules loaded, waiting to build the next reload. */
-  #spare: PipelineHost | null = null;
+  #spare: EngineThread | null = null;
   #state: FramePipelineState = 'ready';
   #busy = false;
   #reload: Promise<void> | null = null;
@@ -120,13 +124,13 @@ class Pipeline implements FramePipeline {
     framesBlocked: 0,
   };
 
-  constructor(o: FramePipelineOptions, params: StreamParams, log: Logger, host: PipelineHost) {
+  constructor(o: FramePipelineOptions, params: StreamParams, log: Logger, host: EngineThread) {
     this.#o = o;
     this.#log = log;
     this.#target = params;
     this.#serving = host;
     // Started once per stream; afterwards each retired pipeline's thread becomes the spare.
-    this.#spare = PipelineHost.spawn(log);
+    this.#spare = EngineThread.spawn(log);
   }
 
   get params(): Readonly<StreamParams> {
@@ -163,7 +167,7 @@ class Pipeline implements FramePipeline {
   }
 
   /** Sends hot params to a worker; they were validated here, so a failure is only logged. */
-  #forward(host: PipelineHost, patch: Partial<StreamParams>): void {
+  #forward(host: EngineThread, patch: Partial<StreamParams>): void {
     host.update(patch).catch((err: unknown) => this.#log.warn({ err }, 'update() | worker refused hot params'));
   }
 
@@ -195,7 +199,7 @@ class Pipeline implements FramePipeline {
     };
     note(`reload() | started [model:${params.model_id}] [size:${params.width}x${params.height}]`);
     // The spare worker skips thread start-up and module loading.
-    const host = this.#spare?.alive ? this.#spare : PipelineHost.spawn(log);
+    const host = this.#spare?.alive ? this.#spare : EngineThread.spawn(log);
     this.#spare = null;
     try {
       await host.open(this.#o, params);
@@ -237,7 +241,7 @@ class Pipeline implements FramePipeline {
   }
 
   /** Releases a replaced pipeline; its thread becomes the spare for the next reload. */
-  #retire(host: PipelineHost): void {
+  #retire(host: EngineThread): void {
     this.#st.framesSkipped += host.status.framesSkipped;
     this.#st.framesBlocked += host.status.framesBlocked;
     const p = (async () => {
@@ -254,7 +258,7 @@ class Pipeline implements FramePipeline {
     if (this.#busy) return null;
     this.#busy = true;
     try {
-      let old: PipelineHost | null = null;
+      let old: EngineThread | null = null;
       if (this.#swap) {
         old = this.#serving;
         this.#serving = this.#swap;
@@ -322,7 +326,7 @@ class Pipeline implements FramePipeline {
     this.#state = 'closed';
     this.#closePromise = (async () => {
       await this.#reload?.catch(() => {});
-      const closing = [this.#serving, this.#swap, this.#spare].filter((h): h is PipelineHost => h !== null);
+      const closing = [this.#serving, this.#swap, this.#spare].filter((h): h is EngineThread => h !== null);
       this.#swap = null;
       this.#spare = null;
       await Promise.allSettled([...closing.map((h) => h.close()), ...this.#retired]);

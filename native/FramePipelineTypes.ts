@@ -1,6 +1,6 @@
 /**
  * What a frame pipeline is built from and reports (its options, state and status), apart from the
- * pipeline itself so the thread that hosts a built pipeline (PipelineHost) and the pipeline that
+ * pipeline itself so the thread that hosts a built pipeline (EngineThread) and the pipeline that
  * drives the hosts (FramePipeline) can both name them without importing each other.
  */
 import type { Logger } from 'pino';

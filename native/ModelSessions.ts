@@ -446,7 +446,7 @@ async function openWithFallback(
 /**
  * Provider fallbacks already logged at warn in this thread. A node without TensorRT falls back on
  * every stream it opens; operators need one line saying so, not one (with a stack) per stream.
- * The `once` field lets PipelineHost apply the same rule across pipeline worker threads; later
+ * The `once` field lets EngineThread apply the same rule across pipeline worker threads; later
  * repeats go out at debug. The per-stream status still carries the note.
  */
 const warned = new Set<string>();

@@ -2,7 +2,7 @@
  * The media node's side of the bus (the `media` role in scale-out): registers this process's
  * MediaNode in the store's node registry with heartbeats (host, capacity, models, load, the
  * streams live right now), answers parameter/status/end requests from any BusMediaNodeClient by
- * calling the node through the same LocalMediaNodeClient the embedded default uses (so PATCH
+ * calling the node through the same InProcessMediaNodeClient the embedded default uses (so PATCH
  * keeps one hot/reload behaviour everywhere), and publishes the node's events to `media.events`.
  *
  * A beat that fails (Redis restarting) is retried on the next tick; the registry entry simply
@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import type { Store, Unsubscribe } from '../store/index.ts';
 import { MEDIA_EVENTS_CHANNEL, MEDIA_NODE_KIND, rpcChannel, type MediaNodeBeat, type RpcReply, type RpcRequest } from './BusMediaNodeClient.ts';
-import type { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+import type { InProcessMediaNodeClient } from './InProcessMediaNodeClient.ts';
 import type { NodeEvent } from './MediaNodeClient.ts';
 
 export const AGENT_DEFAULTS = {
@@ -28,7 +28,7 @@ export const AGENT_DEFAULTS = {
 export interface MediaNodeAgentOptions {
   store: Store;
   /** The node in this process, with its id (`local.nodeId`) as registered. */
-  local: LocalMediaNodeClient;
+  local: InProcessMediaNodeClient;
   logger: Logger;
   heartbeatMs?: number;
   ttlMs?: number;
@@ -37,7 +37,7 @@ export interface MediaNodeAgentOptions {
 export class MediaNodeAgent {
   readonly nodeId: string;
   readonly #store: Store;
-  readonly #local: LocalMediaNodeClient;
+  readonly #local: InProcessMediaNodeClient;
   readonly #log: Logger;
   readonly #heartbeatMs: number;
   readonly #ttlMs: number;

@@ -7,7 +7,7 @@
  *                           per-request channel;
  *   - `status()`, `endStream()` → the same request/reply pattern;
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
- * The embedded default implements it with direct calls (LocalMediaNodeClient).
+ * The embedded default implements it with direct calls (InProcessMediaNodeClient).
  */
 import type { ClipResult, RtmpDestination, RtmpDestinationStatus } from '../media/index.ts';
 import type { StreamParams, UpdatePlan } from '../native/params/index.ts';

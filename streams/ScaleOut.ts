@@ -14,7 +14,7 @@ import type { MediaNode } from '../media/index.ts';
 import type { Store } from '../store/index.ts';
 import { BusMediaNodeClient } from './BusMediaNodeClient.ts';
 import { DeadNodeSweeper } from './DeadNodeSweeper.ts';
-import type { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+import type { InProcessMediaNodeClient } from './InProcessMediaNodeClient.ts';
 import { MediaNodeAgent } from './MediaNodeAgent.ts';
 
 /**
@@ -29,7 +29,7 @@ export interface ScaleOutStreamsOptions {
   store: Store;
   logger: Logger;
   /** This process's media node and its direct client (media role), or null. */
-  local: { node: MediaNode; client: LocalMediaNodeClient } | null;
+  local: { node: MediaNode; client: InProcessMediaNodeClient } | null;
   /** Sweep dead nodes here: worker role. */
   sweep: boolean;
   now?: () => number;

@@ -13,7 +13,7 @@
 export { describeCapabilities, CapabilitiesSchema } from './Capabilities.ts';
 export { CLIPS_PER_MINUTE, ClipService } from './ClipService.ts';
 export { ControlTokens } from './ControlTokens.ts';
-export { LocalMediaNodeClient } from './LocalMediaNodeClient.ts';
+export { InProcessMediaNodeClient } from './InProcessMediaNodeClient.ts';
 export type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
 export { PLAYLIST_LINK_TTL_S, RecordingService } from './RecordingService.ts';
 export { SlateImageService, type SlateImageView } from './SlateImageService.ts';

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } from '../../streams/BusMediaNodeClient.ts';
-import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
+import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { MediaNodeAgent } from '../../streams/MediaNodeAgent.ts';
 import type { NodeEvent, ParamsUpdate } from '../../streams/MediaNodeClient.ts';
 import { MediaNode, type Frame, type FrameProcessorFactory, type StreamParams as NodeParams } from '../../media/index.ts';
@@ -48,7 +48,7 @@ async function stores(t: Test, kind: 'embedded' | 'redis'): Promise<Pair> {
 
 function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${nodeId}`) {
   const node = new MediaNode({ publicUrl, logger, capacity: 3, resolveIngest: async () => null, resolvePlayback: async () => null });
-  const local = new LocalMediaNodeClient({ node, nodeId, models: ['stabilityai/sd-turbo'], demo: true, logger });
+  const local = new InProcessMediaNodeClient({ node, nodeId, models: ['stabilityai/sd-turbo'], demo: true, logger });
   const agent = new MediaNodeAgent({ store, local, logger });
   t.teardown(async () => {
     node.close();
@@ -202,7 +202,7 @@ t.test('redis: the plan the stream’s processor ran, its restart count and its 
     close: () => undefined,
   });
   const srv = await startMediaServer(t, { createProcessor: processor });
-  const local = new LocalMediaNodeClient({ node: srv.node, nodeId: 'node-p', models: ['stabilityai/sd-turbo'], demo: true, logger });
+  const local = new InProcessMediaNodeClient({ node: srv.node, nodeId: 'node-p', models: ['stabilityai/sd-turbo'], demo: true, logger });
   const agent = new MediaNodeAgent({ store: s.node, local, logger });
   t.teardown(() => agent.close());
   await agent.start();

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
+import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { LIVE_STREAMS_PER_PLAN, StreamLifecycle, usageCounter, type LifecycleClock } from '../../streams/StreamLifecycle.ts';
 import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode } from '../../media/index.ts';
@@ -36,7 +36,7 @@ async function setup(t: Test, opts: { plan?: Plan; allowances?: Record<Plan, num
   const store: Store = await createStore({ dataDir: dir, now: clock.now });
   const logger = pino({ level: 'silent' });
   const node = new MediaNode({ publicUrl: 'https://m.example.test', logger, resolveIngest: async () => null, resolvePlayback: async () => null });
-  const media = new LocalMediaNodeClient({ node, models: ['stabilityai/sd-turbo'], demo: true, logger });
+  const media = new InProcessMediaNodeClient({ node, models: ['stabilityai/sd-turbo'], demo: true, logger });
   const service = new StreamService({ store, media, publicUrl: 'https://m.example.test', logger, now: clock.now, ...(opts.allowances ? { allowances: opts.allowances } : {}) });
   const lifecycle = new StreamLifecycle({ store, media, logger, clock, ...(opts.allowances ? { allowances: opts.allowances } : {}) });
   await lifecycle.start();

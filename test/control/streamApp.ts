@@ -1,11 +1,11 @@
 /**
  * An app with the Area B streams service on a real embedded store and a real (idle) MediaNode in
- * this process, reached through LocalMediaNodeClient as in the embedded default.
+ * this process, reached through InProcessMediaNodeClient as in the embedded default.
  */
 import { AddressPolicy, type ResolvedAddress } from '../../webhooks/index.ts';
 import pino from 'pino';
 import type { Test } from 'tap';
-import { LocalMediaNodeClient } from '../../streams/LocalMediaNodeClient.ts';
+import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
 import type { Store } from '../../store/index.ts';
@@ -26,7 +26,7 @@ const fakeDns = async (host: string): Promise<ResolvedAddress[]> => {
 
 export interface StreamTestApp extends TestApp {
   node: MediaNode;
-  media: LocalMediaNodeClient;
+  media: InProcessMediaNodeClient;
   service: StreamService;
   /** `Authorization` header for a fresh account on `plan`. */
   auth(plan?: Parameters<TestApp['key']>[0]): Promise<{ authorization: string }>;
@@ -37,7 +37,7 @@ export async function makeStreamApp(
   opts: { now?: () => number; models?: string[]; capacity?: number; songs?: boolean } = {},
 ): Promise<StreamTestApp> {
   let node: MediaNode | null = null;
-  let media: LocalMediaNodeClient | null = null;
+  let media: InProcessMediaNodeClient | null = null;
   let service: StreamService | null = null;
   const base = await makeApp(t, {
     env: { PUBLIC_URL },
@@ -52,7 +52,7 @@ export async function makeStreamApp(
         resolveIngest: (id, bearer) => service!.resolveIngest(id, bearer),
         resolvePlayback: (pid) => service!.resolvePlayback(pid),
       });
-      media = new LocalMediaNodeClient({
+      media = new InProcessMediaNodeClient({
         node,
         models: opts.models ?? ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo', 'Lykon/dreamshaper-8', 'prompthero/openjourney-v4'],
         demo: true,

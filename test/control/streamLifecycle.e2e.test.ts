@@ -1,6 +1,6 @@
 /**
  * End to end, everything real: the app and the stream roles of the embedded default (MediaNode +
- * LocalMediaNodeClient + StreamService + StreamLifecycle) on an embedded store, the webhook
+ * InProcessMediaNodeClient + StreamService + StreamLifecycle) on an embedded store, the webhook
  * delivery engine posting to an HTTPS receiver on loopback, and headless Chromium publishing its
  * fake camera over WHIP. Only the supervisor's clock is moved by hand, so the 40 s silence window
  * passes at once.

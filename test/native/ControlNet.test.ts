@@ -64,7 +64,7 @@ void t.test('a non-zero scale changes the output; conditioning_scale is hot (nex
   const on = await outputs(p);
   t.ok(maxAbsDiff(none, on) > 0, 'control changes the picture');
   const r = p.update({ controlnets: [cn({ conditioning_scale: 0 })] });
-  t.same(r, { hot: ['controlnets'], reload: [] });
+  t.same(r, { mode: 'hot', hot: ['controlnets'], reload: [] });
   // A twin that keeps scale 1: the very next frame already differs (the Stream Batch slots still
   // carry latents denoised under control, so it is not yet equal to a never-controlled stream).
   const twin = await open(t, { controlnets: [cn({ conditioning_scale: 1 })] });

@@ -65,7 +65,7 @@ void t.test('a prompt change changes the output from the very next frame, withou
   await run(a, [1, 2, 3]);
   await run(b, [1, 2, 3]);
   const r = a.update({ prompt: 'neon cyberpunk city at night' });
-  t.same(r, { hot: ['prompt'], reload: [] });
+  t.same(r, { mode: 'hot', hot: ['prompt'], reload: [] });
   const fa = await a.process(frame(4));
   const fb = await b.process(frame(4));
   t.notOk(same(fa, fb), 'changed on the first frame after update()');

@@ -48,7 +48,7 @@ void t.test('every (model, ControlNet) pair the API accepts runs on the demo mod
         t.equal(s.buildError, null, `${model} + ${cn}: built (${s.buildError ?? ''})`);
         t.equal(s.demo, true, `${model} + ${cn}: labelled demo`);
         const one = await p.process(input);
-        t.same(p.update({ controlnets: [{ model_id: cn, conditioning_scale: 0.2 }] }), { hot: ['controlnets'], reload: [] });
+        t.same(p.update({ controlnets: [{ model_id: cn, conditioning_scale: 0.2 }] }), { mode: 'hot', hot: ['controlnets'], reload: [] });
         const other = await p.process(input);
         t.ok(one && other && meanAbsDiff(one.data, other.data) > 0.05, `${model} + ${cn}: output changes with conditioning_scale (mean |Δ| ${one && other ? meanAbsDiff(one.data, other.data).toFixed(3) : 'n/a'})`);
         pairs++;

@@ -1,5 +1,5 @@
 /**
- * The calling thread's handle on one LocalPipeline running in a worker thread (PipelineWorker):
+ * The calling thread's handle on one StreamEngine running in a worker thread (EngineWorker):
  * request/response by id, the worker's log lines written through the caller's logger, style-image
  * downloads served by the caller's fetchImage, and the latest status kept for synchronous reads.
  *
@@ -54,12 +54,12 @@ const LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fa
 const loggedOnce = new Set<string>();
 
 /**
- * Starts PipelineWorker. Our sources always run through tsx (no build step), and `--import tsx` in
+ * Starts EngineWorker. Our sources always run through tsx (no build step), and `--import tsx` in
  * execArgv does not register tsx's hooks inside a worker on Node 20, so a bootstrap registers tsx's
  * ESM API first (as songs/RenderPool.ts does).
  */
 function startWorker(): Worker {
-  const url = new URL('./PipelineWorker.ts', import.meta.url);
+  const url = new URL('./EngineWorker.ts', import.meta.url);
   const api = import.meta.resolve('tsx/esm/api');
   const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;
   return new Worker(code, { eval: true, execArgv: [] });
@@ -77,7 +77,7 @@ function wholeBuffer(data: Uint8Array): ArrayBuffer | null {
   return b instanceof ArrayBuffer && data.byteOffset === 0 && data.byteLength === b.byteLength ? b : null;
 }
 
-export class PipelineHost {
+export class EngineThread {
   /** The worker's status as of its last reply. */
   status!: FramePipelineStatus;
   readonly #worker: Worker;
@@ -104,14 +104,14 @@ export class PipelineHost {
    * makes a later reload skip thread start-up and module loading (about 0.5 s of CPU under tsx,
    * which would otherwise compete with the serving pipeline's frames).
    */
-  static spawn(log: Logger): PipelineHost {
-    // The worker imports LocalPipeline (and ONNX Runtime) at start, before any request.
-    return new PipelineHost(log);
+  static spawn(log: Logger): EngineThread {
+    // The worker imports StreamEngine (and ONNX Runtime) at start, before any request.
+    return new EngineThread(log);
   }
 
   /** Starts a worker and builds the pipeline there; rejects with the build's error. */
-  static async open(o: FramePipelineOptions, params: StreamParams, log: Logger): Promise<PipelineHost> {
-    const h = new PipelineHost(log);
+  static async open(o: FramePipelineOptions, params: StreamParams, log: Logger): Promise<EngineThread> {
+    const h = new EngineThread(log);
     await h.open(o, params);
     return h;
   }
@@ -186,7 +186,7 @@ export class PipelineHost {
   /** Closes the pipeline's sessions, then ends the thread. Idempotent. */
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      await this.reset().catch((err: unknown) => this.#log.warn({ err }, 'PipelineHost.close() | close failed'));
+      await this.reset().catch((err: unknown) => this.#log.warn({ err }, 'EngineThread.close() | close failed'));
       this.#dead ??= new InferenceError('worker', 'pipeline closed');
       await this.#worker.terminate();
     })();

@@ -1,5 +1,5 @@
 /**
- * Worker-thread entry hosting one LocalPipeline (started by PipelineHost). ONNX Runtime's session
+ * Worker-thread entry hosting one StreamEngine (started by EngineThread). ONNX Runtime's session
  * creation and `run` are synchronous on the calling thread, so each pipeline gets a thread of its
  * own: the media node's event loop (RTP, HTTP) never waits on inference, and a reload builds its
  * new pipeline in a second thread while this one keeps serving.
@@ -16,8 +16,8 @@ import * as ort from 'onnxruntime-node';
 import pino, { type Logger } from 'pino';
 import type { Frame } from './Frame.ts';
 import type { FetchImage } from './IpAdapter.ts';
-import { LocalPipeline } from './LocalPipeline.ts';
-import type { HostRequest, ProcessReply, WorkerMessage, WorkerOpenOptions } from './PipelineHost.ts';
+import { StreamEngine } from './StreamEngine.ts';
+import type { HostRequest, ProcessReply, WorkerMessage, WorkerOpenOptions } from './EngineThread.ts';
 
 // ORT logs a provider-library error while a worker's environment is torn down (the CPU build
 // has no providers_shared library); real failures still throw.
@@ -33,9 +33,9 @@ setFlagsFromString('--expose-gc');
 const collect = runInNewContext('gc') as () => void;
 
 const port = parentPort;
-if (!port) throw new Error('PipelineWorker must run in a worker thread');
+if (!port) throw new Error('EngineWorker must run in a worker thread');
 
-let pipeline: LocalPipeline | null = null;
+let pipeline: StreamEngine | null = null;
 let nextFetch = 0;
 const fetches = new Map<number, { resolve: (b: Buffer) => void; reject: (e: Error) => void }>();
 
@@ -54,7 +54,7 @@ function loggerFor(o: WorkerOpenOptions): Logger {
   return pino({ level: o.logLevel, base: null, timestamp: false }, { write: (line: string) => post({ op: 'log', line }) });
 }
 
-function open(): LocalPipeline {
+function open(): StreamEngine {
   if (!pipeline) throw new Error('pipeline not opened');
   return pipeline;
 }
@@ -77,7 +77,7 @@ async function handle(m: HostRequest): Promise<void> {
     switch (m.op) {
       case 'open': {
         const { logLevel: _level, canFetch, ...rest } = m.opts;
-        pipeline = await LocalPipeline.open({ ...rest, logger: loggerFor(m.opts), ...(canFetch ? { fetchImage } : {}) });
+        pipeline = await StreamEngine.open({ ...rest, logger: loggerFor(m.opts), ...(canFetch ? { fetchImage } : {}) });
         post({ op: 'reply', id: m.id, value: null, status: pipeline.status() });
         return;
       }

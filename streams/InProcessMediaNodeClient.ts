@@ -8,7 +8,7 @@ import type { MediaNode, RtmpDestination, StreamParams as NodeParams } from '../
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
-export interface LocalMediaNodeClientOptions {
+export interface InProcessMediaNodeClientOptions {
   node: MediaNode;
   /** Default `local`. */
   nodeId?: string;
@@ -33,19 +33,19 @@ function engineRestarts(pipeline: Record<string, unknown> | null | undefined) {
   };
 }
 
-export class LocalMediaNodeClient implements MediaNodeClient {
+export class InProcessMediaNodeClient implements MediaNodeClient {
   readonly nodeId: string;
   readonly #node: MediaNode;
-  readonly #opts: LocalMediaNodeClientOptions;
+  readonly #opts: InProcessMediaNodeClientOptions;
   readonly #log: Logger;
   readonly #handlers = new Set<(e: NodeEvent) => void>();
   #closed = false;
 
-  constructor(opts: LocalMediaNodeClientOptions) {
+  constructor(opts: InProcessMediaNodeClientOptions) {
     this.#node = opts.node;
     this.#opts = opts;
     this.nodeId = opts.nodeId ?? 'local';
-    this.#log = opts.logger.child({ module: 'LocalMediaNodeClient' });
+    this.#log = opts.logger.child({ module: 'InProcessMediaNodeClient' });
     const nodeId = this.nodeId;
     this.#node.on('started', (i) => this.#emit({ type: 'started', nodeId, streamId: i.streamId, startedAt: i.startedAt }));
     this.#node.on('live', (i) => this.#emit({ type: 'live', nodeId, streamId: i.streamId, lastSignalAt: i.lastSignalAt, outputFps: i.outputFps }));

@@ -1,7 +1,7 @@
 /**
  * One built diffusion pipeline in the calling thread: models, processor chains, similarity
  * filter for a fixed set of reload params, with hot params applied on the next frame. A
- * FramePipeline runs each LocalPipeline in a worker thread of its own and builds a new one for
+ * FramePipeline runs each StreamEngine in a worker thread of its own and builds a new one for
  * a reload (design.md "The diffusion pipeline").
  */
 import { join } from 'node:path';
@@ -56,7 +56,7 @@ function unsupportedOf(p: StreamParams, e?: Engine): string[] {
 
 const NO_EXTRAS = { safety: null, ip: null, ipTokens: null, ipUrl: null, ipState: 'off', ipError: null } as const;
 
-export class LocalPipeline {
+export class StreamEngine {
   readonly #o: FramePipelineOptions;
   readonly #log: Logger;
   #target: StreamParams;
@@ -82,9 +82,9 @@ export class LocalPipeline {
   };
 
   /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
-  static async open(o: FramePipelineOptions): Promise<LocalPipeline> {
+  static async open(o: FramePipelineOptions): Promise<StreamEngine> {
     const params = assertParams(mergeParams(null, o.params));
-    const p = new LocalPipeline(o, params);
+    const p = new StreamEngine(o, params);
     p.#engine = await p.#build(params, p.#log);
     p.#warnUnsupported(params);
     return p;
@@ -92,7 +92,7 @@ export class LocalPipeline {
 
   private constructor(o: FramePipelineOptions, params: StreamParams) {
     this.#o = o;
-    this.#log = o.logger.child({ module: 'native/LocalPipeline' });
+    this.#log = o.logger.child({ module: 'native/StreamEngine' });
     this.#target = params;
   }
 
@@ -234,7 +234,7 @@ export class LocalPipeline {
 
   /**
    * Applies hot params from the next frame. Throws for bad values, and for reload params: those
-   * need a new LocalPipeline (FramePipeline builds one in another thread).
+   * need a new StreamEngine (FramePipeline builds one in another thread).
    */
   update(patch: ParamsPatch): { hot: string[] } {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');

@@ -20,8 +20,8 @@ export interface AppPipelineOptions {
   /** What the pipeline is, for errors and logs (e.g. `encoder [codec:VP8]`). */
   what: string;
   logger: Logger;
-  /** Called on the main thread with each appsink sample, in order. */
-  onSample: (buf: Buffer) => void;
+  /** Called on the main thread with each appsink sample and its PTS (ns; -1: none), in order. */
+  onSample: (buf: Buffer, pts: number) => void;
   /**
    * The Buffer given to onSample is only valid during the call (it views the sample's memory and
    * is emptied afterwards): no copy per sample. For large samples consumed at once. Default false.
@@ -60,11 +60,11 @@ export class AppPipeline {
     try {
       this.#handle = loadGst().create(
         opts.launch,
-        (bufs) => {
-          for (const buf of bufs) {
+        (bufs, pts) => {
+          for (let i = 0; i < bufs.length; i++) {
             if (this.#closed) return;
             this.samples++;
-            opts.onSample(buf);
+            opts.onSample(bufs[i]!, pts[i] ?? -1);
           }
         },
         (message) => this.#onError(message),
@@ -83,11 +83,14 @@ export class AppPipeline {
     this.#opts.onError?.(message);
   }
 
-  /** Copies `data` into the appsrc (its own bound decides what is dropped). */
-  push(data: Uint8Array): void {
+  /**
+   * Copies `data` into the appsrc (its own bound decides what is dropped). With `stamp`, returns
+   * the PTS (ns) it was given, which the sample made of it carries (-1: refused); else 0.
+   */
+  push(data: Uint8Array, stamp = false): number {
     if (this.#closed) throw new InvalidStateError(`${this.#opts.what} closed`);
     this.pushed++;
-    loadGst().push(this.#handle, data);
+    return loadGst().push(this.#handle, data, stamp);
   }
 
   /** Sets the `caps` of the named element (an appsrc or capsfilter); applies from the next buffer. */

@@ -18,8 +18,10 @@ export interface EncodedAccessUnit {
   keyframe: boolean;
   /** performance.now() when the AU reached Node. */
   atMs: number;
-  /** ms from the frame push to this AU (valid while the encoder is 1-in-1-out, as zerolatency is). */
+  /** ms from its frame's push to this AU (-1: unknown). */
   encodeMs: number;
+  /** Which frame this is: the number `EncoderBin.push` returned for it (its PTS, ns; -1: unknown). */
+  pts: number;
 }
 
 export interface EncoderBinOptions extends VideoEncoderBinOptions {
@@ -37,10 +39,10 @@ export class EncoderBin extends VideoEncoderBin {
       'encoder',
       `x264enc name=enc tune=zerolatency speed-preset=ultrafast threads=1 bframes=0 key-int-max=${opts.keyIntFrames} bitrate=${opts.bitrateKbps} ` +
         `! video/x-h264,profile=constrained-baseline ! h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream,alignment=au`,
-      (buf, atMs, encodeMs) => {
+      (buf, atMs, encodeMs, pts) => {
         const nals = splitAnnexB(buf);
         this.accessUnitsOut++;
-        opts.onAccessUnit({ nals, keyframe: isH264Keyframe(nals), atMs, encodeMs });
+        opts.onAccessUnit({ nals, keyframe: isH264Keyframe(nals), atMs, encodeMs, pts });
       },
     );
   }

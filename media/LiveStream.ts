@@ -361,15 +361,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
-    this.#landings.pushed(marks);
     this.#livePushed = true;
     this.#lastPushedDecodedAtMs = inputAtMs;
     this.#slate.live(frame, performance.now());
-    this.#pushToEncoders(frame);
+    this.#landings.pushed(marks, this.#pushToEncoders(frame));
   }
 
-  /** One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and the VP8 branch. */
-  #pushToEncoders(frame: Frame): void {
+  /**
+   * One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and the
+   * VP8 branch. Returns the PTS the H.264 encoder gave it (its access unit carries it; -1: refused).
+   */
+  #pushToEncoders(frame: Frame): number {
     if (!this.#encoder || this.#encoder.width !== frame.width || this.#encoder.height !== frame.height) {
       this.#encoder?.close();
       this.#encoder = new EncoderBin({
@@ -384,8 +386,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         onAccessUnit: (au) => this.#onAccessUnit(au),
       });
     }
-    this.#encoder.push(frame);
+    const pts = this.#encoder.push(frame);
     this.#vp8.push(frame);
+    return pts;
   }
 
   /** The encoder a viewer of `codec` is fed from (null while it is not running). */
@@ -399,12 +402,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const slate = this.#slate.accessUnitOut();
     if (!slate) {
       this.#outRate.mark(au.atMs);
-      this.#encodeT.add(au.encodeMs);
+      if (au.encodeMs >= 0) this.#encodeT.add(au.encodeMs);
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
     // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
     const ts = this.#viewers.rtpTimestamp(au.atMs);
-    this.#landings.accessUnit(this.#outRate.count, ts);
+    this.#landings.accessUnit(au.pts, this.#outRate.count, ts);
     const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
     this.#viewers.sendH264(nals, ts, au.keyframe);
     this.#outputs.pushVideo(au);

@@ -60,9 +60,8 @@ export class ParamsLandings {
   #lastFrameSeenAt = 0;
   /** Landings that wait for a frame to reach the encoder (the processor dropped theirs). */
   #carry: ParamsMark[] = [];
-  /** Frames pushed to the H.264 encoder, and the landings waiting for their access unit. */
-  #framesPushed = 0;
-  #auMarks: { n: number; marks: ParamsMark[]; frameAt: number | null; prevFrameAt: number | null }[] = [];
+  /** Live frames in the H.264 encoder with landings waiting for their access unit, oldest first, by the PTS their push returned. */
+  #auMarks: { pts: number; marks: ParamsMark[]; frameAt: number | null; prevFrameAt: number | null }[] = [];
   /** prevFrameAt of a frame's landings, keyed by their array (set by atFrame, read by pushed). */
   readonly #prevFrameAt = new WeakMap<ParamsMark[], number | null>();
   #closed = false;
@@ -115,19 +114,27 @@ export class ParamsLandings {
     this.#carry.push(...marks);
   }
 
-  /** A live frame carrying `marks` was pushed to the H.264 encoder. */
-  pushed(marks: ParamsMark[]): void {
-    this.#framesPushed++;
-    if (marks.length > 0) this.#auMarks.push({ n: this.#framesPushed, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
+  /**
+   * A live frame carrying `marks` was pushed to the H.264 encoder, which gave it `pts` (strictly
+   * increasing; -1: the encoder refused it, and the next frame carries its landings).
+   */
+  pushed(marks: ParamsMark[], pts: number): void {
+    if (marks.length === 0) return;
+    if (pts < 0) {
+      this.#carry.push(...marks);
+      return;
+    }
+    this.#auMarks.push({ pts, marks, frameAt: this.#lastFrameAt, prevFrameAt: this.#prevFrameAt.get(marks) ?? null });
   }
 
   /**
-   * The `n`th live access unit came out at RTP time `rtpTimestamp`. The encoder emits one per frame
-   * pushed, in order (its leaky input may drop a raw frame under overload: a landing then names the
-   * next frame that came out).
+   * The access unit of the frame pushed with `pts` came out: live output frame `n`, at RTP time
+   * `rtpTimestamp`. Its landings name it, and so do those of older frames that never came out
+   * (dropped by the encoder's leaky input under overload: this is the first frame carrying them).
+   * Exact, whatever was dropped: each access unit says which push it encodes.
    */
-  accessUnit(n: number, rtpTimestamp: number): void {
-    while (this.#auMarks.length > 0 && this.#auMarks[0]!.n <= n) {
+  accessUnit(pts: number, n: number, rtpTimestamp: number): void {
+    while (this.#auMarks.length > 0 && this.#auMarks[0]!.pts <= pts) {
       const q = this.#auMarks.shift()!;
       for (const m of q.marks) this.#land(m, n, q.frameAt, q.prevFrameAt, rtpTimestamp);
     }

@@ -4,7 +4,8 @@
  * the appsrc's caps follow each frame's layout), the codec's elements, encoded
  * samples out of a non-dropping appsink (a dropped sample corrupts the references: if Node stops
  * pulling the encoder blocks and the appsrc drops the oldest raw frames instead), rate-limited
- * forced key units, and the push→output latency of a 1-in-1-out encoder.
+ * forced key units, and which push each encoded sample is (every push is stamped with a PTS the
+ * encoder carries to its output), with the push→output latency of that very frame.
  */
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
@@ -22,6 +23,9 @@ export interface VideoEncoderBinOptions {
   logger: Logger;
 }
 
+/** Pushed frames remembered while waiting for their output (far above what the encoder holds). */
+const MAX_IN_FLIGHT = 64;
+
 export abstract class VideoEncoderBin {
   readonly width: number;
   readonly height: number;
@@ -29,17 +33,22 @@ export abstract class VideoEncoderBin {
   readonly #what: string;
   readonly #fps: number;
   #format: PixelFormat = 'RGB';
-  #lastPushMs = 0;
+  /**
+   * Frames pushed and not yet out, oldest first: their PTS (ns) and push time (performance.now()).
+   * An output older than the head means the head was dropped (leaky appsrc): it goes.
+   */
+  readonly #inFlight: { pts: number; atMs: number }[] = [];
 
   /**
    * `encode` is the launch fragment from I420 to the encoded caps (ending before the appsink);
-   * `onSample` gets each encoded sample with its arrival time and the ms since the last push.
+   * `onSample` gets each encoded sample with its arrival time, the ms since its frame's push (-1:
+   * unknown) and its PTS, the number `push` returned for that frame (-1: unknown).
    */
   protected constructor(
     opts: VideoEncoderBinOptions,
     what: string,
     encode: string,
-    onSample: (buf: Buffer, atMs: number, encodeMs: number) => void,
+    onSample: (buf: Buffer, atMs: number, encodeMs: number, pts: number) => void,
   ) {
     this.width = opts.width;
     this.height = opts.height;
@@ -54,9 +63,12 @@ export abstract class VideoEncoderBin {
       logger: opts.logger,
       keyUnitMinIntervalMs: opts.keyUnitMinIntervalMs,
       nice: opts.nice ?? 0,
-      onSample: (buf) => {
+      onSample: (buf, pts) => {
         const atMs = performance.now();
-        onSample(buf, atMs, atMs - this.#lastPushMs);
+        const q = this.#inFlight;
+        while (q.length > 0 && q[0]!.pts < pts) q.shift();
+        const pushedAt = q.length > 0 && q[0]!.pts === pts ? q.shift()!.atMs : undefined;
+        onSample(buf, atMs, pushedAt === undefined ? -1 : atMs - pushedAt, pts);
       },
     });
     opts.logger.debug(`${new.target.name}() | started [size:${opts.width}x${opts.height}]`);
@@ -76,8 +88,11 @@ export abstract class VideoEncoderBin {
     return this.#bin.keyUnitsForced;
   }
 
-  /** Queues one RGB frame (oldest dropped if the encoder is 2 frames behind). */
-  push(frame: Frame): void {
+  /**
+   * Queues one frame (oldest dropped if the encoder is 2 frames behind) and returns its PTS: the
+   * sample it becomes is handed to `onSample` with this number (strictly increasing; -1: refused).
+   */
+  push(frame: Frame): number {
     if (this.#bin.closed) throw new InvalidStateError(`${this.#what} closed`);
     const format = frame.format ?? 'RGB';
     if (frame.width !== this.width || frame.height !== this.height || frame.data.length !== frameBytes(this.width, this.height, format)) {
@@ -88,8 +103,14 @@ export abstract class VideoEncoderBin {
       this.#format = format;
       this.#bin.setCaps('src', this.#caps(format));
     }
-    this.#lastPushMs = performance.now();
-    this.#bin.push(frame.data);
+    const pts = this.#bin.push(frame.data, true);
+    if (pts >= 0) {
+      // Bounded: the appsrc holds 2 frames and the encoder 1–2, so entries only pile up if the
+      // encoder stopped giving output (its error closes the stream's encoder anyway).
+      if (this.#inFlight.length >= MAX_IN_FLIGHT) this.#inFlight.shift();
+      this.#inFlight.push({ pts, atMs: performance.now() });
+    }
+    return pts;
   }
 
   /** Asks for a key frame; requests inside keyUnitMinIntervalMs of the last one are coalesced. */

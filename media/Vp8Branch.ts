@@ -117,7 +117,7 @@ export class Vp8Branch {
   #onFrame(f: EncodedVp8Frame): void {
     if (this.#closed) return;
     this.#framesOut++;
-    this.#encodeT.add(f.encodeMs);
+    if (f.encodeMs >= 0) this.#encodeT.add(f.encodeMs);
     const packets = this.#packetizer.packetize(f.data, this.#opts.rtpTimestamp(f.atMs));
     this.#opts.onPackets(packets, f.keyframe);
   }

@@ -17,11 +17,16 @@ interface GstAddon {
    * Builds the pipeline and sets it PLAYING; throws when it does not build or start. With
    * `borrow`, each Buffer handed to onSamples views the sample's memory and is detached (length 0)
    * when onSamples returns: no copy, no allocation; callers that keep data must copy it. `nice`
-   * (Linux) lowers the priority of the pipeline's streaming threads.
+   * (Linux) lowers the priority of the pipeline's streaming threads. `pts[i]` is `bufs[i]`'s PTS in
+   * ns (-1: none).
    */
-  create(launch: string, onSamples: (bufs: Buffer[]) => void, onError: (message: string) => void, borrow?: boolean, nice?: number): GstHandle;
-  /** Copies `data` into a new buffer on the appsrc; false once closed or when the appsrc refuses. */
-  push(handle: GstHandle, data: Uint8Array): boolean;
+  create(launch: string, onSamples: (bufs: Buffer[], pts: number[]) => void, onError: (message: string) => void, borrow?: boolean, nice?: number): GstHandle;
+  /**
+   * Copies `data` into a new buffer on the appsrc: 0, or -1 once closed or when the appsrc refuses.
+   * With `stamp` the buffer's PTS is set now (ns, monotonic, strictly increasing per pipeline) and
+   * returned; the sample an encoder makes of it carries the same PTS.
+   */
+  push(handle: GstHandle, data: Uint8Array, stamp?: boolean): number;
   /** Sends an upstream force-key-unit event from the appsink's sink pad. */
   forceKeyUnit(handle: GstHandle, count: number): boolean;
   /** Sets the `caps` of the named element (appsrc, capsfilter); the pipeline renegotiates on the next buffer. */

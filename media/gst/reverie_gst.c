@@ -2,8 +2,9 @@
  * reverie_gst: the GStreamer surface the media bins need, as a small N-API addon.
  *
  * One object per `gst-launch` description holding `appsrc name=src` and `appsink name=sink`:
- *   create(launch, onSamples, onError, borrow) -> handle
- *   push(handle, bytes)                  copies bytes into a GstBuffer on the appsrc
+ *   create(launch, onSamples, onError, borrow, nice) -> handle   onSamples(buffers, pts)
+ *   push(handle, bytes, stamp?) -> pts   copies bytes into a GstBuffer on the appsrc; with `stamp`,
+ *                                        stamps its PTS and returns it (the sample it becomes says it)
  *   forceKeyUnit(handle, count)          upstream GstForceKeyUnit from the appsink's sink pad
  *   setCaps(handle, element, caps)       sets an element's `caps` (appsrc, capsfilter) while playing
  *   close(handle)                        NULL state, callbacks and GStreamer objects released (idempotent)
@@ -89,7 +90,18 @@ typedef struct {
   int nice;
   /* Owners of this struct (JS thread only): the JS handle's wrap and the thread-safe function. */
   int owners;
+  /* The last PTS push(…, stamp) gave, ns (JS thread only): stamps strictly increase per bin. */
+  GstClockTime last_pts;
 } AppBin;
+
+/*
+ * Stamped PTS start here, ns (1000 hours). x264enc asks its base class for a minimum PTS of 1000 h
+ * (so B-frame DTS never go negative) and shifts every timestamp below it by the first frame's
+ * distance to it, which would make an access unit's PTS differ from its frame's by an offset
+ * unknown to the pusher. PTS at or above it are passed through unchanged (checked in
+ * test/media/EncoderBin.test.ts).
+ */
+#define STAMP_BASE_NS ((GstClockTime)1000 * 3600 * GST_SECOND)
 
 /* GstPipelines created by create() and not yet finalized (any thread; atomic). */
 static gint live_pipelines = 0;
@@ -209,8 +221,9 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
   g_free(note);
   /* Reset first: a sample that lands while we drain schedules the next drain. */
   g_atomic_int_set(&bin->notified, 0);
-  napi_value list;
+  napi_value list, pts_list;
   napi_create_array(env, &list);
+  napi_create_array(env, &pts_list);
   uint32_t n = 0;
   /* Lent samples stay mapped until the callback returns. */
   GstSample *lent[DRAIN_BATCH];
@@ -227,7 +240,10 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
       gst_sample_unref(sample);
       continue;
     }
-    napi_value buf;
+    napi_value buf, pts;
+    /* The buffer's PTS in ns (-1: none), so an owner that stamped its pushes knows which this is. */
+    napi_create_double(env, GST_BUFFER_PTS_IS_VALID(buffer) ? (double)GST_BUFFER_PTS(buffer) : -1.0, &pts);
+    napi_set_element(env, pts_list, n, pts);
     if (bin->borrow && map.size > 0 && napi_create_external_buffer(env, map.size, map.data, NULL, NULL, &buf) == napi_ok) {
       lent[nlent] = sample;
       maps[nlent] = map;
@@ -247,8 +263,9 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data) {
     uint32_t outer_count = lending_count;
     lending = table;
     lending_count = nlent;
+    napi_value args[2] = {list, pts_list};
     napi_get_reference_value(env, bin->on_samples, &fn);
-    napi_call_function(env, undefined, fn, 1, &list, NULL);
+    napi_call_function(env, undefined, fn, 2, args, NULL);
     lending = outer;
     lending_count = outer_count;
   }
@@ -375,6 +392,7 @@ static napi_value create(napi_env env, napi_callback_info info) {
   g_object_weak_ref(G_OBJECT(pipeline), on_pipeline_finalized, NULL);
   AppBin *bin = g_new0(AppBin, 1);
   bin->owners = 2;
+  bin->last_pts = GST_CLOCK_TIME_NONE;
   bin->pipeline = pipeline;
   bin->src = src;
   bin->sink = sink;
@@ -407,10 +425,16 @@ static napi_value create(napi_env env, napi_callback_info info) {
   return handle;
 }
 
-/* push(handle, bytes: Uint8Array): boolean — false once closed or when the appsrc refuses. */
+/*
+ * push(handle, bytes: Uint8Array, stamp?: boolean): number — 0 when pushed, -1 once closed or
+ * when the appsrc refuses. With `stamp` the buffer gets a PTS here (ns on the monotonic clock,
+ * strictly increasing per bin; do-timestamp only fills a PTS that is not set) and the call
+ * returns it: an encoder carries each frame's PTS to the access unit it becomes, so the owner
+ * knows exactly which push each sample encodes, whatever a leaky queue or the encoder dropped.
+ */
 static napi_value push(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], result;
+  size_t argc = 3;
+  napi_value argv[3], result;
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   AppBin *bin = unwrap(env, argv[0]);
   if (!bin) return NULL;
@@ -423,7 +447,9 @@ static napi_value push(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "reverie_gst: push needs a Uint8Array");
     return NULL;
   }
-  gboolean ok = FALSE;
+  bool stamp = false;
+  if (argc >= 3) napi_get_value_bool(env, argv[2], &stamp);
+  double out = -1.0;
   if (!g_atomic_int_get(&bin->closed)) {
     GstBuffer *buffer = lent_buffer(data, length);
     if (buffer) {
@@ -436,9 +462,17 @@ static napi_value push(napi_env env, napi_callback_info info) {
       buffer = new_buffer(bin, length);
       gst_buffer_fill(buffer, 0, data, length);
     }
-    ok = gst_app_src_push_buffer(GST_APP_SRC(bin->src), buffer) == GST_FLOW_OK;
+    GstClockTime pts = GST_CLOCK_TIME_NONE;
+    if (stamp) {
+      pts = STAMP_BASE_NS + (GstClockTime)g_get_monotonic_time() * GST_USECOND;
+      /* Whole µs: JS reads them as doubles, exact for multiples of 8 ns up to 2^56 ns (834 days). */
+      if (bin->last_pts != GST_CLOCK_TIME_NONE && pts <= bin->last_pts) pts = bin->last_pts + GST_USECOND;
+      bin->last_pts = pts;
+      GST_BUFFER_PTS(buffer) = pts;
+    }
+    if (gst_app_src_push_buffer(GST_APP_SRC(bin->src), buffer) == GST_FLOW_OK) out = stamp ? (double)pts : 0.0;
   }
-  CHECK(env, napi_get_boolean(env, ok, &result));
+  CHECK(env, napi_create_double(env, out, &result));
   return result;
 }
 

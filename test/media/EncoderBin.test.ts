@@ -2,6 +2,7 @@
  * The stream's one encoder (real GStreamer x264): constrained-baseline access units with SPS/PPS
  * before every IDR, and forced key units on request, coalesced by the minimum interval.
  */
+import { execFileSync } from 'node:child_process';
 import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
@@ -38,4 +39,54 @@ t.test('encodes RGB frames to constrained-baseline AUs and forces a key unit on 
   enc.close();
   enc.close();
   t.throws(() => enc.push({ width: 128, height: 128, data, ptsMs: 0 }), /closed/, 'push after close throws InvalidStateError');
+});
+
+t.test('each access unit names the push it encodes, whatever the leaky input dropped', { timeout: 60_000 }, async (t) => {
+  const aus: EncodedAccessUnit[] = [];
+  let waitFor: { pts: number; resolve: () => void } | undefined;
+  const enc = new EncoderBin({
+    width: 64, height: 64, fps: 30, bitrateKbps: 800, keyIntFrames: 300, keyUnitMinIntervalMs: 0, logger: pino({ level: 'silent' }),
+    onAccessUnit: (au) => {
+      aus.push(au);
+      if (waitFor && au.pts >= waitFor.pts) waitFor.resolve();
+    },
+  });
+  t.teardown(() => enc.close());
+  // Frame i is a flat grey of 20 + 4·i: its decoded brightness says which frame an AU is.
+  const pushed: number[] = [];
+  const push = (i: number) => {
+    const pts = enc.push({ width: 64, height: 64, data: new Uint8Array(64 * 64 * 3).fill(20 + 4 * i), ptsMs: i });
+    t.ok(pts > (pushed.at(-1) ?? -1), `frame ${i}: a PTS after the last one`);
+    pushed.push(pts);
+  };
+  // 40 frames in bursts of 10 pushed at once: the 2-frame leaky input drops some.
+  for (let b = 0; b < 4; b++) {
+    for (let i = 0; i < 10; i++) push(b * 10 + i);
+    await new Promise((r) => setImmediate(r));
+  }
+  // One more frame on its own: once its AU is out, every earlier frame came out or was dropped.
+  push(40);
+  await new Promise<void>((resolve) => {
+    waitFor = { pts: pushed[40]!, resolve };
+    if (aus.some((a) => a.pts >= pushed[40]!)) resolve();
+  });
+  const idx = aus.map((a) => pushed.indexOf(a.pts));
+  t.ok(idx.every((i) => i >= 0), 'every AU carries the PTS of a pushed frame');
+  t.ok(idx.every((i, k) => k === 0 || i > idx[k - 1]!), 'in push order, none twice');
+  t.ok(aus.length < pushed.length, `the burst made the input drop frames (${aus.length} AUs for ${pushed.length} pushes)`);
+  t.ok(aus.every((a) => a.encodeMs >= 0), 'each AU knows its own frame’s encode time');
+  // Decode the AUs as one H.264 stream and read each picture's brightness.
+  const annexB = Buffer.concat(aus.flatMap((a) => a.nals.flatMap((n) => [Buffer.from([0, 0, 0, 1]), Buffer.from(n)])));
+  const gray = execFileSync('ffmpeg', ['-v', 'error', '-f', 'h264', '-i', 'pipe:0', '-fps_mode', 'passthrough', '-f', 'rawvideo', '-pix_fmt', 'gray', 'pipe:1'], { input: annexB, maxBuffer: 64 << 20 });
+  const n = gray.length / (64 * 64);
+  t.equal(n, aus.length, 'one decoded picture per AU');
+  const luma = Array.from({ length: n }, (_, k) => gray.subarray(k * 4096, (k + 1) * 4096).reduce((s, v) => s + v, 0) / 4096);
+  // Brightness is linear in the frame index: fit it over the AUs, and each AU must sit on the line
+  // within a fraction of one frame's step (a picture one frame off would be a whole step away).
+  const mx = idx.reduce((s, v) => s + v, 0) / n;
+  const my = luma.reduce((s, v) => s + v, 0) / n;
+  const slope = idx.reduce((s, v, k) => s + (v - mx) * (luma[k]! - my), 0) / idx.reduce((s, v) => s + (v - mx) ** 2, 0);
+  const worst = Math.max(...luma.map((y, k) => Math.abs(y - (my + slope * (idx[k]! - mx)))));
+  t.ok(slope > 2, `brightness grows with the frame index (${slope.toFixed(2)} levels per frame)`);
+  t.ok(worst < slope / 3, `each AU decodes to the frame its PTS names (worst ${worst.toFixed(2)} levels off, a frame is ${slope.toFixed(2)})`);
 });

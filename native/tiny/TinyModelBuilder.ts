@@ -3,8 +3,10 @@
  * the diffusers/optimum layout, for tests and the demo default. They are NOT generative models:
  * the VAE is a fixed 8×8 average-pool / linear-resize pair (so the picture survives the round
  * trip), the UNet predicts ≈ √(1−ᾱ_t)·sample plus a prompt-conditioned residual through real
- * cross-attention, so prompts and seeds visibly change the output. Every folder's config says
- * `"_demo": true`.
+ * cross-attention, plus two large-scale paths so prompts and seeds change the picture in ways a
+ * viewer sees through H.264 and in thumbnails: a global brightness from the prompt's words (a
+ * "tone" channel of the text encoder) and low-frequency blobs from the seed's noise. Every folder's
+ * config says `"_demo": true`.
  *
  * Layout (reference/live-diffusion.md §5.1):
  *   <modelsDir>/<model_id>/model_index.json, scheduler/scheduler_config.json,
@@ -55,9 +57,10 @@ export const DEMO_MODEL_IDS = ['stabilityai/sd-turbo', 'stabilityai/sdxl-turbo',
  * Version of what a demo model folder holds (model_index.json `_demo_version`). Raised whenever the
  * builder writes different parts, so a start-up rewrites demo folders an older build left
  * (2: every runnable ControlNet of the family with a residual-input UNet, and the IP-Adapter image
- * encoder on families that take one).
+ * encoder on families that take one; 3: the prompt's tone → brightness and the seed's low-frequency
+ * paths).
  */
-export const DEMO_MODEL_VERSION = 2;
+export const DEMO_MODEL_VERSION = 3;
 
 /**
  * What a demo model of `modelId` needs so every ControlNet and IP-Adapter the API accepts for it runs
@@ -125,7 +128,7 @@ export function buildTinyModel(modelsDir: string, modelId: string, options: Tiny
   write('tokenizer', 'special_tokens_map.json', JSON.stringify({ bos_token: '<|startoftext|>', eos_token: '<|endoftext|>', unk_token: '<|endoftext|>', pad_token: '<|endoftext|>' }));
   write('tokenizer', 'tokenizer_config.json', JSON.stringify({ model_max_length: o.maxLength, do_lower_case: true, tokenizer_class: 'CLIPTokenizer', _demo: true }));
 
-  write('text_encoder', 'model.onnx', textEncoder(o, vocabSize, randn));
+  write('text_encoder', 'model.onnx', textEncoder(o, vocabSize, [vocab['<|startoftext|>'] as number, vocab['<|endoftext|>'] as number], randn));
   write('unet', 'model.onnx', unet(o, randn));
   write('vae_encoder', 'model.onnx', vaeEncoder(o, randn));
   write('vae_decoder', 'model.onnx', vaeDecoder(o, randn));
@@ -298,7 +301,14 @@ function imageEncoder(o: Opts, randn: Randn): Uint8Array {
   return g.encode({ demo: 'true' });
 }
 
-function textEncoder(o: Opts, vocabSize: number, randn: Randn): Uint8Array {
+/**
+ * Per-token "tone" (embedding channel 0 of the text encoder's output): a random N(0,1) number per
+ * vocabulary entry, 0 for the start/end/padding tokens, so the sum over a prompt's tokens depends on
+ * its words only (padding does not dilute it). The UNet turns that sum into a global brightness.
+ */
+const TONE_CHANNEL = 0;
+
+function textEncoder(o: Opts, vocabSize: number, special: number[], randn: Randn): Uint8Array {
   const D = o.embedDim;
   const g = new OnnxGraph('text_encoder');
   const ids = g.input('input_ids', o.inputIdsType, ['batch', 'sequence']);
@@ -314,12 +324,30 @@ function textEncoder(o: Opts, vocabSize: number, randn: Randn): Uint8Array {
   const ctx = g.op1('MatMul', [g.op1('ReduceMean', [ln], { axes: [1], keepdims: 1 }), g.f32('w_ctx', [D, D], randn(D * D, 1 / Math.sqrt(D)))]);
   const mlp = g.op1('Tanh', [g.op1('MatMul', [ln, g.f32('w_mlp', [D, D], randn(D * D, 1 / Math.sqrt(D)))])]);
   const h2 = g.op1('Add', [h, g.op1('Add', [mlp, ctx])]);
-  const last = g.op1('LayerNormalization', [h2, ones, zeros], { axis: -1, epsilon: 1e-5 }, 'last_hidden_state');
+  // The last norm leaves the tone channel at exactly 0 (scale and bias 0 there); the token's tone
+  // is written into it, one-hot over D.
+  const oneHot = (c: number) => Float32Array.from({ length: D }, (_, i) => (i === c ? 1 : 0));
+  const lastScale = g.f32('ln_out_scale', [D], Float32Array.from({ length: D }, (_, i) => (i === TONE_CHANNEL ? 0 : 1)));
+  const normed = g.op1('LayerNormalization', [h2, lastScale, zeros], { axis: -1, epsilon: 1e-5 });
+  const toneTable = randn(vocabSize, 1);
+  for (const id of special) toneTable[id] = 0;
+  const tone = g.op1('Gather', [g.f32('token_tone', [vocabSize, 1], toneTable), ids], { axis: 0 });
+  const last = g.op1('Add', [normed, g.op1('Mul', [tone, g.f32('tone_onehot', [D], oneHot(TONE_CHANNEL))])], {}, 'last_hidden_state');
   g.op1('ReduceMean', [last], { axes: [1], keepdims: 0 }, 'pooler_output');
   g.output('last_hidden_state', 'float32', ['batch', 'sequence', D]);
   g.output('pooler_output', 'float32', ['batch', D]);
   return g.encode({ demo: 'true' });
 }
+
+/** Brightness the prompt's tone moves the output by, at most, in [−1, 1] pixel units (0.3 ≈ 38 luma levels). */
+const TONE_AMPLITUDE = 0.3;
+/** Slope of the tone → brightness tanh: a 3-word prompt's sum (std √3) lands mostly in its linear part. */
+const TONE_GAIN = 0.5;
+
+/** Latent pixels per side the seed's large-scale structure is pooled over (8 = 64 image px; the smallest frame, 64 px, is one block). */
+const SEED_POOL = 8;
+/** Gain on that pooled field: pooled unit noise has std 1/SEED_POOL, so ≈ 0.19 in [−1, 1] units (≈ 24 luma levels) at high noise. */
+const SEED_GAIN = 1.5;
 
 function unet(o: Opts, randn: Randn): Uint8Array {
   const C = o.latentChannels;
@@ -356,7 +384,28 @@ function unet(o: Opts, randn: Randn): Uint8Array {
   const h2a = g.op1('Add', [h1, g.op1('Reshape', [g.op1('Transpose', [attn], { perm: [0, 2, 1] }), hShape])]);
   const h2 = cn ? g.op1('Add', [h2a, res[2] as string]) : h2a;
   const r = g.op1('Conv', [h2, g.f32('w_out', [C, H, 3, 3], randn(C * H * 9, 0.05 / Math.sqrt(H * 9))), g.f32('b_out', [C], new Float32Array(C))], { pads: [1, 1, 1, 1], kernel_shape: [3, 3] });
-  g.op1('Add', [g.op1('Mul', [sample, betaT]), r], {}, 'out_sample');
+  // Global tone: the prompt's summed token tone (text channel TONE_CHANNEL) → a brightness
+  // b = TONE_AMPLITUDE·tanh(TONE_GAIN·Σ tone), the same over the whole frame and on every latent
+  // channel (the decoder reads channels 0–2 as RGB). Predicted as noise −(α_t/β_t)·b, so the LCM
+  // step's x0 = c_out·(x − β_t·ε)/α_t + … carries +c_out·b whatever the timestep. Why: the random
+  // cross-attention path only moves fine, noise-like detail, which a viewer's H.264 and any
+  // thumbnail smooth away; a real model's prompt changes the whole picture, and this path gives the
+  // demo one large-scale, smooth (and, along a linear prompt blend, monotonic) answer to the prompt.
+  const ratioTable = Float32Array.from(sched.alphasCumprod, (a) => Math.sqrt(a) / Math.sqrt(Math.max(1 - a, 1e-12)));
+  const ratioT = g.op1('Reshape', [g.op1('Gather', [g.f32('ratio_table', [1000], ratioTable), tIdx], { axis: 0 }), g.i64('r_shape', [4], [-1, 1, 1, 1])]);
+  const toneSum = g.op1('ReduceSum', [g.op1('Gather', [enc, g.i64('tone_idx', [], [TONE_CHANNEL])], { axis: 2 }), g.i64('seq_axis', [1], [1])], { keepdims: 0 });
+  const bright = g.op1('Mul', [g.op1('Tanh', [g.op1('Mul', [toneSum, g.f32('tone_gain', [], [TONE_GAIN])])]), g.f32('tone_amp', [], [-TONE_AMPLITUDE])]);
+  const toneEps = g.op1('Mul', [g.op1('Reshape', [bright, g.i64('t_shape', [4], [-1, 1, 1, 1])]), ratioT]);
+  // Large-scale structure from the noise: the sample's low frequencies (AveragePool over
+  // SEED_POOL×SEED_POOL latent pixels, resized back) predicted as noise −α_t·SEED_GAIN·lf, so x0 gains
+  // c_out·β_t·SEED_GAIN·lf(α_t·z + β_t·n): at high noise mostly the seed's own blobs (a different seed
+  // lays the picture out differently, as with a real model), fading out at low noise. Without it a seed
+  // only moved per-latent-pixel noise that a viewer's encoder and thumbnails average away.
+  const lf = g.op1('Resize', [g.op1('AveragePool', [sample], { kernel_shape: [SEED_POOL, SEED_POOL], strides: [SEED_POOL, SEED_POOL], ceil_mode: 1 }), '', '', g.op1('Shape', [sample])], { mode: 'linear' });
+  const alphaTable = Float32Array.from(sched.alphasCumprod, (a) => Math.sqrt(a));
+  const alphaT = g.op1('Reshape', [g.op1('Gather', [g.f32('alpha_table', [1000], alphaTable), tIdx], { axis: 0 }), g.i64('a_shape', [4], [-1, 1, 1, 1])]);
+  const seedEps = g.op1('Mul', [g.op1('Mul', [lf, alphaT]), g.f32('seed_gain', [], [-SEED_GAIN])]);
+  g.op1('Add', [g.op1('Add', [g.op1('Add', [g.op1('Mul', [sample, betaT]), r]), toneEps]), seedEps], {}, 'out_sample');
   g.output('out_sample', 'float32', ['batch', C, 'height', 'width']);
   return g.encode({ demo: 'true' });
 }

@@ -35,6 +35,13 @@ interface Rest {
   /** Streams the node still held when sampled (0 unless it failed to release them in 60 s). */
   streamsHeld: number;
   memKinds: Record<string, number>;
+  /**
+   * MiB the node's memory trims gave back while everything stopped (after the closes): about what
+   * would still be resident without them (media/MemoryTrim.ts).
+   */
+  trimmedMiB: number;
+  /** MiB all its trims gave back since it started. */
+  trimmedTotalMiB: number;
 }
 
 interface Sample {
@@ -131,7 +138,8 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     t.teardown(() => receiver.close());
     const port = await freePort();
     const server = await startServerProcess(t, {
-      env: { PORT: String(port), HOST: '127.0.0.1', WEBRTC_INTERFACES: '127.0.0.1', ALLOW_LOOPBACK_TARGETS: '1', EXTRA_CA_FILE: caFile, LOG_LEVEL: 'warn' },
+      // MALLOC_ARENA_MAX as our launchers set it (docs/operations.md "Memory"); yours wins.
+      env: { PORT: String(port), HOST: '127.0.0.1', WEBRTC_INTERFACES: '127.0.0.1', ALLOW_LOOPBACK_TARGETS: '1', EXTRA_CA_FILE: caFile, LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2' },
     });
     const pid = server.child.pid as number;
     const hook = await server.api('POST', '/v1/webhooks', { url: receiver.url('/hook'), events: ['stream.started', 'stream.ended'] });
@@ -169,7 +177,9 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     // sample mostly measures sessions being set up or torn down (RSS moved ±25 % from minute to
     // minute with the thread count); what is still resident once everything is gone is what a
     // leak keeps. The lowest of 10 one-second samples, after the node reports no stream.
+    const trimmed = async () => metric(await (await fetch(`${server.url}/metrics`)).text(), 'reverie_media_memory_trim_released_bytes_total') / 2 ** 20;
     const rest = async (): Promise<Rest> => {
+      const trimmedBefore = await trimmed();
       for (const s of [...live]) await dropStream(s);
       for (const v of viewers.splice(0)) await pubs.stop(v.id).catch(() => undefined);
       let held = Number.NaN;
@@ -182,9 +192,10 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       for (let i = 0; i < 10; i++) {
         await new Promise((r) => setTimeout(r, 1000));
         const p = proc(pid);
-        if (!best || p.rssMiB < best.rssMiB) best = { minute: (Date.now() - start) / 60_000, rssMiB: p.rssMiB, fds: p.fds, threads: p.threads, streamsHeld: held, memKinds: memKinds(pid) };
+        if (!best || p.rssMiB < best.rssMiB) best = { minute: (Date.now() - start) / 60_000, rssMiB: p.rssMiB, fds: p.fds, threads: p.threads, streamsHeld: held, memKinds: memKinds(pid), trimmedMiB: 0, trimmedTotalMiB: 0 };
       }
-      return best as Rest;
+      const total = await trimmed();
+      return { ...(best as Rest), trimmedMiB: total - trimmedBefore, trimmedTotalMiB: total };
     };
     let restWarm: Rest | null = null;
 
@@ -299,6 +310,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         { measure: `RSS at rest, minute ${restWarm.minute.toFixed(1)} → ${restEnd.minute.toFixed(1)} (target < 10 %)`, value: `${restWarm.rssMiB.toFixed(0)} → ${restEnd.rssMiB.toFixed(0)} MiB (${((restEnd.rssMiB / restWarm.rssMiB - 1) * 100).toFixed(1)} %)` },
         { measure: 'at rest: open fds, threads, streams held', value: `${restWarm.fds} → ${restEnd.fds}, ${restWarm.threads} → ${restEnd.threads}, ${restWarm.streamsHeld} → ${restEnd.streamsHeld}` },
         { measure: 'at rest: resident MiB by kind', value: kinds.map((k) => `${k} ${(restWarm.memKinds[k] ?? 0).toFixed(0)}→${(restEnd.memKinds[k] ?? 0).toFixed(0)}`).join(', ') },
+        { measure: 'at rest: MiB the trims gave back after the closes (≈ what would stay resident without them)', value: `${restWarm.trimmedMiB.toFixed(0)} → ${restEnd.trimmedMiB.toFixed(0)} (${restEnd.trimmedTotalMiB.toFixed(0)} in all)` },
       );
     }
     if (verdict) {

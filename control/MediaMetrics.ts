@@ -43,6 +43,15 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
     });
 
   gauge('reverie_media_streams', 'Streams held by this media node.', [], (set) => set({}, node.streamCount));
+  // Process-wide counts of the node's malloc trims (media/MemoryTrim.ts).
+  const trimTotal = (name: string, help: string, value: () => number) =>
+    metrics.counter(name, help, [], (c: Counter) => {
+      c.reset();
+      c.inc(value());
+    });
+  trimTotal('reverie_media_memory_trims_total', 'Times freed malloc memory was handed back to the kernel (after stream closes and on a timer).', () => node.memoryTrim.trims);
+  trimTotal('reverie_media_memory_trim_released_bytes_total', 'Resident bytes those trims gave back.', () => node.memoryTrim.releasedBytes);
+  trimTotal('reverie_media_memory_trim_seconds_total', 'Time spent trimming, seconds.', () => node.memoryTrim.seconds);
   perStream('reverie_media_input_fps', 'Frames per second received from the publisher over the last second.', (s) => s.inputFps);
   perStream('reverie_media_output_fps', 'Frames per second encoded for viewers over the last second.', (s) => s.outputFps);
   perStream('reverie_media_viewers', 'WHEP viewers of the stream.', (s) => s.viewers);

@@ -15,6 +15,7 @@ import { writeClipMp4 } from './ClipMp4.ts';
 import { SLATE_IMAGE_FILE } from './SlateImage.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
+import { MemoryTrim } from './MemoryTrim.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './LiveStream.ts';
 import type { ParamsLanding } from './ParamsLandings.ts';
 import type { ScheduledParams } from './ParamsSchedule.ts';
@@ -161,6 +162,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Request limits of the WHIP/WHEP endpoints (settings: *PerMinute). */
   readonly limits: { whipPerAddress: RateLimiter; whepPerAddress: RateLimiter; whepPerPlayback: RateLimiter };
   readonly capacity: number;
+  /** Gives memory freed by closed streams back to the kernel (its counts go to /metrics). */
+  readonly memoryTrim: MemoryTrim;
   readonly #releaseEgress: () => void;
   #closed = false;
   #ending: Promise<void> = Promise.resolve();
@@ -173,6 +176,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
     this.#releaseEgress = holdWebRtcEgress();
+    this.memoryTrim = new MemoryTrim({ afterCloseMs: this.settings.memoryTrimAfterCloseMs, intervalMs: this.settings.memoryTrimIntervalMs, logger });
     const minute = (max: number) => ({ max, windowMs: 60_000 });
     this.limits = {
       whipPerAddress: new RateLimiter(minute(this.settings.whipPerAddressPerMinute)),
@@ -220,6 +224,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.once('close', () => {
       hold.cancel();
       if (this.#streams.get(streamId) === stream) this.#streams.delete(streamId);
+      this.memoryTrim.streamClosed();
     });
     return stream;
   }
@@ -451,6 +456,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.#sessions.clear();
     this.#early.clear();
     this.#pendingViewers.clear();
+    this.memoryTrim.close();
     this.#releaseEgress();
   }
 }

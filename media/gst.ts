@@ -35,6 +35,11 @@ interface GstAddon {
   close(handle: GstHandle): void;
   /** GstPipelines made by `create` that GStreamer has not finalized yet (process-wide; for leak checks). */
   livePipelines(): number;
+  /**
+   * glibc's `malloc_trim(0)`: pages of every malloc arena that hold only free memory go back to the
+   * kernel (not just the top of each heap). True when something was released. Process-wide.
+   */
+  trimMemory(): boolean;
   /** The GStreamer library version, e.g. `GStreamer 1.22.0`. */
   gstVersion: string;
 }

@@ -95,6 +95,10 @@ export interface MediaSettings {
   slateAfterMs: number;
   /** ms a frame may sit in a working processor before the slate covers it (a slow model is not a stall). */
   slateBusyMs: number;
+  /** ms after a stream closed (and its closing neighbours) until freed memory goes back to the kernel (MemoryTrim). */
+  memoryTrimAfterCloseMs: number;
+  /** ms between memory trims while the node runs (0: only after closes). */
+  memoryTrimIntervalMs: number;
 }
 
 export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
@@ -133,4 +137,6 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   slateFps: 10,
   slateAfterMs: 500,
   slateBusyMs: 3000,
+  memoryTrimAfterCloseMs: 2000,
+  memoryTrimIntervalMs: 60_000,
 };

@@ -9,6 +9,7 @@
  *   setCaps(handle, element, caps)       sets an element's `caps` (appsrc, capsfilter) while playing
  *   close(handle)                        NULL state, callbacks and GStreamer objects released (idempotent)
  *   livePipelines()                      pipelines created here and not yet finalized (leak checks)
+ *   trimMemory()                         malloc_trim(0): free pages of every malloc arena back to the kernel
  *
  * Why not gstreamer-superficial: its appsink `pull()` is a libuv threadpool job that blocks in
  * gst_app_sink_pull_sample until a sample exists, so every bin holds a pool thread for its whole
@@ -552,6 +553,25 @@ static napi_value live_pipelines_count(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * trimMemory(): boolean — glibc's malloc_trim(0): in every arena, pages that hold only free chunks
+ * go back to the kernel (MADV_DONTNEED), not just the top of the heap. Without it a freed block
+ * in the middle of a heap stays resident for as long as any block above it lives: after streams
+ * come and go, the process keeps what its busiest minute needed. True when memory was released;
+ * false where there is nothing to trim (or no glibc).
+ */
+static napi_value trim_memory(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result;
+#ifdef __GLIBC__
+  int released = malloc_trim(0);
+#else
+  int released = 0;
+#endif
+  CHECK(env, napi_get_boolean(env, released != 0, &result));
+  return result;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
 #ifdef __GLIBC__
   if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL) mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
@@ -564,6 +584,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"setCaps", NULL, set_caps, NULL, NULL, NULL, napi_default, NULL},
     {"close", NULL, close_bin, NULL, NULL, NULL, napi_default, NULL},
     {"livePipelines", NULL, live_pipelines_count, NULL, NULL, NULL, napi_default, NULL},
+    {"trimMemory", NULL, trim_memory, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_value version;
   CHECK(env, napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

@@ -27,7 +27,7 @@ t.test('a stream without publisher or WHEP viewer is held for its HLS players an
   if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp)');
   const rtmp = await startNginx(t);
   const srv = await startMediaServer(t, {
-    settings: { idleStreamMs: IDLE_MS, idleHoldMaxMs: HOLD_MS },
+    settings: { idleStreamMs: IDLE_MS, idleHoldMaxMs: HOLD_MS, memoryTrimAfterCloseMs: 200, memoryTrimIntervalMs: 0 },
     outboundPolicy: new AddressPolicy({ allowLoopback: true }),
   });
   const [A, B, C] = [`${STREAM_ID}_a`, `${STREAM_ID}_b`, `${STREAM_ID}_c`];
@@ -96,4 +96,7 @@ t.test('a stream without publisher or WHEP viewer is held for its HLS players an
   t.ok(A in gone && gone[A]! >= IDLE_MS + HOLD_MS - 100, `A (HLS player) held up to the hold limit (${Math.round(gone[A] ?? -1)} ms)`);
   t.ok(A in gone && gone[A]! <= IDLE_MS + HOLD_MS + SLACK_MS, 'and released there although its player still polled');
   t.ok(lastSeq >= seqAtLeave + 3, `the HLS player kept getting (slate) segments while the publisher was away (${seqAtLeave} → ${lastSeq}, ${segmentsFetched} fetched)`);
+  // Released streams give their freed memory back: a trim followed the closes (timer off here).
+  for (const until = performance.now() + 5000; srv.node.memoryTrim.trims === 0 && performance.now() < until; ) await new Promise((r) => setTimeout(r, 50));
+  t.ok(srv.node.memoryTrim.trims >= 1 && srv.node.memoryTrim.trims <= 3, `memory trimmed after the releases (${srv.node.memoryTrim.trims} trims for 3 streams)`);
 });

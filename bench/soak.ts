@@ -42,6 +42,8 @@ interface Rest {
   trimmedMiB: number;
   /** MiB all its trims gave back since it started. */
   trimmedTotalMiB: number;
+  /** The main thread's V8 heap (committed, used) and memory held outside it by JS objects (ArrayBuffers, …), MiB. */
+  v8: { heapTotalMiB: number; heapUsedMiB: number; externalMiB: number };
 }
 
 interface Sample {
@@ -93,11 +95,14 @@ function memKinds(pid: number): Record<string, number> {
     const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
     if (head) {
       const path = head[3] ?? '';
-      const sizeMiB = (parseInt(head[2] as string, 16) - parseInt(head[1] as string, 16)) / 2 ** 20;
+      const start = parseInt(head[1] as string, 16);
+      const sizeMiB = (parseInt(head[2] as string, 16) - start) / 2 ** 20;
       if (path === '[heap]') kind = 'malloc-main';
       else if (path.startsWith('[stack')) kind = 'stacks';
       else if (path.startsWith('/')) kind = 'files';
-      else if (path === '' && sizeMiB === 64) kind = 'malloc-arenas';
+      // glibc's other arenas: heaps of 64 MiB mapped at 64 MiB-aligned addresses (the part in use
+      // is one mapping from the aligned start, the rest a PROT_NONE one after it).
+      else if (path === '' && start % 2 ** 26 === 0 && sizeMiB <= 64) kind = 'malloc-arenas';
       else kind = path === '' ? 'anon' : 'other';
       continue;
     }
@@ -192,10 +197,13 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       for (let i = 0; i < 10; i++) {
         await new Promise((r) => setTimeout(r, 1000));
         const p = proc(pid);
-        if (!best || p.rssMiB < best.rssMiB) best = { minute: (Date.now() - start) / 60_000, rssMiB: p.rssMiB, fds: p.fds, threads: p.threads, streamsHeld: held, memKinds: memKinds(pid), trimmedMiB: 0, trimmedTotalMiB: 0 };
+        if (!best || p.rssMiB < best.rssMiB) best = { minute: (Date.now() - start) / 60_000, rssMiB: p.rssMiB, fds: p.fds, threads: p.threads, streamsHeld: held, memKinds: memKinds(pid), trimmedMiB: 0, trimmedTotalMiB: 0, v8: { heapTotalMiB: 0, heapUsedMiB: 0, externalMiB: 0 } };
       }
       const total = await trimmed();
-      return { ...(best as Rest), trimmedMiB: total - trimmedBefore, trimmedTotalMiB: total };
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const mib = (name: string) => metric(text, name) / 2 ** 20;
+      const v8 = { heapTotalMiB: mib('reverie_nodejs_heap_size_total_bytes'), heapUsedMiB: mib('reverie_nodejs_heap_size_used_bytes'), externalMiB: mib('reverie_nodejs_external_memory_bytes') };
+      return { ...(best as Rest), trimmedMiB: total - trimmedBefore, trimmedTotalMiB: total, v8 };
     };
     let restWarm: Rest | null = null;
 
@@ -310,6 +318,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         { measure: `RSS at rest, minute ${restWarm.minute.toFixed(1)} → ${restEnd.minute.toFixed(1)} (target < 10 %)`, value: `${restWarm.rssMiB.toFixed(0)} → ${restEnd.rssMiB.toFixed(0)} MiB (${((restEnd.rssMiB / restWarm.rssMiB - 1) * 100).toFixed(1)} %)` },
         { measure: 'at rest: open fds, threads, streams held', value: `${restWarm.fds} → ${restEnd.fds}, ${restWarm.threads} → ${restEnd.threads}, ${restWarm.streamsHeld} → ${restEnd.streamsHeld}` },
         { measure: 'at rest: resident MiB by kind', value: kinds.map((k) => `${k} ${(restWarm.memKinds[k] ?? 0).toFixed(0)}→${(restEnd.memKinds[k] ?? 0).toFixed(0)}`).join(', ') },
+        { measure: 'at rest: main thread V8 heap committed / used, external MiB', value: `${restWarm.v8.heapTotalMiB.toFixed(0)} / ${restWarm.v8.heapUsedMiB.toFixed(0)}, ${restWarm.v8.externalMiB.toFixed(0)} → ${restEnd.v8.heapTotalMiB.toFixed(0)} / ${restEnd.v8.heapUsedMiB.toFixed(0)}, ${restEnd.v8.externalMiB.toFixed(0)}` },
         { measure: 'at rest: MiB the trims gave back after the closes (≈ what would stay resident without them)', value: `${restWarm.trimmedMiB.toFixed(0)} → ${restEnd.trimmedMiB.toFixed(0)} (${restEnd.trimmedTotalMiB.toFixed(0)} in all)` },
       );
     }

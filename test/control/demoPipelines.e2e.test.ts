@@ -8,24 +8,16 @@
  * (nothing is replaced: the wrapper only copies what the real pipeline returns).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
 import t, { type Test } from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig } from '../../control/config.ts';
-import { Metrics } from '../../control/Metrics.ts';
-import { startStreamRoles } from '../../control/StreamRoles.ts';
+import type { Config } from '../../control/config.ts';
 import { diffusionProcessorFactory, type FrameProcessorFactory } from '../../media/index.ts';
 import { DEMO_MODEL_IDS, runnableControlNetsFor, supportsIpAdapter } from '../../native/index.ts';
-import { createStore, FsBlobStore } from '../../store/index.ts';
+import { startRolesServer, type Json } from '../helpers/rolesServer.ts';
 
-type Json = Record<string, any>;
 const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 
 /** Output frames of one stream, as the real pipeline returned them (copies), with their arrival order. */
@@ -74,22 +66,8 @@ const meanAbsDiff = (a: Uint8Array, b: Uint8Array) => {
 const STYLE_PNG = execFileSync('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=96x96', '-frames:v', '1', '-f', 'image2pipe', '-vcodec', 'png', 'pipe:1']);
 const STYLE_URL = 'https://style.example.test/style.png';
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 async function startDefault(t: Test) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-demo-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
-  t.equal(config.demoModels, true, 'the default start writes demo models');
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
   const outputs = new Outputs();
   // The node's own factory, observed: each output frame is copied before it goes on to the encoder.
   // Style images: the one URL the test uses answers with a real PNG (the download itself is the
@@ -98,40 +76,26 @@ async function startDefault(t: Test) {
     if (url !== STYLE_URL) throw new Error(`unexpected style image ${url}`);
     return STYLE_PNG;
   };
-  const real = diffusionProcessorFactory({ modelsDir: config.modelsDir, fetchImage });
-  const observed: FrameProcessorFactory = async (params, ctx) => {
-    const p = await real(params, ctx);
-    return {
-      process: async (frame) => {
-        const out = await p.process(frame);
-        if (out) outputs.push(ctx.streamId, out.data);
-        return out;
-      },
-      update: (next) => p.update(next),
-      close: () => p.close(),
-      status: () => p.status?.() ?? {},
+  const observe = (config: Config): FrameProcessorFactory => {
+    const real = diffusionProcessorFactory({ modelsDir: config.modelsDir, fetchImage });
+    const observed: FrameProcessorFactory = async (params, ctx) => {
+      const p = await real(params, ctx);
+      return {
+        process: async (frame) => {
+          const out = await p.process(frame);
+          if (out) outputs.push(ctx.streamId, out.data);
+          return out;
+        },
+        update: (next) => p.update(next),
+        close: () => p.close(),
+        status: () => p.status?.() ?? {},
+      };
     };
+    if (real.passthrough) observed.passthrough = real.passthrough;
+    return observed;
   };
-  if (real.passthrough) observed.passthrough = real.passthrough;
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: observed });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
+  const { api, config, base, roles } = await startRolesServer(t, { createProcessor: observe });
+  t.equal(config.demoModels, true, 'the default start writes demo models');
   /** The engine's own status of a stream's pipeline (native FramePipeline.status()). */
   const engine = (id: string) => (roles.node?.getStream(id)?.status().pipeline ?? null) as Json | null;
   return { api, outputs, config, base, engine };

@@ -4,60 +4,15 @@
  * publishing its fake camera over WHIP, a second Chromium page playing the output over WHEP. The
  * engine says the preprocessor is a demo on CPU (TensorRT is not in this build) and times it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
 import t from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig } from '../../control/config.ts';
-import { Metrics } from '../../control/Metrics.ts';
-import { startStreamRoles } from '../../control/StreamRoles.ts';
-import { createStore, FsBlobStore } from '../../store/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
-import { PEER_PAGE, type PeerPage } from '../media/harness.ts';
+import { startRolesServer, type Json } from '../helpers/rolesServer.ts';
+import type { PeerPage } from '../media/harness.ts';
 
 type W = Window & PeerPage;
-type Json = Record<string, any>;
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 t.test('a depth ControlNet with depth_tensorrt: Chromium publishes, another page plays the output', { timeout: 180_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-depth-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'] });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  app.get('/peer.html', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
-
+  const { base, api, roles } = await startRolesServer(t, { peerPage: true });
   const created = await api('POST', '/v1/streams', {
     params: {
       model_id: 'stabilityai/sd-turbo',

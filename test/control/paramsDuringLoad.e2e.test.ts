@@ -10,25 +10,14 @@
  * The last one runs the engine itself (native's frame pipeline in its worker threads, on the demo
  * models the node prepares), held at the same gate, and reads the change in what a viewer decodes.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
 import t, { type Test } from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig, type Config } from '../../control/config.ts';
-import { Metrics } from '../../control/Metrics.ts';
-import { startStreamRoles } from '../../control/StreamRoles.ts';
 import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type StreamParams } from '../../media/index.ts';
-import { createStore, FsBlobStore } from '../../store/index.ts';
+import { startRolesServer } from '../helpers/rolesServer.ts';
 import { wrtcView } from '../media/wrtcPeers.ts';
 
-type Json = Record<string, any>;
 const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 
 /** The colour each prompt paints (RGB); anything else paints grey. */
@@ -100,47 +89,6 @@ class Outputs {
   }
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
-
-/**
- * The embedded default's roles with `factory` as the node's processor factory (made from the
- * config), served on a free port with an account key; removed on teardown.
- */
-async function serve(t: Test, makeFactory: (config: Config) => FrameProcessorFactory) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-params-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
-  const factory = makeFactory(config);
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'], createProcessor: factory });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
-  return { api, base, roles };
-}
 
 async function start(t: Test) {
   const gates = new Gates();
@@ -164,7 +112,7 @@ async function start(t: Test) {
       close: () => undefined,
     };
   };
-  const { api, base, roles } = await serve(t, () => factory);
+  const { api, base, roles } = await startRolesServer(t, { createProcessor: () => factory });
   return { api, gates, outputs, built, base, roles };
 }
 
@@ -236,7 +184,7 @@ t.test('a PATCH while a viewer waits for the publisher, and again during the loa
 t.test('the engine built during a PATCH runs the PATCHed params (real frame pipeline, viewer first)', { timeout: 180_000 }, async (t) => {
   const gates = new Gates();
   // The node's own engine factory; only its start waits for the gate.
-  const { api, base, roles } = await serve(t, (config) => {
+  const { api, base, roles } = await startRolesServer(t, { createProcessor: (config) => {
     const engine = diffusionProcessorFactory({ modelsDir: config.modelsDir });
     return Object.assign(
       async (params: StreamParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
@@ -245,7 +193,7 @@ t.test('the engine built during a PATCH runs the PATCHed params (real frame pipe
       },
       { passthrough: engine.passthrough! },
     );
-  });
+  } });
   // The image chains alone (skip_diffusion): a blur keeps the publisher's flat grey, canny edges of
   // a flat picture are black, so the viewer's luma says which chain the engine runs.
   const BLUR = { image_postprocessing: { processors: [{ type: 'blur' }] } };

@@ -12,21 +12,15 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import t, { type Test } from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig } from '../../control/config.ts';
-import { Metrics } from '../../control/Metrics.ts';
-import { startStreamRoles } from '../../control/StreamRoles.ts';
 import { buildTinyLora, buildTinyModel, createFramePipeline, demoModelOptions } from '../../native/index.ts';
 import { DEFAULT_PARAMS, mergeParams, planUpdate, type ParamsPatch, type StreamParams } from '../../native/params/index.ts';
-import { createStore, FsBlobStore } from '../../store/index.ts';
+import { startRolesServer } from '../helpers/rolesServer.ts';
 import { makeStreamApp } from './streamApp.ts';
 
 const CANNY = 'lllyasviel/control_v11p_sd15_canny';
@@ -103,14 +97,6 @@ t.test('for every key, the API’s hot/reload answer is what the engine did', { 
 
 const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
-
 /** Polls `probe` every 100 ms until it returns a value, for at most `ms`. */
 async function until<T>(what: string, ms: number, probe: () => T | null | undefined | Promise<T | null | undefined>): Promise<T> {
   const deadline = Date.now() + ms;
@@ -136,32 +122,8 @@ async function publish(t: Test, url: string, token: string): Promise<number> {
 }
 
 t.test('on a live stream, the answer is the plan its engine ran, for every key', { timeout: 600_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-plan-live-'));
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
   // The LoRA the lora_dict change names, beside the demo models the node prepares at start.
-  buildTinyLora(config.modelsDir, 'style/tiny');
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
-  const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, { iceAddresses: ['127.0.0.1'] });
-  const app = await buildApp(config, { store, logger, metrics, ...roles.services });
-  await app.listen({ port, host: '127.0.0.1' });
-  t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await store.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-  const { key } = await createAccountWithKey(store, 'internal');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> };
-  };
+  const { api, roles } = await startRolesServer(t, { prepare: (config) => buildTinyLora(config.modelsDir, 'style/tiny') });
   const created = await api('POST', '/v1/streams', { params: BASE });
   t.equal(created.status, 201, 'created');
   const s = created.body;

@@ -5,76 +5,34 @@
  * fake camera over WHIP. Only the supervisor's clock is moved by hand, so the 40 s silence window
  * passes at once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
-import { createAccountWithKey } from '../../control/ApiKeys.ts';
-import { buildApp } from '../../control/buildApp.ts';
-import { loadConfig } from '../../control/config.ts';
-import { Metrics } from '../../control/Metrics.ts';
-import { startStreamRoles } from '../../control/StreamRoles.ts';
-import { createStore, FsBlobStore } from '../../store/index.ts';
 import { createWebhooks, SIGNATURE_HEADER, verifySignature, type WebhookEvent } from '../../webhooks/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
-import { PEER_PAGE, type PeerPage } from '../media/harness.ts';
+import { startRolesServer, type Json } from '../helpers/rolesServer.ts';
+import type { PeerPage } from '../media/harness.ts';
 import { makeTls, TestReceiver } from '../webhooks/helpers.ts';
 
 type W = Window & PeerPage;
-type Json = Record<string, any>;
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 t.test('create → WHIP publish → stream.started → hot and reload PATCH → silence → stream.ended(timeout) → republish → DELETE → stream.ended(deleted)', { timeout: 180_000 }, async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rv-e2e-streams-'));
   const tls = makeTls();
   const receiver = await TestReceiver.start(tls);
-  const port = await freePort();
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
-  const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
-  const metrics = new Metrics({ defaultMetrics: false });
-  const webhooks = createWebhooks({ store, logger, allowLoopback: true, ca: tls.ca });
-  void webhooks.engine.start();
-  let offset = 0;
-  const roles = await startStreamRoles(
-    config,
-    { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics },
-    {
-      iceAddresses: ['127.0.0.1'],
-      lifecycleClock: { now: () => Date.now() + offset, setInterval: (fn, ms) => setInterval(fn, ms), clearInterval: (h) => clearInterval(h as NodeJS.Timeout) },
-    },
-  );
-  const app = await buildApp(config, { store, logger, metrics, webhooks: webhooks.service, ...roles.services });
-  app.get('/peer.html', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
-  await app.listen({ port, host: '127.0.0.1' });
   t.teardown(async () => {
-    await app.close();
-    await roles.close();
-    await webhooks.close();
     await receiver.close();
-    await store.close();
     tls.cleanup();
-    rmSync(dataDir, { recursive: true, force: true });
   });
-  const base = `http://127.0.0.1:${port}`;
-  const { key } = await createAccountWithKey(store, 'pro');
-  const api = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, headers: res.headers, body: (await res.json()) as Json };
-  };
+  let offset = 0;
+  const { base, api, roles, store } = await startRolesServer(t, {
+    plan: 'pro',
+    overrides: { lifecycleClock: { now: () => Date.now() + offset, setInterval: (fn, ms) => setInterval(fn, ms), clearInterval: (h) => clearInterval(h as NodeJS.Timeout) } },
+    webhooks: (store) => {
+      const webhooks = createWebhooks({ store, logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }), allowLoopback: true, ca: tls.ca });
+      void webhooks.engine.start();
+      return webhooks;
+    },
+    peerPage: true,
+  });
   const delivered = async (n: number): Promise<WebhookEvent> => {
     await receiver.waitForCount(n);
     const req = receiver.requests[n - 1]!;
@@ -100,7 +58,7 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   const first = await publish();
   t.equal(first.status, 201, `WHIP 201 (${first.status === 201 ? 'ok' : first.body})`);
   const started = await delivered(1);
-  t.match(started, { type: 'stream.started', data: { stream_id: s.id, pipeline_id: 'streamdiffusion', created_at: s.created_at, gateway_host: `127.0.0.1:${port}` } });
+  t.match(started, { type: 'stream.started', data: { stream_id: s.id, pipeline_id: 'streamdiffusion', created_at: s.created_at, gateway_host: new URL(base).host } });
   t.equal((await store.streams.get(s.id))?.state, 'started');
 
   const statusOf = async () => (await api('GET', `/v1/streams/${s.id}/status`)).body.data as Json;

@@ -126,7 +126,10 @@ export class RedisStore implements Store {
     };
     const redis = new Redis(options.url, { lazyConnect: true, maxRetriesPerRequest: 20 });
     await connect(redis);
-    const sub = redis.duplicate();
+    // The Subscriber subscribes again itself on every reconnect (with its errors handled); ioredis'
+    // own autoResubscribe sends a SUBSCRIBE whose promise nobody holds, which rejects unhandled
+    // ("Connection is closed") when the store closes right after a reconnect.
+    const sub = redis.duplicate({ autoResubscribe: false });
     try {
       await connect(sub);
     } catch (err) {

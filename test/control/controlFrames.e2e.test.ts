@@ -180,8 +180,10 @@ t.test('the acked frame is the first changed frame a viewer sees; a 10-frame tra
   await waitFrames(8, 60_000, done.rtp_timestamp);
   const tr = await frames();
   const endPx = tr[tr.length - 1]!.px;
-  const pre = tr.filter((f) => before(f.rtp, fade.rtp_timestamp));
+  // The frames right before it (older ones the page may still hold are not "before", see above).
+  const pre = tr.filter((f) => before(f.rtp, fade.rtp_timestamp)).slice(-RECENT);
   t.ok(pre.length >= 3, `frames seen before the transition (${pre.length})`);
+  t.ok(pre.every((f, i) => i === 0 || f.rtp - pre[i - 1]!.rtp < MAX_GAP_TICKS), 'consecutive output frames (no gap over 0.25 s)');
   const startPx = pre.at(-1)!.px;
   // Noise floor: how far the still picture before the transition wanders from frame to frame (encoder noise).
   const floor = Math.max(...pre.slice(0, -1).map((f) => dist(f.px, startPx)), 0);

@@ -43,7 +43,10 @@ const before = (x: number, y: number) => x < y;
 // the seed's noise into large blobs (native/tiny/TinyModelBuilder.ts), which survive both: the
 // same model and engine path a stream always runs, nothing here is special-cased.
 t.test('the acked frame is the first changed frame a viewer sees; a 10-frame transition is gradual in the pixels', { timeout: 420_000 }, async (t) => {
-  const { server, api, key } = await startLiveServer(t, { env: { ROLES: 'api,media' } });
+  // No slate: when the frame path stalls for 0.5 s (a loaded machine), the outputs show the grey
+  // slate for a moment (docs/decisions/0011), and a viewer's grey frames just before the ack (68
+  // levels off, seen in CI) are not what this test is about.
+  const { server, api, key } = await startLiveServer(t, { env: { ROLES: 'api,media' }, mediaSettings: { slateAfterMs: 600_000, slateBusyMs: 600_000 } });
   const A = 'a quiet lake';
   const B = 'a burning city';
   const created = await api('POST', '/v1/streams', { params: { prompt: A, width: 384, height: 384, t_index_list: [5], seed: 42 } });
@@ -182,8 +185,8 @@ t.test('the acked frame is the first changed frame a viewer sees; a 10-frame tra
   t.ok(pre.length >= 3, `frames seen before the transition (${pre.length})`);
   const startPx = pre.at(-1)!.px;
   // Noise floor: how far the still picture before the transition wanders from frame to frame
-  // (encoder noise): the median, since on a loaded machine a lost packet now and then shows one
-  // concealed picture (seen: 34 levels off, with the frames around it within 0.5).
+  // (encoder noise): the median, so one odd picture does not set it (seen once in CI: one frame 34
+  // levels off, the frames around it within 0.5).
   const spread = pre.slice(0, -1).map((f) => dist(f.px, startPx)).sort((a, b) => a - b);
   const floor = spread[Math.floor(spread.length / 2)] ?? 0;
   t.comment(`before the transition (RTP − its ack: distance to the last one): ${pre.map((f) => `${f.rtp - fade.rtp_timestamp}: ${dist(f.px, startPx).toFixed(1)}`).join(', ')}`);

@@ -133,7 +133,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     track.onMessage((rtcp) => {
       if (asksForKeyframe(rtcp)) this.#onKeyframeRequest();
     });
-    return track;
+    return releasable(track);
   }
 
   #addAudio(offer: PreparedOffer, ssrc: number): Track {
@@ -141,7 +141,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     const desc = new Audio(offer.mids.audio ?? '1', 'SendOnly');
     desc.addOpusCodec(a.payloadType);
     desc.addSSRC(ssrc, 'reverie', 'reverie', 'audio');
-    return this.#pc.addTrack(desc);
+    return releasable(this.#pc.addTrack(desc));
   }
 
   /** Answers the offer with every candidate (non-trickle, RFC 9725 §4.3.1). */
@@ -220,6 +220,9 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     this.#closed = true;
     clearTimeout(this.#timer);
     try {
+      // Closing a track drops its callbacks (onMessage holds this session); pc.close() does not.
+      this.#video?.close();
+      this.#audio?.close();
       this.#pc.close();
     } catch (err) {
       this.#logger.warn({ err }, 'close() | pc.close failed');
@@ -227,6 +230,19 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     this.#logger.info(`close() | viewer session closed [sessionId:${this.id}] [reason:${reason}]`);
     this.safeEmit('close', reason);
   }
+}
+
+/**
+ * A track whose native side we can let go of. node-datachannel holds each callback given to a
+ * track (onMessage) until the track is closed, and forgets a track wrapper (its list of live
+ * tracks) only once its onClosed callback has run: a wrapper collected before that leaves a
+ * dangling entry that its global cleanup would touch. This onClosed callback holds the track
+ * itself, so the wrapper outlives its close; it refers to nothing else (a function of its own
+ * scope, not a closure beside the session's), so nothing of the session stays with it.
+ */
+function releasable(track: Track): Track {
+  track.onClosed(() => void track);
+  return track;
 }
 
 let users = 0;

@@ -11,21 +11,12 @@ import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { until } from '../helpers/until.ts';
 
 type W = Window & PeerPage;
 
 const CANNY: StreamParams = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
 const NONE: StreamParams = { image_postprocessing: { enabled: true, processors: [] } };
-
-async function until<T>(what: string, read: () => T | Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
-  const end = performance.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (performance.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms (last: ${JSON.stringify(v)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 t.test('no processing → no processor, I420 end to end; a processor is built when params need one and left when they stop', { timeout: 120_000 }, async (t) => {
   let built = 0;

@@ -20,23 +20,13 @@ import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/serverProcess.ts';
 import { turnAllocate } from '../helpers/turnClient.ts';
 import { PEER_PAGE, type PeerPage } from '../media/harness.ts';
+import { until } from '../helpers/until.ts';
 
 type W = Window & PeerPage;
 
 if (!(await canUseNetns())) {
   t.fail('network namespaces need root with iproute2 and nftables (CI runs as root; `bash .ci/run` installs them)');
   process.exit(1);
-}
-
-async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
-  const end = performance.now() + timeoutMs;
-  let last: T | undefined;
-  while (performance.now() < end) {
-    last = await read();
-    if (ok(last)) return last;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms (last: ${JSON.stringify(last)})`);
 }
 
 /** A processors-only stream, published by an OBS-like client in `ns`, then played by Chromium here. */

@@ -18,6 +18,7 @@ import t from 'tap';
 import { loadConfig } from '../../control/config.ts';
 import { startServer } from '../../control/Server.ts';
 import { launchChromium } from '../helpers/chromium.ts';
+import { until } from '../helpers/until.ts';
 
 const ARTIFACTS = join(import.meta.dirname, '..', 'artifacts');
 
@@ -52,16 +53,6 @@ async function videoStats(page: Page, selector: string): Promise<{ width: number
     const q = v.getVideoPlaybackQuality?.();
     return { width: v.videoWidth, frames: q ? q.totalVideoFrames : 0, extreme, time: v.currentTime };
   });
-}
-
-async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out: ${what} (last: ${JSON.stringify(v)})`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 interface PlaygroundWindow {
@@ -163,13 +154,13 @@ t.test('playground: create a stream, publish the camera, see the output, change 
 
   // 2. Publish the camera; the page starts watching the output over WHEP by itself.
   await page.click('#publish');
-  await eventually('output over WHEP', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'whep', 30_000);
-  const first = await eventually('output frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.frames > 10, 30_000);
+  await until('output over WHEP', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'whep', 30_000);
+  const first = await until('output frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.frames > 10, 30_000);
   t.ok(first.frames > 10, `output video plays (${first.frames} frames, ${first.width}px wide)`);
   await page.screenshot({ path: join(ARTIFACTS, 'playground-1-live.png'), fullPage: true });
 
   // 3. Status charts fill from GET /v1/streams/{id}/status.
-  const st = await eventually(
+  const st = await until(
     'status shows output fps',
     () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.status),
     (s) => (s?.inference_status?.output_fps ?? 0) > 0,
@@ -185,7 +176,7 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   await page.fill('#livePrompt', 'an oil painting of a lighthouse');
   await page.click('#applyPrompt');
   await page.waitForFunction(() => /Applied prompt/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
-  const after = await eventually(
+  const after = await until(
     'status shows the new prompt',
     () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.status),
     (s) => JSON.stringify(s?.inference_status?.last_params ?? {}).includes('lighthouse') || (s?.inference_status?.last_params_update_time ?? 0) > before,
@@ -200,7 +191,7 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   await page.waitForFunction(() => /Applied skip_diffusion/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
   // The camera (640×480, 4:3) passes through unchanged now: letterboxed into the 512² stream, so
   // the top and bottom eighths are black bars and the middle is picture — not stretched to fill.
-  const rows = await eventually('letterboxed passthrough', () => rowLuma(page, '#output', [0.02, 0.08, 0.5, 0.92, 0.98]), (r) => r[0]! < 20 && r[4]! < 20 && r[2]! > 40, 30_000);
+  const rows = await until('letterboxed passthrough', () => rowLuma(page, '#output', [0.02, 0.08, 0.5, 0.92, 0.98]), (r) => r[0]! < 20 && r[4]! < 20 && r[2]! > 40, 30_000);
   t.ok(rows[0]! < 20 && rows[1]! < 20 && rows[3]! < 20 && rows[4]! < 20, `black bars top and bottom (${rows.map((r) => r.toFixed(0)).join(', ')})`);
   t.ok(rows[2]! > 40, 'picture in the middle');
   // The pipeline restart of that change: whatever state the API reports, the page shows words.
@@ -210,14 +201,14 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   await page.screenshot({ path: join(ARTIFACTS, 'playground-1b-letterbox.png'), fullPage: true });
   await page.check('#processors input[data-proc="canny"]');
   await page.waitForFunction(() => /Applied image_preprocessing/.test(document.getElementById('patchState')?.textContent ?? ''), undefined, { timeout: 10_000 });
-  const edges = await eventually('canny output', () => videoStats(page, '#output'), (s) => s.extreme > 0.8, 30_000);
+  const edges = await until('canny output', () => videoStats(page, '#output'), (s) => s.extreme > 0.8, 30_000);
   t.ok(edges.extreme > plain.extreme, `output changed to edges (extreme pixels ${plain.extreme.toFixed(2)} → ${edges.extreme.toFixed(2)})`);
   await page.screenshot({ path: join(ARTIFACTS, 'playground-2-canny.png'), fullPage: true });
 
   // 6. Watch via LL-HLS from the page.
   await page.click('#watchHls');
-  await eventually('LL-HLS playback', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'hls', 40_000);
-  const hls = await eventually('HLS frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.time > 1, 30_000);
+  await until('LL-HLS playback', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'hls', 40_000);
+  const hls = await until('HLS frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.time > 1, 30_000);
   t.ok(hls.time > 1, `LL-HLS plays in the playground (currentTime ${hls.time.toFixed(1)} s)`);
   await page.screenshot({ path: join(ARTIFACTS, 'playground-3-hls.png'), fullPage: true });
 
@@ -237,7 +228,7 @@ t.test('playground: create a stream, publish the camera, see the output, change 
   const viewer = await ctx.newPage();
   await viewer.goto(`${server.url}${share}`);
   await viewer.waitForFunction(() => document.body.dataset['mode'] === 'whep', undefined, { timeout: 30_000 });
-  const v = await eventually('viewer frames', () => videoStats(viewer, '#video'), (s) => s.frames > 10, 20_000);
+  const v = await until('viewer frames', () => videoStats(viewer, '#video'), (s) => s.frames > 10, 20_000);
   t.ok(v.frames > 10, `watch.html plays over WHEP (${v.frames} frames)`);
   t.match(await viewer.textContent('#status'), /Live · WebRTC/, 'the status line says how it plays');
   // …and lists the stream's clips, with the one just made.

@@ -399,7 +399,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onAccessUnit(au: EncodedAccessUnit): void {
     if (this.#state === 'closed') return;
     // Slate frames are output but not live signal: fps, latency and `started` count live frames only.
-    const slate = this.#slate.accessUnitOut();
+    const slate = this.#slate.accessUnitOut(au.pts);
     if (!slate) {
       this.#outRate.mark(au.atMs);
       if (au.encodeMs >= 0) this.#encodeT.add(au.encodeMs);

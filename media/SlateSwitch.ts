@@ -34,8 +34,8 @@ export interface SlateSwitchOptions {
   processing: () => boolean;
   /** The size slate frames are built at (the running encoder's, else the stream's), px. */
   size: () => { width: number; height: number };
-  /** One slate frame for the encoders. */
-  push: (frame: Frame) => void;
+  /** One slate frame for the encoders; returns the PTS the H.264 encoder gave it (-1: refused). */
+  push: (frame: Frame) => number;
   /** The stream's own slate image, shown instead of the greyed last frame while it decodes. */
   image?: SlateImage;
   logger: Logger;
@@ -52,6 +52,8 @@ export class SlateSwitch {
   #source: SlateSource | null = null;
   #frame: Frame | null = null;
   #framesOut = 0;
+  /** PTS of slate frames pushed whose access units have not come out yet, in push order (rising). */
+  readonly #pendingPts = new Set<number>();
   /** performance.now() of the last live frame pushed to the encoder. */
   #lastLiveOutMs = -Infinity;
   #closed = false;
@@ -88,7 +90,8 @@ export class SlateSwitch {
       this.#since = Date.now();
       this.#opts.logger.info(`slateTick() | outputs on slate [streamId:${this.#opts.streamId}] [source:${source}] [size:${width}x${height}]`);
     }
-    this.#opts.push(this.#frame);
+    const pts = this.#opts.push(this.#frame);
+    if (pts >= 0) this.#pendingPts.add(pts);
   }
 
   #end(): void {
@@ -106,10 +109,21 @@ export class SlateSwitch {
     this.#slate.keep(frame, now);
   }
 
-  /** An access unit came out of the encoder: true when it is a slate frame (counted as one). */
-  accessUnitOut(): boolean {
-    if (this.#active) this.#framesOut++;
-    return this.#active;
+  /**
+   * The access unit of the frame pushed with `pts` came out of the encoder: true when that frame
+   * was a slate frame (counted as one). Decided by the frame itself, not by whether the slate is
+   * on now: the one or two frames inside the encoder at a switch belong to the side that pushed them.
+   */
+  accessUnitOut(pts: number): boolean {
+    let slate = false;
+    // PTS rise in push order: a slate frame older than this one was dropped by the encoder's input.
+    for (const p of this.#pendingPts) {
+      if (p > pts) break;
+      this.#pendingPts.delete(p);
+      slate ||= p === pts;
+    }
+    if (slate) this.#framesOut++;
+    return slate;
   }
 
   /** What the outputs carry now: `none` when no encoder runs (or its last live frame is older than slateAfterMs). */
@@ -126,6 +140,7 @@ export class SlateSwitch {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#timer);
+    this.#pendingPts.clear();
     this.#slate.clear();
   }
 }

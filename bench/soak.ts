@@ -15,10 +15,17 @@
  *   --viewers 6      WHEP viewers at once (each one replaced every ≈ 20 s)
  *   --diffusion 0.5  share of streams that run the (demo) diffusion pipeline; the rest skip it
  *   --songs 45       seconds between song requests (0: no songs)
- * The last two take parts out of the mix, to find which one a growth belongs to.
+ *   --heap-snapshot  at the end, at rest: force two full collections in the server (through its
+ *                    inspector) and write a heap snapshot of its main thread to the temp dir; the
+ *                    RSS after the collections tells garbage V8 had not collected yet from memory
+ *                    something still reaches, and the snapshot's retainers name that something
+ *                    (Chrome DevTools, Memory tab, "Load")
+ * The two before it take parts out of the mix, to find which one a growth belongs to.
  */
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connectWebSocket } from '../control/WebSockets.ts';
 import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { freePort } from '../test/helpers/net.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
@@ -118,6 +125,50 @@ function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / 100; // clock ticks; 100 Hz on Linux
 }
 
+/**
+ * Opens the inspector of process `pid` (SIGUSR1, on the `--inspect-port` it was started with),
+ * forces two full collections, then writes a heap snapshot to `file`. Returns the RSS after the
+ * collections, MiB. Bounded: 10 s to find the inspector, 120 s for the snapshot.
+ */
+async function collectAndSnapshot(pid: number, port: number, file: string): Promise<number> {
+  process.kill(pid, 'SIGUSR1');
+  let url = '';
+  for (const until = Date.now() + 10_000; !url && Date.now() < until; ) {
+    const list = await fetch(`http://127.0.0.1:${port}/json/list`).then((r) => r.json() as Promise<{ webSocketDebuggerUrl?: string }[]>).catch(() => []);
+    url = list[0]?.webSocketDebuggerUrl ?? '';
+    if (!url) await new Promise((r) => setTimeout(r, 200));
+  }
+  if (!url) throw new Error(`no inspector on port ${port}`);
+  const ws = connectWebSocket(url);
+  await new Promise<void>((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  const chunks: string[] = [];
+  const pending = new Map<number, () => void>();
+  ws.on('message', (data) => {
+    const m = JSON.parse(data.toString()) as { id?: number; method?: string; params?: { chunk?: string } };
+    if (m.method === 'HeapProfiler.addHeapSnapshotChunk') chunks.push(m.params?.chunk ?? '');
+    if (m.id !== undefined) pending.get(m.id)?.();
+  });
+  let seq = 0;
+  const call = (method: string, params: object = {}) =>
+    new Promise<void>((resolve, reject) => {
+      const id = ++seq;
+      const timer = setTimeout(() => reject(new Error(`${method}: no reply in 120 s`)), 120_000);
+      pending.set(id, () => (clearTimeout(timer), resolve()));
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  try {
+    await call('HeapProfiler.enable');
+    await call('HeapProfiler.collectGarbage');
+    await call('HeapProfiler.collectGarbage');
+    const rssMiB = proc(pid).rssMiB;
+    await call('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+    writeFileSync(file, chunks.join(''));
+    return rssMiB;
+  } finally {
+    ws.close();
+  }
+}
+
 function metric(text: string, name: string): number {
   const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
   return m ? Number(m[1]) : Number.NaN;
@@ -129,6 +180,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
   const viewersAtOnce = Number(args.get('viewers') ?? 6);
   const diffusionShare = Number(args.get('diffusion') ?? 0.5);
   const songEveryS = Number(args.get('songs') ?? 45);
+  const snapshot = args.has('heap-snapshot');
   const cleanups: (() => unknown)[] = [];
   const t = { teardown: (fn: () => unknown) => cleanups.push(fn) };
   const samples: Sample[] = [];
@@ -142,7 +194,10 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     const receiver = await TestReceiver.start(tls);
     t.teardown(() => receiver.close());
     const port = await freePort();
+    const inspectPort = await freePort();
     const server = await startServerProcess(t, {
+      // The inspector opens only when asked (SIGUSR1), on this port.
+      ...(snapshot ? { nodeArgs: [`--inspect-port=127.0.0.1:${inspectPort}`] } : {}),
       // MALLOC_ARENA_MAX as our launchers set it (docs/operations.md "Memory"); yours wins.
       env: { PORT: String(port), HOST: '127.0.0.1', WEBRTC_INTERFACES: '127.0.0.1', ALLOW_LOOPBACK_TARGETS: '1', EXTRA_CA_FILE: caFile, LOG_LEVEL: 'warn', MALLOC_ARENA_MAX: process.env['MALLOC_ARENA_MAX'] ?? '2' },
     });
@@ -272,7 +327,9 @@ export default async function soak(args: Map<string, string>): Promise<void> {
       await new Promise((r) => setTimeout(r, 500)); // the driver's tick
     }
     bar.done();
-    const restEnd = minutes >= 6 ? await rest() : null;
+    const restEnd = minutes >= 6 || snapshot ? await rest() : null;
+    const heap = snapshot && restEnd ? { file: join(tmpdir(), `soak-${Date.now()}.heapsnapshot`), rssMiB: 0 } : null;
+    if (heap) heap.rssMiB = await collectAndSnapshot(pid, inspectPort, heap.file);
 
     // One row per minute (the last sample of each).
     const perMinute = new Map<number, Sample>();
@@ -341,9 +398,10 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     const memWarm = kindMeans(warm.length ? warm : samples.slice(0, 1));
     const memLast = kindMeans(last.length ? last : samples.slice(-1));
     summary.push({ measure: 'resident MiB by kind, minute 5 → end', value: [...new Set([...Object.keys(memWarm), ...Object.keys(memLast)])].map((k) => `${k} ${(memWarm[k] ?? 0).toFixed(0)}→${(memLast[k] ?? 0).toFixed(0)}`).join(', ') });
+    if (heap && restEnd) summary.push({ measure: 'at rest: RSS after two forced full collections (the rest is reachable)', value: `${restEnd.rssMiB.toFixed(0)} → ${heap.rssMiB.toFixed(0)} MiB; heap snapshot ${heap.file}` });
     printTable('soak summary', summary);
     for (const f of failures.slice(0, 10)) console.log(`failure: ${f}`);
-    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, diffusionShare, songEveryS, counts, failures, webhooks: receiver.requests.length, verdict, rest: { warm: restWarm, end: restEnd }, samples })}`);
+    console.log(`\nwrote ${writeResult('soak', { minutes, streamsAtOnce, viewersAtOnce, diffusionShare, songEveryS, counts, failures, webhooks: receiver.requests.length, verdict, rest: { warm: restWarm, end: restEnd }, heap, samples })}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();
   }

@@ -53,6 +53,10 @@ t.test('on_beat changes land on the first frame at or after their beat: within o
   const errors: number[] = [];
   let lastFrame = later.frame as number;
   for (let i = 0; i < 10; i++) {
+    // A change that reaches the server within 1 ms of a beat is applied at once, unscheduled, as
+    // documented: send each one away from the beat it would land on (same clock: one machine).
+    const toBeat = 500 - ((Date.now() - hello.server_time) % 500);
+    if (toBeat < 100) await new Promise((r) => setTimeout(r, toBeat + 20));
     c.send({ type: 'update', id: `b${i}`, params: { seed: 100 + i }, on_beat: true });
     const queued = await c.next((m) => m.id === `b${i}` && m.type === 'queued');
     const ack = await c.next((m) => m.id === `b${i}` && m.type === 'ack', 10_000);

@@ -74,15 +74,14 @@ export class ClipBuffer {
     const newest = this.#segments.at(-1);
     if (!newest) return null;
     const wantMs = seconds * 1000;
-    const endMs = newest.startMs + newest.durationMs;
     const picked: CompletedSegment[] = [];
     let spanMs = 0;
     for (let i = this.#segments.length - 1; i >= 0 && spanMs < wantMs; i--) {
       const seg = this.#segments[i] as CompletedSegment;
       if (seg.initId !== newest.initId) break;
       picked.unshift(seg);
-      // Media time, not the sum of durations: a stall or a reconnect is a gap in the timeline.
-      spanMs = endMs - seg.startMs;
+      // Media time: the packager cuts stalls and reconnects out of its timeline, as players see it.
+      spanMs += seg.durationMs;
     }
     const first = picked[0] as CompletedSegment;
     return { init: newest.init, segments: picked, durationMs: spanMs, startedAtMs: first.wallStartMs };

@@ -10,9 +10,12 @@
  * players without LL-HLS. `waitFor(msn, part)` implements blocking playlist reload.
  *
  * Timing: media time is the node's monotonic clock (performance.now) since the first keyframe,
- * 90 kHz. Each AU is held until the next one arrives, so every sample's duration is the real
- * inter-frame gap (one frame of added latency, ≈ 33 ms). A gap over `stallMs` (publisher gone)
- * ends the segment and the next one starts after EXT-X-DISCONTINUITY.
+ * 90 kHz, with every gap cut out: the timeline never has a hole. Each AU is held until the next
+ * one arrives, so every sample's duration is the real inter-frame gap (one frame of added latency,
+ * ≈ 33 ms), at most a part. A gap over `stallMs`, the publisher leaving (flush) and a new encoder
+ * configuration end the segment; the next one starts after EXT-X-DISCONTINUITY, its timestamps
+ * continuing where the last frame ended. (Timestamps that jumped by the gap left a hole in the
+ * players' buffers: hls.js froze up to 4 s at every publish, leave and resolution change.)
  *
  * Audio: one AAC track, contiguous (1024-sample frames) from the first keyframe. Frames are
  * placed by arrival time; gaps over `audioGapMs` are filled with silent frames, and frames more
@@ -136,8 +139,10 @@ export class HlsPackager {
   #partStart = 0;
   #fragmentSeq = 1;
   #keyUnitAsked = false;
-  /** 90 kHz ticks of short freezes cut out of the media timeline (see pushVideo). */
+  /** 90 kHz ticks of gaps cut out of the media timeline (see pushVideo). */
   #offsetTicks = 0;
+  /** Media time where the next frame starts after a segment ended on a gap (flush, stall, new init); ticks. */
+  #resumeTicks: number | undefined;
   #audioPending: Uint8Array[] = [];
   #audioBase = 0;
   /** Next audio sample position (audio timescale since epoch); undefined until audio starts. */
@@ -203,9 +208,7 @@ export class HlsPackager {
     }
     if (au.keyframe && sps && pps && (this.#initId < 0 || !sameBytes(sps, this.#sps) || !sameBytes(pps, this.#pps))) {
       // New stream configuration (first keyframe, or the encoder was rebuilt at a new size).
-      this.#flushHeld();
-      this.#closeSegment();
-      if (this.#initId >= 0) this.#pendingDiscontinuity = true;
+      this.#endOnGap();
       this.#sps = sps;
       this.#pps = pps;
       this.#epochMs ??= au.atMs;
@@ -221,29 +224,40 @@ export class HlsPackager {
     // ≥ 1/outputFps apart, so timestamps keep at least half a nominal frame between them. They
     // never run ahead of arrival by more than a burst's worth (the source is ≤ outputFps).
     const arrival = this.#ticks(au.atMs) - this.#offsetTicks;
-    const stalled = this.#held !== null && arrival - this.#held.t > (STALL_MS / 1000) * VIDEO_TIMESCALE;
-    let t = this.#held && !stalled ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
-    // A frame may not outlast a part (PART-TARGET is a hard upper bound, §4.4.4.9): a short freeze
-    // (< stallMs) is cut out of the media timeline instead; audio follows the same offset.
-    if (this.#held && !stalled && t - this.#held.t > this.partTargetTicks) {
-      const excess = t - this.#held.t - this.partTargetTicks;
-      this.#offsetTicks += excess;
-      t -= excess;
+    if (this.#held && arrival - this.#held.t > (STALL_MS / 1000) * VIDEO_TIMESCALE) {
+      // Stalled: the segment ends with the held frame, the next one follows a discontinuity.
+      this.#endOnGap();
+      this.#audioNext = undefined;
+      this.#audioPending = [];
     }
+    if (!this.#current && !this.#held && !au.keyframe) {
+      // After a gap a segment (and a player) starts on a keyframe; the frames before it take no media time.
+      if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
+      this.#keyUnitAsked = true;
+      return;
+    }
+    let t = this.#held ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
+    // A frame may not outlast a part (PART-TARGET is a hard upper bound, §4.4.4.9): a short freeze
+    // is cut out of the media timeline, and so is every longer gap after a segment ended on one;
+    // audio follows the same offset.
+    const from = this.#held ? this.#held.t + this.partTargetTicks : this.#resumeTicks;
+    if (from !== undefined && (t > from || !this.#held)) {
+      this.#offsetTicks += t - from;
+      t = from;
+    }
+    this.#resumeTicks = undefined;
     const wallMs = Date.now() - (performance.now() - au.atMs);
     const held = this.#held;
     this.#held = { nals, keyframe: au.keyframe, t, wallMs };
-    if (!held) return;
-    const dur = t - held.t;
-    if (stalled) {
-      this.#place(held, this.#nominalTicks());
-      this.#closeSegment();
-      this.#pendingDiscontinuity = true;
-      this.#audioNext = undefined;
-      this.#audioPending = [];
-      return;
-    }
-    this.#place(held, Math.max(1, dur));
+    if (held) this.#place(held, Math.max(1, t - held.t));
+  }
+
+  /** Ends the open segment with the held frame at its nominal length; the next frame continues the timeline right after it. */
+  #endOnGap(): void {
+    if (this.#held) this.#resumeTicks = this.#held.t + this.#nominalTicks();
+    this.#flushHeld();
+    this.#closeSegment();
+    if (this.#initId >= 0) this.#pendingDiscontinuity = true;
   }
 
   /** One raw AAC frame (1024 samples at 48 kHz) that reached Node at atMs. */
@@ -536,13 +550,11 @@ export class HlsPackager {
 
   /**
    * Ends the open segment with the held frame (the publisher left). The next publisher's media
-   * starts a new segment after EXT-X-DISCONTINUITY: its timestamps jump by the gap.
+   * starts a new segment after EXT-X-DISCONTINUITY, its timestamps continuing (the gap is cut out).
    */
   flush(): void {
     this.#assertOpen();
-    this.#flushHeld();
-    this.#closeSegment();
-    if (this.#initId >= 0) this.#pendingDiscontinuity = true;
+    this.#endOnGap();
     this.#audioNext = undefined;
     this.#audioPending = [];
   }

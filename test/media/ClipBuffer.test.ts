@@ -3,18 +3,21 @@ import { ClipBuffer } from '../../media/ClipBuffer.ts';
 import type { CompletedSegment } from '../../media/HlsPackager.ts';
 
 let msn = 0;
-/** Media time where the next segment starts, ms (segments follow each other unless `gapMs`). */
+/** Media time where the next segment starts, ms: segments follow each other, as HlsPackager makes them. */
 let clock = 0;
+/** Wall time the media was away (stalls, reconnects) so far, ms: cut out of the media timeline. */
+let away = 0;
 const seg = (o: Partial<CompletedSegment> & { gapMs?: number } = {}): CompletedSegment => {
   const { gapMs = 0, ...rest } = o;
+  away += gapMs;
   const s: CompletedSegment = {
     msn: msn++,
     initId: 0,
     init: Buffer.from('init0'),
     bytes: Buffer.alloc(1000),
-    startMs: clock + gapMs,
+    startMs: clock,
     durationMs: 1000,
-    wallStartMs: 1_000_000 + clock + gapMs,
+    wallStartMs: 1_000_000 + clock + away,
     discontinuity: gapMs > 0,
     ...rest,
   };
@@ -42,7 +45,7 @@ t.test('uneven segments: at least what was asked, never a segment more than need
   t.equal(b.take(2.6)!.durationMs, 2600, 'exactly covered: nothing more');
 });
 
-t.test('a clip stops at an init change; a gap (stall, reconnect) counts as the media time it was', async (t) => {
+t.test('a clip stops at an init change; a gap (stall, reconnect) is not in it, as it is not in the live timeline', async (t) => {
   const b = new ClipBuffer();
   for (let i = 0; i < 5; i++) b.push(seg({ initId: 1, init: Buffer.from('init1') }));
   for (let i = 0; i < 3; i++) b.push(seg({ initId: 2, init: Buffer.from('init2') }));
@@ -52,9 +55,12 @@ t.test('a clip stops at an init change; a gap (stall, reconnect) counts as the m
   b.push(seg({ initId: 2, init: Buffer.from('init2'), gapMs: 4000 }));
   b.push(seg({ initId: 2, init: Buffer.from('init2') }));
   const g = b.take(10)!;
-  t.equal(g.durationMs, 9000, '3 s, a 4 s gap, 2 s: 9 s of media time');
+  t.equal(g.durationMs, 5000, '3 s, a 4 s gap, 2 s: 5 s of media');
   t.equal(g.segments.length, 5);
-  t.equal(b.take(6)!.durationMs, 7000, 'asked 6 s: 7 s, the gap included');
+  t.equal(g.startedAtMs, g.segments[0]!.wallStartMs, 'started_at is the wall time of its first frame');
+  const h = b.take(4)!;
+  t.equal(h.durationMs, 4000, 'asked 4 s: 4 segments across the gap');
+  t.equal(h.startedAtMs, g.segments[1]!.wallStartMs);
 });
 
 t.test('bounded by media time and by bytes, oldest first out', async (t) => {

@@ -1,18 +1,16 @@
 /**
  * HlsPackager on real x264 output (EncoderBin, real GStreamer) replayed with synthetic arrival
  * times, so segment/part timing is deterministic: window bounds, part and segment rules, the
- * publisher-gap discontinuity, silence padding without publisher audio, and close().
+ * publisher-gap discontinuity, a timeline without holes across gaps and resolution changes,
+ * silence padding without publisher audio, and close().
  */
 import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
 import { HlsPackager } from '../../media/HlsPackager.ts';
 
-const W = 128;
-const H = 96;
-
 /** `n` real access units of a moving gradient, IDR every `keyInt` frames. */
-async function encode(n: number, keyInt: number): Promise<EncodedAccessUnit[]> {
+async function encode(n: number, keyInt: number, W = 128, H = 96): Promise<EncodedAccessUnit[]> {
   const aus: EncodedAccessUnit[] = [];
   let done: () => void = () => undefined;
   const finished = new Promise<void>((r) => (done = r));
@@ -103,6 +101,66 @@ t.test('without publisher audio, parts carry silent AAC covering the video; afte
   t.match(pl, /seg1\.m4s\n#EXT-X-DISCONTINUITY\n/, 'discontinuity before the first segment of the new publisher');
   // ≈ 2 s of video before the gap → ≈ 94 AAC frames of 21.3 ms of silence.
   t.ok(hls.stats().audioFramesSilent >= 90, `silence padded (${hls.stats().audioFramesSilent} frames)`);
+});
+
+/** Each fragment's (moof) media span on one track, in its timescale, in file order. */
+function trackSpans(bytes: Buffer, trackId: number): { start: number; end: number }[] {
+  const spans: { start: number; end: number }[] = [];
+  const children = (buf: Buffer, from: number, to: number, visit: (type: string, body: number, end: number) => void) => {
+    for (let o = from; o + 8 <= to; ) {
+      const size = buf.readUInt32BE(o);
+      visit(buf.toString('latin1', o + 4, o + 8), o + 8, o + size);
+      o += size;
+    }
+  };
+  children(bytes, 0, bytes.length, (type, body, end) => {
+    if (type !== 'moof') return;
+    children(bytes, body, end, (type, body, end) => {
+      if (type !== 'traf') return;
+      let id = -1;
+      let start = 0;
+      let dur = 0;
+      children(bytes, body, end, (type, b) => {
+        if (type === 'tfhd') id = bytes.readUInt32BE(b + 4);
+        if (type === 'tfdt') start = Number(bytes.readBigUInt64BE(b + 4)); // version 1
+        if (type === 'trun') {
+          // flags 0x701: data offset, then duration, size and flags per sample.
+          const count = bytes.readUInt32BE(b + 4);
+          for (let i = 0; i < count; i++) dur += bytes.readUInt32BE(b + 12 + i * 12);
+        }
+      });
+      if (id === trackId) spans.push({ start, end: start + dur });
+    });
+  });
+  return spans;
+}
+
+t.test('the media timeline has no hole across a stall, a publisher gap and a resolution change (players would stall at it)', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(90, 30);
+  const bigger = await encode(30, 30, 160, 120);
+  const { hls } = packager({ windowSegments: 30 });
+  t.teardown(() => hls.close());
+  hls.audioExpected = false;
+  aus.slice(0, 35).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  // A 3 s stall of the same encoder; it resumes mid-GOP (frames 40–59 wait for the key frame at 60).
+  aus.slice(40).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + 35 * frameMs + 3000 + i * frameMs }));
+  hls.flush(); // the publisher left
+  // 5 s later a new encoder at another size.
+  bigger.forEach((au, i) => hls.pushVideo({ ...au, atMs: 30_000 + i * frameMs }));
+  hls.flush();
+  const pl = hls.playlist('ll');
+  const msns = [...pl.matchAll(/^seg(\d+)\.m4s$/gm)].map((m) => Number(m[1]));
+  t.equal((pl.match(/#EXT-X-DISCONTINUITY\n/g) ?? []).length, 2, 'a discontinuity after the stall and before the new encoder');
+  const spans = msns.flatMap((msn) => trackSpans(hls.segment(msn) ?? Buffer.alloc(0), 1));
+  t.ok(spans.length > 10, `${spans.length} video fragments`);
+  const holes = spans.slice(1).map((s, i) => s.start - (spans[i] as { end: number }).end).filter((d) => d !== 0);
+  t.same(holes, [], 'every video fragment starts where the one before it ended');
+  const mediaS = ((spans.at(-1)?.end ?? 0) - (spans[0]?.start ?? 0)) / 90_000;
+  // 35 + 30 (from the key frame at 60) + 30 frames at 30 fps; the stall and the gap are not in it.
+  t.ok(Math.abs(mediaS - 95 / 30) < 0.1, `media time is the frames' (${mediaS.toFixed(3)} s)`);
+  const audio = msns.flatMap((msn) => trackSpans(hls.segment(msn) ?? Buffer.alloc(0), 2));
+  const audioHoles = audio.slice(1).map((s, i) => (s.start - (audio[i] as { end: number }).end) / 48).filter((ms) => Math.abs(ms) > 22);
+  t.same(audioHoles, [], 'the silent audio follows within one AAC frame (21.3 ms)');
 });
 
 t.test('blocking waits resolve when the part appears and fail on close', { timeout: 60_000 }, async (t) => {

@@ -31,7 +31,8 @@ t.test('a libwebrtc (wrtc) VP8 publisher reaches a Chromium viewer with its colo
 });
 
 t.test('an OBS-like publisher (H.264 42e01f only, no candidates in the offer, never trickles) connects and goes live', { timeout: 60_000 }, async (t) => {
-  const srv = await startMediaServer(t);
+  const log: string[] = []; // the node's newest log lines, for a failure
+  const srv = await startMediaServer(t, { onLog: (l) => log.push(l) > 200 && log.shift() });
   const ctx = await launchChromium(t);
   const page = await ctx.newPage();
   await page.goto(`${srv.baseUrl}/peer.html`);
@@ -41,7 +42,19 @@ t.test('an OBS-like publisher (H.264 42e01f only, no candidates in the offer, ne
   t.notMatch(res.offer, /VP8|VP9|AV1/, 'the offer is H.264 only');
   t.equal(res.status, 201, 'WHIP POST → 201');
   t.match(res.body, /a=candidate:.* typ host/, 'the answer carries the server candidates');
-  await started;
+  // Bounded: when it does not go live, say how far it got on both sides (one CI run hung here once).
+  const live = await Promise.race([started.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 40_000).unref())]);
+  if (!live) {
+    const pc = await page.evaluate(async () => {
+      const pub = (window as unknown as { pub: RTCPeerConnection }).pub;
+      const stats: string[] = [];
+      (await pub.getStats()).forEach((r: { type: string; state?: string; bytesSent?: number; framesEncoded?: number; dtlsState?: string; iceState?: string }) => {
+        if (r.type === 'candidate-pair' || r.type === 'transport' || r.type === 'outbound-rtp') stats.push(JSON.stringify(r));
+      });
+      return { connection: pub.connectionState, ice: pub.iceConnectionState, stats };
+    });
+    return t.fail('the stream went live within 40 s', { publisher: pc, node: srv.node.status(STREAM_ID), log: log.map((l) => (JSON.parse(l) as { msg: string }).msg) });
+  }
   const status = srv.node.status(STREAM_ID);
   t.equal(status?.state, 'live', 'the stream went live (server learnt the publisher as peer-reflexive)');
   t.equal(status?.ingest?.codec, 'H264');

@@ -6,8 +6,9 @@
  *
  * A decoder is built for the publisher's codec and starts at a key frame (P-frames without their
  * references only decode to garbage). Input it cannot take (corrupt or hostile RTP) drops it: the
- * next frame builds a new one, which starts at the next key frame asked for. Size and layout
- * change in place (no key frame to wait for).
+ * next frame builds a new one, which starts at the next key frame asked for. So does a decoder
+ * that takes frames for `decoderStallMs` and gives none out (stuck: a stream would otherwise stay
+ * `connecting` with its publisher sending). Size and layout change in place (no key frame to wait for).
  */
 import type { Logger } from 'pino';
 import { CaptureClock } from './CaptureClock.ts';
@@ -41,6 +42,8 @@ export class VideoIngest {
   readonly #capture = new CaptureClock();
   /** performance.now() of the last frame pushed to the decoder (decode time runs from it). */
   #lastInMs = 0;
+  /** performance.now() of the oldest frame pushed since the decoder last gave one out; undefined when none waits. */
+  #waitingSinceMs: number | undefined;
   /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
   readonly inRate = new RateMeter();
   /** Frames decoded and handed on (below inRate when the node is overloaded). */
@@ -75,6 +78,7 @@ export class VideoIngest {
       this.#decoder?.close();
       this.#decoder = this.#createDecoder(session);
       this.#needsKey = true;
+      this.#waitingSinceMs = undefined;
     }
     if (this.#needsKey) {
       // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
@@ -84,10 +88,29 @@ export class VideoIngest {
       }
       this.#needsKey = false;
     }
-    this.#lastInMs = performance.now();
-    this.inRate.mark(this.#lastInMs);
+    const now = performance.now();
+    const waited = now - (this.#waitingSinceMs ?? now);
+    if (waited > this.#opts.settings.decoderStallMs) {
+      this.#opts.logger.warn(`push() | decoder stalled, rebuilt [streamId:${this.#opts.streamId}] [waitedMs:${Math.round(waited)}]`);
+      this.#dropDecoder(session, `no frame out for ${Math.round(waited)} ms`);
+      return;
+    }
+    this.#waitingSinceMs ??= now;
+    this.#lastInMs = now;
+    this.inRate.mark(now);
     this.#capture.frameIn(frame.timestamp);
     this.#decoder.push(frame.data);
+  }
+
+  /** The decoder goes; the next frame builds a new one, which starts at the key frame asked for here. */
+  #dropDecoder(session: WhipSession, message: string): void {
+    this.#opts.onError(`decoder: ${message}`);
+    if (this.#decoder?.closed === false) this.#decoder.close();
+    this.#decoder = null;
+    this.#waitingSinceMs = undefined;
+    this.#capture.decoderReset();
+    this.#restarts++;
+    session.requestKeyframe('decoder');
   }
 
   /** The params changed size or layout: the decoder follows in place (it keeps its references). */
@@ -110,22 +133,15 @@ export class VideoIngest {
       borrowFrames: true,
       logger: this.#opts.logger,
       onFrame: (buf) => this.#onDecoded(buf),
-      onError: (message) => {
-        // Input the decoder could not take (corrupt or hostile RTP): the next packet builds a new
-        // decoder, which starts at the next keyframe we ask for.
-        this.#opts.onError(`decoder: ${message}`);
-        if (this.#decoder?.closed === false) this.#decoder.close();
-        this.#decoder = null;
-        this.#capture.decoderReset();
-        this.#restarts++;
-        session.requestKeyframe('decoder');
-      },
+      // Input the decoder could not take (corrupt or hostile RTP).
+      onError: (message) => this.#dropDecoder(session, message),
     });
   }
 
   #onDecoded(buf: Buffer): void {
     if (this.#closed) return;
     const now = performance.now();
+    this.#waitingSinceMs = undefined;
     this.decodedRate.mark(now);
     const decodeMs = now - this.#lastInMs;
     this.decodeT.add(decodeMs);
@@ -141,6 +157,7 @@ export class VideoIngest {
   stop(): void {
     this.#decoder?.close();
     this.#decoder = null;
+    this.#waitingSinceMs = undefined;
   }
 
   close(): void {

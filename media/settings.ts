@@ -56,6 +56,12 @@ export interface MediaSettings {
   rtpMaxPayload: number;
   /** avdec_h264 threads; 1 keeps decode 1-in-1-out (frame threading delays output by N frames). */
   decoderThreads: number;
+  /**
+   * A decoder that has taken frames for this long without giving one out is rebuilt (and a key
+   * frame asked for), ms. A decode takes milliseconds; seen once under load: a decoder that took
+   * 780 frames and gave none, the stream stuck in `connecting` with its publisher connected.
+   */
+  decoderStallMs: number;
   /** Serve LL-HLS (/hls/{playbackId}/index.m3u8) for every live stream; costs one AAC encode per stream. */
   hlsEnabled: boolean;
   /** LL-HLS part target, ms (PART-TARGET; PART-HOLD-BACK is 3×). */
@@ -125,6 +131,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   whepPerPlaybackPerMinute: 600,
   rtpMaxPayload: 1100,
   decoderThreads: 1,
+  decoderStallMs: 4000,
   hlsEnabled: true,
   hlsPartTargetMs: 200,
   hlsSegmentTargetMs: 1000,

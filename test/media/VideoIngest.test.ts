@@ -1,0 +1,100 @@
+/**
+ * VideoIngest with a real decoder (GStreamer): a decoder that takes frames and gives none out is
+ * rebuilt after `decoderStallMs`, and the rebuilt one decodes the publisher's next key frame on;
+ * a publisher that is merely slow (a frame every few hundred ms, each decoded) is not a stall.
+ */
+import pino from 'pino';
+import t from 'tap';
+import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
+import { DEFAULT_MEDIA_SETTINGS } from '../../media/settings.ts';
+import { VideoIngest } from '../../media/VideoIngest.ts';
+import type { WhipSession } from '../../media/WhipSession.ts';
+
+const logger = pino({ level: 'silent' });
+const W = 96;
+const H = 64;
+
+/** `n` real access units (the first an IDR) of a moving gradient, as Annex B buffers. */
+async function encode(n: number): Promise<EncodedAccessUnit[]> {
+  const aus: EncodedAccessUnit[] = [];
+  const enc = new EncoderBin({ width: W, height: H, fps: 30, bitrateKbps: 300, keyIntFrames: 300, keyUnitMinIntervalMs: 0, logger, onAccessUnit: (au) => aus.push(au) });
+  try {
+    const data = new Uint8Array(W * H * 3);
+    for (let i = 0; i < n + 20 && aus.length < n; i++) {
+      for (let p = 0; p < data.length; p++) data[p] = (p + i * 5) & 0xff;
+      if (i < n) enc.push({ width: W, height: H, data, ptsMs: i * 33 });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    enc.close();
+  }
+  if (aus.length < n) throw new Error(`the encoder gave ${aus.length} of ${n} access units`);
+  return aus.slice(0, n);
+}
+
+const annexB = (au: EncodedAccessUnit) => Buffer.concat(au.nals.flatMap((n) => [Buffer.from([0, 0, 0, 1]), Buffer.from(n)]));
+
+/** What VideoIngest asks of its publisher's session. */
+function fakeSession() {
+  const asked: string[] = [];
+  const session = { codec: 'H264', requestKeyframe: (why: string) => asked.push(why) } as unknown as WhipSession;
+  return { session, asked };
+}
+
+function ingest(stallMs: number) {
+  const errors: string[] = [];
+  let decoded = 0;
+  const vi = new VideoIngest({
+    streamId: 'str_test',
+    settings: { ...DEFAULT_MEDIA_SETTINGS, decoderStallMs: stallMs },
+    size: () => ({ width: W, height: H }),
+    format: () => 'I420',
+    onFrame: () => decoded++,
+    onError: (m) => errors.push(m),
+    logger,
+  });
+  return { vi, errors, decoded: () => decoded };
+}
+
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+t.test('a decoder that takes frames and gives none out is rebuilt; the new one decodes from the next key frame', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(30);
+  const { vi, errors, decoded } = ingest(400);
+  t.teardown(() => vi.close());
+  const { session, asked } = fakeSession();
+  // Access units that parse but hold no picture (an access unit delimiter alone): a decoder that
+  // takes input and gives nothing back, as the stuck one did.
+  const empty = { data: Buffer.from([0, 0, 0, 1, 0x09, 0xf0]), keyframe: true, timestamp: 0 };
+  for (let i = 0; i < 30 && vi.restarts === 0; i++) {
+    vi.push(session, { ...empty, timestamp: i * 3000 });
+    await tick(33);
+  }
+  t.equal(vi.restarts, 1, 'rebuilt once');
+  t.equal(decoded(), 0, 'nothing was decoded before');
+  t.match(errors, [/^decoder: no frame out for \d+ ms$/], 'reported as the stream error');
+  t.ok(asked.includes('decoder'), 'and a key frame asked for');
+  for (const [i, au] of aus.entries()) {
+    vi.push(session, { data: annexB(au), keyframe: au.keyframe, timestamp: 100_000 + i * 3000 });
+    await tick(33);
+  }
+  for (let i = 0; i < 100 && decoded() < 25; i++) await tick(20);
+  t.ok(decoded() >= 25, `the new decoder decodes (${decoded()} of 30 frames)`);
+  t.equal(vi.restarts, 1, 'and is not rebuilt again');
+});
+
+t.test('a slow publisher is not a stalled decoder', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(6);
+  const { vi, errors, decoded } = ingest(200);
+  t.teardown(() => vi.close());
+  const { session } = fakeSession();
+  for (const [i, au] of aus.entries()) {
+    vi.push(session, { data: annexB(au), keyframe: au.keyframe, timestamp: i * 3000 });
+    const before = decoded();
+    for (let k = 0; k < 100 && decoded() === before; k++) await tick(10);
+    await tick(300); // longer than decoderStallMs between frames
+  }
+  t.equal(decoded(), 6, 'every frame decoded');
+  t.equal(vi.restarts, 0, 'no rebuild');
+  t.same(errors, []);
+});

@@ -207,7 +207,17 @@ t.test('playground: create a stream, publish the camera, see the output, change 
 
   // 6. Watch via LL-HLS from the page.
   await page.click('#watchHls');
-  await until('LL-HLS playback', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'hls', 40_000);
+  await until('LL-HLS playback', () => page.evaluate(() => (window as unknown as PlaygroundWindow).playground.mode), (m) => m === 'hls', 40_000).catch(async (err: unknown) => {
+    // What the player and the node had when it did not start (it failed once in a loaded CI run).
+    const video = await page.evaluate(() => {
+      const v = document.getElementById('output') as HTMLVideoElement;
+      const ranges = Array.from({ length: v.buffered.length }, (_, i) => `${v.buffered.start(i).toFixed(3)}-${v.buffered.end(i).toFixed(3)}`);
+      return { readyState: v.readyState, networkState: v.networkState, currentTime: v.currentTime, buffered: ranges, error: v.error?.message ?? null, pill: document.getElementById('outState')?.textContent };
+    });
+    const playlist = await fetch(`${server.url}/hls/${playbackId}/index.m3u8`).then((r) => r.text(), (e: unknown) => String(e));
+    t.comment(`LL-HLS did not start: ${JSON.stringify(video)}\nplaylist:\n${playlist}`);
+    throw err;
+  });
   const hls = await until('HLS frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.time > 1, 30_000);
   t.ok(hls.time > 1, `LL-HLS plays in the playground (currentTime ${hls.time.toFixed(1)} s)`);
   await page.screenshot({ path: join(ARTIFACTS, 'playground-3-hls.png'), fullPage: true });

@@ -202,8 +202,7 @@ export class HlsPackager {
       else if (type !== NAL_AUD) nals.push(nal); // AUD and parameter sets are dropped: avcC carries SPS/PPS
     }
     if (this.#initId < 0 && !au.keyframe) {
-      if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
-      this.#keyUnitAsked = true;
+      this.#askKeyUnit();
       return;
     }
     if (au.keyframe && sps && pps && (this.#initId < 0 || !sameBytes(sps, this.#sps) || !sameBytes(pps, this.#pps))) {
@@ -232,8 +231,7 @@ export class HlsPackager {
     }
     if (!this.#current && !this.#held && !au.keyframe) {
       // After a gap a segment (and a player) starts on a keyframe; the frames before it take no media time.
-      if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
-      this.#keyUnitAsked = true;
+      this.#askKeyUnit();
       return;
     }
     let t = this.#held ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
@@ -299,8 +297,7 @@ export class HlsPackager {
     if (!this.#current) {
       if (!s.keyframe) {
         // A segment (and a player) starts on a keyframe.
-        if (!this.#keyUnitAsked) this.#opts.requestKeyUnit();
-        this.#keyUnitAsked = true;
+        this.#askKeyUnit();
         return;
       }
       this.#startSegment(s);
@@ -319,10 +316,14 @@ export class HlsPackager {
     this.#partTicks += dur;
     const cur = this.#current;
     // Ask ≈150 ms early: the IDR comes out 2–3 frames after the request (appsrc queue + x264).
-    if (cur && !this.#keyUnitAsked && cur.ticks + this.#partTicks >= target - 0.15 * VIDEO_TIMESCALE) {
-      this.#keyUnitAsked = true;
-      this.#opts.requestKeyUnit();
-    }
+    if (cur && cur.ticks + this.#partTicks >= target - 0.15 * VIDEO_TIMESCALE) this.#askKeyUnit();
+  }
+
+  /** Asks the encoder for a key unit, once until the next segment starts. */
+  #askKeyUnit(): void {
+    if (this.#keyUnitAsked) return;
+    this.#keyUnitAsked = true;
+    this.#opts.requestKeyUnit();
   }
 
   #startSegment(s: Held): void {

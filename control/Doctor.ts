@@ -9,6 +9,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { networkInterfaces } from 'node:os';
 import { promisify } from 'node:util';
+import { udpRecvBufferCap } from '../media/index.ts';
 import type { Config } from './config.ts';
 
 const run = promisify(execFile);
@@ -131,6 +132,17 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity'>, add:
     add('UDP ports bind', 'media', bound === null, bound === null ? `a socket binds in ${lo}-${hi} on ${address}` : bound, 'free the range (another server running?) or choose another WEBRTC_UDP_PORT_RANGE');
   } else {
     add('WEBRTC_UDP_PORT_RANGE', 'media', true, 'any ephemeral port: fine on an open host; behind a firewall or in Docker set a range and open it', null);
+  }
+  const cap = udpRecvBufferCap();
+  if (cap !== null) {
+    const asked = rtc.udpRecvBufferBytes;
+    add(
+      'UDP receive buffers',
+      'media',
+      cap >= asked,
+      `net.core.rmem_max ${cap} bytes; each publisher's socket asks ${asked} (WEBRTC_UDP_BUFFER_BYTES)`,
+      `sysctl -w net.core.rmem_max=${asked} (keep it in /etc/sysctl.d/): below it a busy node drops publisher packets, mostly key frames`,
+    );
   }
   for (const url of rtc.turn?.urls ?? []) {
     const m = /^turns?:([^:?]+)(?::(\d+))?/.exec(url);

@@ -109,6 +109,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       ...(rtc.announcedAddresses.length > 0 ? { announcedAddresses: rtc.announcedAddresses } : {}),
       ...(rtc.udpPortRange ? { udpPortRange: rtc.udpPortRange } : {}),
       iceTcp: rtc.iceTcp,
+      udpRecvBufferBytes: rtc.udpRecvBufferBytes,
       stunUrls: rtc.stunUrls,
       ...(rtc.turn ? { turn: rtc.turn } : {}),
       ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),

@@ -118,6 +118,16 @@ export const ConfigEnvSchema = z.object({
   WEBRTC_INTERFACES: list(ipAddress, 'address').optional(),
   /** Also offer ICE over TCP (passive candidates on the same port numbers), for clients whose UDP is blocked. */
   WEBRTC_ICE_TCP: bool.default(true),
+  /**
+   * Receive buffer asked for each publisher's UDP socket, bytes (SO_RCVBUF): what rides out a
+   * moment the node is too busy to read packets. The kernel caps it at net.core.rmem_max; 0
+   * leaves the kernel's default (net.core.rmem_default).
+   */
+  WEBRTC_UDP_BUFFER_BYTES: z.coerce
+    .number()
+    .int()
+    .refine((n) => n === 0 || (n >= 65_536 && n <= 256 * 1024 * 1024), 'must be 0 (the kernel default) or 65536 to 268435456 bytes')
+    .default(4 * 1024 * 1024),
   /** STUN servers offered to WHIP/WHEP clients in `Link` headers (e.g. `stun:stun.example.com:3478`). */
   STUN_URLS: list(z.string().regex(/^stuns?:[^\s<>",]+$/, 'must be stun: or stuns: URLs'), 'URL').optional(),
   /** TURN servers offered to WHIP/WHEP clients, with per-session credentials made from TURN_SECRET. */
@@ -162,6 +172,8 @@ export interface Config {
     announcedAddresses: string[];
     interfaces: string[] | null;
     iceTcp: boolean;
+    /** Bytes (WEBRTC_UDP_BUFFER_BYTES). */
+    udpRecvBufferBytes: number;
     stunUrls: string[];
     turn: { urls: string[]; secret: string; ttlS: number } | null;
   };
@@ -224,6 +236,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       announcedAddresses: e.WEBRTC_ANNOUNCED_ADDRESSES ?? [],
       interfaces: e.WEBRTC_INTERFACES ?? null,
       iceTcp: e.WEBRTC_ICE_TCP,
+      udpRecvBufferBytes: e.WEBRTC_UDP_BUFFER_BYTES,
       stunUrls: e.STUN_URLS ?? [],
       turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL } : null,
     }),

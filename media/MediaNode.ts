@@ -25,6 +25,7 @@ import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { holdWebRtcEgress, type WhepSession } from './WhepSession.ts';
 import type { TurnConfig } from './IceServers.ts';
+import { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './PeerTransport.ts';
 import { RateLimiter } from './RateLimiter.ts';
 import type { WhipSession } from './WhipSession.ts';
 
@@ -81,6 +82,8 @@ export interface MediaNodeOptions {
   udpPortRange?: [number, number];
   /** Offer passive ICE-TCP candidates too. */
   iceTcp?: boolean;
+  /** Receive buffer asked for each publisher's UDP socket, bytes. Default DEFAULT_UDP_RECV_BUFFER_BYTES (4 MiB). */
+  udpRecvBufferBytes?: number;
   /** STUN servers offered to clients (`Link: <stun:…>; rel="ice-server"`). */
   stunUrls?: string[];
   /** TURN servers offered to clients, with per-session credentials from the shared secret. */
@@ -183,6 +186,15 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       whepPerAddress: new RateLimiter(minute(this.settings.whepPerAddressPerMinute)),
       whepPerPlayback: new RateLimiter(minute(this.settings.whepPerPlaybackPerMinute)),
     };
+    const asked = opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES;
+    const cap = udpRecvBufferCap();
+    if (cap !== null && cap < asked) {
+      // The kernel grants less without a word; under load that difference is dropped publisher packets.
+      logger.warn(
+        `MediaNode() | UDP receive buffers capped at ${cap} bytes by net.core.rmem_max (asked ${asked}): a busy node will drop publisher packets; ` +
+          `raise it: sysctl -w net.core.rmem_max=${asked} (docs/operations.md, "Host tuning")`,
+      );
+    }
   }
 
   get options(): Readonly<MediaNodeOptions> {
@@ -198,7 +210,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       streamId,
       params,
       settings: this.settings,
-      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp },
+      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp, udpRecvBufferBytes: this.#opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),

@@ -11,6 +11,8 @@
  * reflexive addresses from their checks.
  */
 import { RTCPeerConnection, RTCRtpCodecParameters } from 'werift';
+import { Socket as UdpSocket } from 'node:dgram';
+import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
 import { rewriteAnswerCandidates, type OfferRole } from './Sdp.ts';
 
@@ -27,6 +29,24 @@ export interface TransportOptions {
   udpPortRange?: [number, number] | undefined;
   /** Also offer passive ICE-TCP candidates (RFC 6544) for clients whose UDP is blocked. */
   iceTcp?: boolean | undefined;
+  /** Receive buffer asked for each UDP socket, bytes (WEBRTC_UDP_BUFFER_BYTES; see sizeReceiveBuffers). */
+  udpRecvBufferBytes?: number | undefined;
+}
+
+/** What WEBRTC_UDP_BUFFER_BYTES defaults to: 4 MiB, ≈ 5 s of a 6 Mb/s publisher (measured: docs/performance.md). */
+export const DEFAULT_UDP_RECV_BUFFER_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The largest receive buffer a process may ask for without privileges, bytes (Linux
+ * `net.core.rmem_max`); null where the system does not say.
+ */
+export function udpRecvBufferCap(): number | null {
+  try {
+    const n = Number(readFileSync('/proc/sys/net/core/rmem_max', 'utf8').trim());
+    return Number.isFinite(n) && n > 0 ? n : null;
+  } catch {
+    return null;
+  }
 }
 
 const FEEDBACK = [{ type: 'nack' }, { type: 'nack', parameter: 'pli' }, { type: 'ccm', parameter: 'fir' }];
@@ -64,6 +84,33 @@ export function createPeerConnection(role: OfferRole, opts: TransportOptions): R
 }
 
 /**
+ * Asks for `bytes` of receive buffer (SO_RCVBUF) on every UDP socket the connection gathered on.
+ *
+ * Every publisher's packets are read by the one JS thread. When it is late (a busy host, more
+ * streams than the cores encode), datagrams wait in the socket's kernel buffer; the default
+ * (`net.core.rmem_default`, 208 KiB) holds about one second of one 1.5 Mb/s publisher, and what
+ * does not fit is dropped. Lost packets are mostly lost key frames (the largest), so an overloaded
+ * node did not slow its streams evenly: some froze until the publisher's next intact key frame.
+ * With 4 MiB the same overload lost nothing (docs/performance.md). The kernel caps the size at
+ * `net.core.rmem_max` without an error (`reverie doctor` and the media role's start say so).
+ * The sockets are werift's, reached through its ICE connection (not part of its typed API).
+ */
+export function sizeReceiveBuffers(pc: RTCPeerConnection, bytes: number): void {
+  for (const ice of pc.iceTransports) {
+    const protocols = (ice.connection as unknown as { protocols?: { transport?: { socket?: unknown } }[] }).protocols ?? [];
+    for (const p of protocols) {
+      const socket = p.transport?.socket;
+      if (!(socket instanceof UdpSocket)) continue;
+      try {
+        socket.setRecvBufferSize(bytes);
+      } catch {
+        // Closed under us (the session ended while answering): nothing to size.
+      }
+    }
+  }
+}
+
+/**
  * Applies the (already prepared) offer, answers, waits for ICE gathering to complete and returns
  * the answer SDP holding every candidate. Rejects if gathering takes longer than `timeoutMs`.
  */
@@ -74,6 +121,7 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
   if (pc.iceGatheringState !== 'complete') {
     await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
   }
+  if (transport.udpRecvBufferBytes) sizeReceiveBuffers(pc, transport.udpRecvBufferBytes);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new Error('no local description after gathering');
   return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });

@@ -8,6 +8,7 @@ export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type ClipResult, type Ing
 export { FORWARDED_HEADER, forwardedFor } from './WhipWhepRoutes.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
+export { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './PeerTransport.ts';
 export type { ParamsTransition, ScheduledParams } from './ParamsSchedule.ts';
 export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StartedInfo } from './LiveStream.ts';
 export type { ParamsLanding } from './ParamsLandings.ts';

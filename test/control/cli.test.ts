@@ -4,7 +4,7 @@
  * `keys create --json` prints {key, account}; `doctor` reports each dependency.
  */
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
@@ -137,12 +137,16 @@ t.test("doctor checks the live path's network settings: interfaces, port range, 
     const { stdout } = await run(process.execPath, [...CLI, 'doctor', '--json'], { env: { ...process.env, DATA_DIR: dataDir, ...env } }).catch((e: { stdout: string }) => e);
     return JSON.parse(stdout) as { name: string; ok: boolean; detail: string; fix: string | null }[];
   };
-  const bad = await doctor({ WEBRTC_INTERFACES: '198.51.100.77', WEBRTC_UDP_PORT_RANGE: '40100-40101', MEDIA_CAPACITY: '8', TURN_URLS: 'turn:127.0.0.1:9?transport=udp', TURN_SECRET: 'doctor-test-secret-123' });
+  // The kernel's cap on a socket's receive buffer: asking more is flagged, asking the cap is fine.
+  const rmemMax = Number(readFileSync('/proc/sys/net/core/rmem_max', 'utf8').trim());
+  const bad = await doctor({ WEBRTC_INTERFACES: '198.51.100.77', WEBRTC_UDP_PORT_RANGE: '40100-40101', MEDIA_CAPACITY: '8', TURN_URLS: 'turn:127.0.0.1:9?transport=udp', TURN_SECRET: 'doctor-test-secret-123', WEBRTC_UDP_BUFFER_BYTES: String(Math.max(65_536, rmemMax + 4096)) });
   const get = (rs: typeof bad, name: string) => rs.find((r) => r.name === name || r.name.startsWith(name));
   t.match(get(bad, 'WEBRTC_INTERFACES'), { ok: false, detail: /198\.51\.100\.77/ }, 'an address not on this machine is named');
   t.match(get(bad, 'WEBRTC_UDP_PORT_RANGE'), { ok: false, fix: /MEDIA_CAPACITY/ }, 'a range smaller than the capacity is flagged');
   t.match(get(bad, 'TURN'), { ok: false, fix: /TURN server/ }, 'an unreachable TURN server is flagged');
-  let good = await doctor({ WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123' });
-  for (let i = 0; i < 20 && !get(good, 'TURN')?.ok; i++) good = await doctor({ WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123' });
-  for (const name of ['WEBRTC_INTERFACES', 'WEBRTC_UDP_PORT_RANGE', 'UDP ports bind', 'TURN']) t.equal(get(good, name)?.ok, true, `${name}: ok (${get(good, name)?.detail})`);
+  t.match(get(bad, 'UDP receive buffers'), { ok: false, detail: new RegExp(`rmem_max ${rmemMax}`), fix: /sysctl -w net\.core\.rmem_max=/ }, 'a receive buffer above the kernel cap is flagged, with the sysctl that lifts it');
+  const goodEnv = { WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123', WEBRTC_UDP_BUFFER_BYTES: String(Math.max(65_536, Math.min(rmemMax, 4 * 1024 * 1024))) };
+  let good = await doctor(goodEnv);
+  for (let i = 0; i < 20 && !get(good, 'TURN')?.ok; i++) good = await doctor(goodEnv);
+  for (const name of ['WEBRTC_INTERFACES', 'WEBRTC_UDP_PORT_RANGE', 'UDP ports bind', 'TURN', 'UDP receive buffers']) t.equal(get(good, name)?.ok, true, `${name}: ok (${get(good, name)?.detail})`);
 });

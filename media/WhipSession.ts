@@ -281,7 +281,12 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     for (const t of this.#timers) clearTimeout(t);
     clearInterval(this.#watchdog);
     this.#pc.close().catch((err: unknown) => this.#logger.warn({ err }, 'close() | pc.close failed'));
-    this.#logger.info(`close() | publisher session closed [sessionId:${this.id}] [reason:${reason}]`);
+    const st = this.#stats;
+    // What the session carried, for the log reader: a stream that never went live shows why here.
+    this.#logger.info(
+      `close() | publisher session closed [sessionId:${this.id}] [reason:${reason}] [packets:${st.videoPackets}] [lost:${st.packetsLost}] ` +
+        `[framesIn:${st.framesIn}] [framesDropped:${st.framesDropped}] [keyframes:${st.keyframes}] [pliSent:${st.pliSent}]`,
+    );
     this.safeEmit('close', reason);
   }
 }

@@ -42,6 +42,15 @@ t.test('invalid values name the variable', async (t) => {
   }
 });
 
+t.test('WEBRTC_UDP_BUFFER_BYTES: 4 MiB by default, 0 for the kernel default, nonsense named', async (t) => {
+  t.equal(loadConfig({}).webrtc.udpRecvBufferBytes, 4 * 1024 * 1024);
+  t.equal(loadConfig({ WEBRTC_UDP_BUFFER_BYTES: '0' }).webrtc.udpRecvBufferBytes, 0);
+  t.equal(loadConfig({ WEBRTC_UDP_BUFFER_BYTES: '8388608' }).webrtc.udpRecvBufferBytes, 8 * 1024 * 1024);
+  for (const bad of ['1000', '-1', 'lots', '1e12']) {
+    t.throws(() => loadConfig({ WEBRTC_UDP_BUFFER_BYTES: bad }), { name: 'ConfigError', variable: 'WEBRTC_UDP_BUFFER_BYTES' }, `${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('flags override the environment', async (t) => {
   const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
   t.equal(c.port, 9100);

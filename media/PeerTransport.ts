@@ -91,7 +91,9 @@ export function createPeerConnection(role: OfferRole, opts: TransportOptions): R
  * (`net.core.rmem_default`, 208 KiB) holds about one second of one 1.5 Mb/s publisher, and what
  * does not fit is dropped. Lost packets are mostly lost key frames (the largest), so an overloaded
  * node did not slow its streams evenly: some froze until the publisher's next intact key frame.
- * With 4 MiB the same overload lost nothing (docs/performance.md). The kernel caps the size at
+ * With 4 MiB the same overload lost nothing (docs/performance.md). A buffer absorbs stalls, not a
+ * thread that falls behind for good: then packets, ICE consent answers among them, wait seconds
+ * (decision 0017; admission keeps a node out of that). The kernel caps the size at
  * `net.core.rmem_max` without an error (`reverie doctor` and the media role's start say so).
  * The sockets are werift's, reached through its ICE connection (not part of its typed API).
  */

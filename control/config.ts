@@ -7,6 +7,7 @@ import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_UDP_RECV_BUFFER_BYTES } from '../media/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
 export type Role = 'api' | 'media' | 'worker';
@@ -127,7 +128,7 @@ export const ConfigEnvSchema = z.object({
     .number()
     .int()
     .refine((n) => n === 0 || (n >= 65_536 && n <= 256 * 1024 * 1024), 'must be 0 (the kernel default) or 65536 to 268435456 bytes')
-    .default(4 * 1024 * 1024),
+    .default(DEFAULT_UDP_RECV_BUFFER_BYTES),
   /** STUN servers offered to WHIP/WHEP clients in `Link` headers (e.g. `stun:stun.example.com:3478`). */
   STUN_URLS: list(z.string().regex(/^stuns?:[^\s<>",]+$/, 'must be stun: or stuns: URLs'), 'URL').optional(),
   /** TURN servers offered to WHIP/WHEP clients, with per-session credentials made from TURN_SECRET. */

@@ -152,6 +152,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly settings: MediaSettings;
   readonly #opts: MediaNodeOptions;
   readonly #logger: Logger;
+  /** Receive buffer asked for each publisher's UDP socket, bytes (options or the default). */
+  readonly #udpRecvBufferBytes: number;
   readonly #streams = new Map<string, LiveStream>();
   readonly #sessions = new Map<string, SessionEntry>();
   /**
@@ -176,6 +178,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     super(logger);
     this.#opts = opts;
     this.#logger = logger;
+    this.#udpRecvBufferBytes = opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES;
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
     this.#releaseEgress = holdWebRtcEgress();
@@ -186,7 +189,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       whepPerAddress: new RateLimiter(minute(this.settings.whepPerAddressPerMinute)),
       whepPerPlayback: new RateLimiter(minute(this.settings.whepPerPlaybackPerMinute)),
     };
-    const asked = opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES;
+    const asked = this.#udpRecvBufferBytes;
     const cap = udpRecvBufferCap();
     if (cap !== null && cap < asked) {
       // The kernel grants less without a word; under load that difference is dropped publisher packets.
@@ -210,7 +213,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       streamId,
       params,
       settings: this.settings,
-      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp, udpRecvBufferBytes: this.#opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES },
+      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp, udpRecvBufferBytes: this.#udpRecvBufferBytes },
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),

@@ -53,6 +53,9 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
   return Fastify({
     loggerInstance: logger,
     bodyLimit: config.bodyLimit,
+    // req.ip is the client's address: the TCP peer's, or behind a trusted proxy (TRUSTED_PROXIES)
+    // the X-Forwarded-For entry left of the last trusted hop. Per-address limits and logs use it.
+    trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
     // Our ids; a caller's X-Request-Id is kept when it is sane, so logs join up across services.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -96,7 +99,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     const route = request.routeOptions.url ?? 'unmatched';
     ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
     ctx.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request done');
+    request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
   });
 
   await app.register(fastifySwagger, {

@@ -26,6 +26,13 @@ const list = (item: z.ZodType<string, string>, what: string) =>
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
     .pipe(z.array(item).min(1, `needs at least one ${what}`));
 const ipAddress = z.string().refine((a) => isIP(a) !== 0, 'must be IP addresses (e.g. 203.0.113.7 or 2001:db8::7)');
+/** An IP address or a CIDR block (`10.0.0.0/8`, `2001:db8::/32`): the prefix fits the address family. */
+const ipOrCidr = z.string().refine((s) => {
+  const [address = '', prefix, ...rest] = s.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}, 'must be IP addresses or CIDR blocks (e.g. 10.0.0.5, 10.0.0.0/8, 2001:db8::/32)');
 
 /**
  * Streams per core of a node's default capacity. Measured (docs/performance.md, capacity
@@ -137,6 +144,16 @@ export const ConfigEnvSchema = z.object({
   TURN_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Seconds a TURN credential stays valid (coturn checks it on every refresh: longer than a stream). */
   TURN_CREDENTIAL_TTL: z.coerce.number().int().min(60).max(7 * 86_400).default(86_400),
+  /**
+   * Reverse proxies (TLS terminators, load balancers) whose `X-Forwarded-For` is believed, as
+   * addresses or CIDR blocks. A request from one of them counts as coming from the address the
+   * proxy appended, walking the header right to left past every trusted hop; that address is what
+   * the per-address limits (WHIP/WHEP POSTs, viewers still connecting) count and what request logs
+   * record. Default: none — every request counts as its TCP peer's, and the header is ignored, so a
+   * client cannot choose its own address. RFC 7239 `Forwarded` is never read (nginx, HAProxy,
+   * Caddy and the cloud load balancers all send X-Forwarded-For).
+   */
+  TRUSTED_PROXIES: list(ipOrCidr, 'address').optional(),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -162,6 +179,8 @@ export interface Config {
   metricsToken: string | null;
   renderWorkers: number;
   mediaCapacity: number;
+  /** Addresses and CIDR blocks whose X-Forwarded-For is believed (TRUSTED_PROXIES); empty: none. */
+  trustedProxies: readonly string[];
   recording: {
     /** Operator caps over every plan's retention limits (null: the plan's). */
     maxBytes: number | null;
@@ -231,6 +250,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     metricsToken: e.METRICS_TOKEN ?? null,
     renderWorkers: e.RENDER_WORKERS,
     mediaCapacity: e.MEDIA_CAPACITY ?? Math.max(1, STREAMS_PER_CORE * availableParallelism()),
+    trustedProxies: Object.freeze(e.TRUSTED_PROXIES ?? []),
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({
       udpPortRange: e.WEBRTC_UDP_PORT_RANGE ?? null,

@@ -74,3 +74,11 @@ t.test('DRAIN_TIMEOUT is seconds, 25 by default, and a bad value is named', asyn
   t.equal(loadConfig({ DRAIN_TIMEOUT: '5' }).drainTimeoutS, 5);
   t.throws(() => loadConfig({ DRAIN_TIMEOUT: '0' }), new ConfigError('invalid DRAIN_TIMEOUT: Too small: expected number to be >=1 (got "0")', 'DRAIN_TIMEOUT'));
 });
+
+t.test('TRUSTED_PROXIES: none by default; addresses and CIDR blocks taken; a bad entry is named', async (t) => {
+  t.same(loadConfig({}).trustedProxies, [], 'default: no proxy is trusted');
+  t.same(loadConfig({ TRUSTED_PROXIES: ' 127.0.0.1, 10.0.0.0/8 ,2001:db8::/32,::1' }).trustedProxies, ['127.0.0.1', '10.0.0.0/8', '2001:db8::/32', '::1']);
+  for (const bad of ['10.0.0.0/33', '2001:db8::/129', 'proxy.example.com', '10.0.0.0/8/1', '10.0.0/8', '10.0.0.0/', '*', ',']) {
+    t.throws(() => loadConfig({ TRUSTED_PROXIES: bad }), { name: 'ConfigError', variable: 'TRUSTED_PROXIES' }, `${JSON.stringify(bad)} is refused, naming the variable`);
+  }
+});

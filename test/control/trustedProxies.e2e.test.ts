@@ -7,7 +7,8 @@
 import wrtc from '@roamhq/wrtc';
 import t from 'tap';
 import { startLiveServer } from '../helpers/liveServer.ts';
-import { haveNginx, send, startNginxProxy } from '../helpers/nginxProxy.ts';
+import { send } from '../helpers/net.ts';
+import { haveNginx, startNginxProxy } from '../helpers/nginxProxy.ts';
 
 async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly'): Promise<string> {
   const pc = new wrtc.RTCPeerConnection();
@@ -92,7 +93,7 @@ t.test('a client forging X-Forwarded-For or Forwarded is limited by its own addr
     for (let i = 0; i <= WHIP_PER_ADDRESS; i++) {
       // A new made-up address on every request: believed, it would never reach the limit.
       const forged = `198.51.100.${i + 1}`;
-      const headers = i % 2 === 0 ? { 'x-forwarded-for': forged } : { forwarded: `for=${forged}` };
+      const headers: Record<string, string> = i % 2 === 0 ? { 'x-forwarded-for': forged } : { forwarded: `for=${forged}` };
       statuses.push((await send(base, { method: 'POST', path: '/live/str_junk/whip', from, headers })).status);
     }
     t.same([...new Set(statuses.slice(0, WHIP_PER_ADDRESS))], [415], `${how}: the first ${WHIP_PER_ADDRESS} → 415`);

@@ -21,7 +21,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store, StreamRecord } from '../store/index.ts';
-import { FORWARDED_HEADER, forwardedFor } from '../media/index.ts';
+import { FORWARDED_HEADER, WHIP_POST, forwardedFor } from '../media/index.ts';
 import type { MediaNodeClient, MediaNodeInfo } from '../streams/index.ts';
 
 export type LiveRouting = 'proxy' | 'redirect';
@@ -114,7 +114,7 @@ export class LiveRouter {
         if (target.to === 'local') return text(reply, 503, 'no media node in this process');
         return this.#send(route, target.node, req, reply);
       };
-      app.post('/live/:streamId/whip', PUBLIC, handler('whip', 'streamId'));
+      app.post('/live/:streamId/whip', WHIP_POST, handler('whip', 'streamId'));
       app.post('/live/:playbackId/whep', PUBLIC, handler('whep', 'playbackId'));
       app.get('/hls/:playbackId/*', PUBLIC, handler('hls', 'playbackId'));
       // Session URLs are absolute on the node; one reaching us was built by hand.

@@ -102,6 +102,14 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
   });
 
+  // /openapi.json declares per operation what the auth hooks below enforce: a route they let
+  // through (`config: { public: true }`) needs no API key, so it declares `security: []` unless it
+  // names a credential it checks itself (WHIP's stream key, the control socket's token).
+  app.addHook('onRoute', (route) => {
+    if (route.config?.public !== true || route.schema?.security !== undefined) return;
+    route.schema = { ...route.schema, security: [] };
+  });
+
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',
@@ -113,7 +121,13 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
           'Authenticate with `Authorization: Bearer <API_KEY>`.',
       },
       servers: [{ url: config.publicUrl }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key.' },
+          streamKey: { type: 'http', scheme: 'bearer', description: "The stream's `stream_key` (WHIP publish, RFC 9725)." },
+          controlToken: { type: 'apiKey', in: 'query', name: 'token', description: 'A control token from POST /v1/streams/{id}/control-token (60 s, one stream).' },
+        },
+      },
       security: [{ bearerAuth: [] }],
     },
     transform: jsonSchemaTransform,

@@ -58,6 +58,8 @@ const CORS = {
 
 // The control app's auth hook skips routes marked public; WHIP checks its own Bearer token.
 const PUBLIC = { config: { public: true } } as Record<string, unknown>;
+/** WHIP POST needs no API key but the stream key: /openapi.json says so (scheme `streamKey` of control/buildApp.ts). */
+export const WHIP_POST = { config: { public: true }, schema: { security: [{ streamKey: [] }] } } as Record<string, unknown>;
 
 function mediaType(req: FastifyRequest): string {
   return (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
@@ -115,7 +117,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     return reply.send(r.answer);
   };
 
-  app.post<{ Params: { streamId: string }; Body: unknown }>('/live/:streamId/whip', PUBLIC, async (req, reply) => {
+  app.post<{ Params: { streamId: string }; Body: unknown }>('/live/:streamId/whip', WHIP_POST, async (req, reply) => {
     limit(node.limits.whipPerAddress, clientAddress(req, node.options.forwardedSecret), 'publish requests from this address');
     if (mediaType(req) !== SDP) return fail(reply, 415, `unsupported content type; send ${SDP}`);
     const token = bearer(req);

@@ -50,6 +50,8 @@ export async function startServer(config: Readonly<Config>, opts: { logger?: Log
   if (config.allowLoopbackTargets) {
     log.warn('startServer() | ALLOW_LOOPBACK_TARGETS is on: webhooks and style images may reach loopback. Never run production like this.');
   }
+  // Said once at start: a proxy missing here makes every client behind it one address to the limits.
+  if (config.trustedProxies.length > 0) log.info(`startServer() | X-Forwarded-For believed from TRUSTED_PROXIES [proxies:${config.trustedProxies.join(',')}]`);
 
   let firstKey: string | null = null;
   if (store.kind === 'embedded' && (await store.accounts.count()) === 0) {

@@ -5,7 +5,9 @@
  * nginx appends to X-Forwarded-For. Offers come from a real libwebrtc peer (@roamhq/wrtc).
  */
 import wrtc from '@roamhq/wrtc';
+import pino from 'pino';
 import t from 'tap';
+import { makeApp } from '../helpers/app.ts';
 import { startLiveServer } from '../helpers/liveServer.ts';
 import { send } from '../helpers/net.ts';
 import { haveNginx, startNginxProxy } from '../helpers/nginxProxy.ts';
@@ -99,4 +101,17 @@ t.test('a client forging X-Forwarded-For or Forwarded is limited by its own addr
     t.same([...new Set(statuses.slice(0, WHIP_PER_ADDRESS))], [415], `${how}: the first ${WHIP_PER_ADDRESS} → 415`);
     t.equal(statuses.at(-1), 429, `${how}: POST ${WHIP_PER_ADDRESS + 1} → 429, counted against ${from}`);
   }
+});
+
+t.test('the request log records the client behind a trusted proxy, and the TCP peer for anyone else', { timeout: 20_000 }, async (t) => {
+  const lines: { msg?: string; client?: string }[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg?: string; client?: string }) });
+  const { app } = await makeApp(t, { logger, env: { TRUSTED_PROXIES: '10.0.0.0/8' } });
+  const logged = async (remoteAddress: string, xff: string) => {
+    lines.length = 0;
+    await app.inject({ method: 'GET', url: '/livez', remoteAddress, headers: { 'x-forwarded-for': xff } });
+    return lines.find((l) => l.msg === 'request done')?.client;
+  };
+  t.equal(await logged('10.1.2.3', '198.51.100.7, 10.9.9.9'), '198.51.100.7', 'through two trusted hops: the client');
+  t.equal(await logged('192.0.2.1', '198.51.100.7'), '192.0.2.1', 'from an untrusted peer: the peer, whatever it claims');
 });

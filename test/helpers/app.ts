@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import type { Test } from 'tap';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { buildApp, type App } from '../../control/buildApp.ts';
@@ -27,12 +27,12 @@ export interface TestApp {
 
 export async function makeApp(
   t: Test,
-  opts: { env?: Partial<ConfigEnv>; now?: () => number; services?: (base: { store: Store; dataDir: string }) => Promise<Partial<AppContext>> | Partial<AppContext> } = {},
+  opts: { env?: Partial<ConfigEnv>; now?: () => number; logger?: Logger; services?: (base: { store: Store; dataDir: string }) => Promise<Partial<AppContext>> | Partial<AppContext> } = {},
 ): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-app-'));
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0, ...opts.env });
   const store = await createStore({ dataDir, ...(opts.now ? { now: opts.now } : {}) });
-  const logger = pino({ level: 'silent' });
+  const logger = opts.logger ?? pino({ level: 'silent' });
   const extra = opts.services ? await opts.services({ store, dataDir }) : {};
   const ctx: AppContext = {
     store,

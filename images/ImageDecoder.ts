@@ -31,16 +31,23 @@ export type ImageFormat = 'png' | 'jpeg' | 'webp' | 'gif';
  * How the picture is fitted to the asked size:
  * - `contain`: exactly width×height, the whole picture, letterboxed on `background`;
  * - `fill`: exactly width×height, stretched;
- * - `inside`: at most width×height, aspect kept, never enlarged (the normalised stored form).
+ * - `inside`: at most width×height, aspect kept, never enlarged.
  */
 export type ImageFit = 'contain' | 'fill' | 'inside';
+
+export interface Rgb {
+  r: number;
+  g: number;
+  b: number;
+}
+const BLACK: Rgb = { r: 0, g: 0, b: 0 };
 
 export interface DecodeTarget {
   width: number;
   height: number;
   fit: ImageFit;
   /** Behind transparency and around a `contain` picture; default black. */
-  background?: { r: number; g: number; b: number };
+  background?: Rgb;
 }
 
 /** Decoded pixels: RGB24, rows top to bottom, no padding. */
@@ -87,8 +94,32 @@ export class ImageDecoder {
   }
 
   /** Decodes client bytes to RGB at the target size. Rejects with ImageRejectedError (the client's fault, message fit to show) or ImageBusyError. */
-  async decode(bytes: Buffer, target: DecodeTarget): Promise<RgbImage> {
-    const { maxBytes, maxPixels } = this.limits;
+  decode(bytes: Buffer, target: DecodeTarget): Promise<RgbImage> {
+    return this.#guarded(bytes, async (image) => {
+      const { data, info } = await image
+        .resize(target.width, target.height, { fit: target.fit, background: target.background ?? BLACK, withoutEnlargement: target.fit === 'inside' })
+        .raw()
+        .toBuffer({ resolveWithObject: true });
+      if (info.channels !== 3) throw new Error(`${info.channels} channels out`);
+      return { width: info.width, height: info.height, data };
+    }, target.background);
+  }
+
+  /**
+   * Decodes client bytes and writes them again as a plain PNG of at most maxSide px a side (aspect
+   * kept, never enlarged, transparency flattened onto `background`, no metadata): a file whose
+   * every byte we wrote. Same caps and errors as decode(); the encode holds the same slot.
+   */
+  normalise(bytes: Buffer, maxSide: number, background: Rgb = BLACK): Promise<{ png: Buffer; width: number; height: number }> {
+    return this.#guarded(bytes, async (image) => {
+      const { data, info } = await image.resize(maxSide, maxSide, { fit: 'inside', withoutEnlargement: true }).png({ compressionLevel: 6 }).toBuffer({ resolveWithObject: true });
+      return { png: data, width: info.width, height: info.height };
+    }, background);
+  }
+
+  /** The caps before and around one libvips pipeline: bytes, format, PNG chunks, a slot, the deadline; errors made client-readable. */
+  async #guarded<T>(bytes: Buffer, run: (image: sharp.Sharp) => Promise<T>, background: Rgb = BLACK): Promise<T> {
+    const { maxBytes, maxPixels, timeoutS } = this.limits;
     if (bytes.length === 0) throw new ImageRejectedError('the image is empty');
     if (bytes.length > maxBytes) throw new ImageRejectedError(`the image is ${bytes.length} bytes, more than ${maxBytes}`);
     const format = sniffImageFormat(bytes);
@@ -96,38 +127,27 @@ export class ImageDecoder {
     const input = format === 'png' ? stripPng(bytes, { maxBytes, maxPixels }) : bytes;
     await this.#slot();
     this.#stats.decodes++;
-    const work = this.#run(input, format, target);
+    const image = sharp(input, { limitInputPixels: maxPixels, sequentialRead: true, pages: 1 })
+      .timeout({ seconds: timeoutS })
+      .flatten({ background })
+      .toColourspace('srgb')
+      .removeAlpha();
+    const work = run(image).catch((err: unknown) => {
+      const msg = (err as Error).message;
+      if (/pixel limit/.test(msg)) throw new ImageRejectedError(`the image is more than ${maxPixels} pixels`, { cause: err });
+      if (/timeout/i.test(msg)) throw new ImageRejectedError(`the image took longer than ${timeoutS} s to decode`, { cause: err });
+      throw new ImageRejectedError(`the image does not decode as ${format.toUpperCase()}`, { cause: err });
+    });
     // The slot is freed when libvips is done, even if the caller was answered at the deadline.
     void work.then(this.#release, this.#release);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ImageRejectedError(`the image took longer than ${this.limits.timeoutS} s to decode`)), this.limits.timeoutS * 1000 + 500);
+      timer = setTimeout(() => reject(new ImageRejectedError(`the image took longer than ${timeoutS} s to decode`)), timeoutS * 1000 + 500);
     });
     try {
       return await Promise.race([work, deadline]);
     } finally {
       clearTimeout(timer);
-    }
-  }
-
-  async #run(input: Buffer, format: ImageFormat, target: DecodeTarget): Promise<RgbImage> {
-    const background = target.background ?? { r: 0, g: 0, b: 0 };
-    try {
-      const { data, info } = await sharp(input, { limitInputPixels: this.limits.maxPixels, sequentialRead: true, pages: 1 })
-        .timeout({ seconds: this.limits.timeoutS })
-        .flatten({ background })
-        .resize(target.width, target.height, { fit: target.fit, background, withoutEnlargement: target.fit === 'inside' })
-        .toColourspace('srgb')
-        .removeAlpha()
-        .raw()
-        .toBuffer({ resolveWithObject: true });
-      if (info.channels !== 3) throw new Error(`${info.channels} channels out`);
-      return { width: info.width, height: info.height, data };
-    } catch (err) {
-      const msg = (err as Error).message;
-      if (/pixel limit/.test(msg)) throw new ImageRejectedError(`the image is more than ${this.limits.maxPixels} pixels`, { cause: err });
-      if (/timeout/i.test(msg)) throw new ImageRejectedError(`the image took longer than ${this.limits.timeoutS} s to decode`, { cause: err });
-      throw new ImageRejectedError(`the image does not decode as ${format.toUpperCase()}`, { cause: err });
     }
   }
 
@@ -152,9 +172,4 @@ export class ImageDecoder {
     if (next) next();
     else this.#stats.active--;
   };
-}
-
-/** Our own RGB pixels as a plain PNG (no metadata): the stored, normalised form of a client image. */
-export function encodePng(image: RgbImage): Promise<Buffer> {
-  return sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } }).png({ compressionLevel: 6 }).toBuffer();
 }

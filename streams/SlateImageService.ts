@@ -10,7 +10,7 @@
  * node: it looks at the file while it builds slates.
  */
 import type { Logger } from 'pino';
-import { ImageBusyError, ImageRejectedError, encodePng, type ImageDecoder } from '../images/index.ts';
+import { ImageBusyError, ImageRejectedError, type ImageDecoder } from '../images/index.ts';
 import { SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB, slateImageKey, type FetchImage } from '../media/index.ts';
 import type { Account, BlobStore, Store, StreamRecord } from '../store/index.ts';
 import { streamError } from '../errors/index.ts';
@@ -75,21 +75,19 @@ export class SlateImageService {
   async set(account: Account, streamId: string, imageUrl: string): Promise<SlateImageView> {
     await this.#own(account, streamId);
     const bytes = await this.#load(imageUrl);
-    const side = SLATE_IMAGE_MAX_SIDE;
-    const rgb = await this.#o.images.decode(bytes, { width: side, height: side, fit: 'inside', background: SLATE_PAD_RGB }).catch((err: unknown) => {
+    const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB).catch((err: unknown) => {
       if (err instanceof ImageRejectedError) throw invalid(err.message);
       if (err instanceof ImageBusyError) {
         throw streamError('SERVICE/UNAVAILABLE', 'Every image decoder is busy; try again shortly.', { headers: { 'retry-after': String(err.retryAfterS) }, cause: err });
       }
       throw err;
     });
-    const stored = await encodePng(rgb);
     const shown = imageUrl.startsWith('data:') ? 'data:' : imageUrl;
-    const meta: Meta = { imageUrl: shown, size: stored.length, updatedAt: new Date(this.#now()).toISOString() };
+    const meta: Meta = { imageUrl: shown, size: stored.png.length, updatedAt: new Date(this.#now()).toISOString() };
     // The image first: a node that sees it before the meta only shows it a moment earlier.
-    await this.#o.blobs.put(slateImageKey(streamId), stored);
+    await this.#o.blobs.put(slateImageKey(streamId), stored.png);
     await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
-    this.#log.info(`set() | slate image stored [streamId:${streamId}] [sent:${bytes.length}] [stored:${stored.length}] [size:${rgb.width}x${rgb.height}]`);
+    this.#log.info(`set() | slate image stored [streamId:${streamId}] [sent:${bytes.length}] [stored:${stored.png.length}] [size:${stored.width}x${stored.height}]`);
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
   }
 

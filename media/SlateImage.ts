@@ -22,8 +22,9 @@ export function slateImageKey(streamId: string): string {
   return `slates/${streamId}/${SLATE_IMAGE_FILE}`;
 }
 /**
- * Longest side of the stored picture, px: no stream is larger (params cap width and height at
- * 2048), and a 1920² RGB PNG stays under 11 MB even for noise (a photo: a few MB).
+ * Longest side of the stored picture, px: streams are at most 1024 px a side (2048 after an
+ * upscaler, which then enlarges the picture a little), and a 1920² RGB PNG stays under 11 MB even
+ * for noise (a photo: a few MB).
  */
 export const SLATE_IMAGE_MAX_SIDE = 1920;
 /**

@@ -60,7 +60,7 @@ export default tseslint.config(
             { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
             { regex: '(^|/)native/(?!params/index\\.ts$)', message: 'control/ and streams/ import only native/params/index.ts from native/ (the engine entry loads ONNX Runtime).' },
             { regex: '(^|/)control/', message: 'streams/ is the domain under control/: it never imports control/.' },
-            { regex: '^\\.\\./(media|songs|store|webhooks|errors)/(?!index\\.ts$)', message: 'Use the other part through its index.ts.' },
+            { regex: '^\\.\\./(media|songs|store|webhooks|errors|images)/(?!index\\.ts$)', message: 'Use the other part through its index.ts.' },
           ],
         },
       ],

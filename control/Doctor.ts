@@ -170,7 +170,7 @@ export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, '
   add('better-sqlite3', 'required', sqlite === null, sqlite ?? 'loads', 'run `npm ci` (it compiles better-sqlite3; needs python3, make, g++)');
 
   for (const [cmd, need, pkg] of [
-    ['ffmpeg', 'media', 'ffmpeg'], // RTMP push (ffmpeg -c copy), style-image decoding
+    ['ffmpeg', 'media', 'ffmpeg'], // RTMP push, clips and recordings (ffmpeg -c copy); images are decoded in-process (sharp)
     ['ffprobe', 'tests', 'ffmpeg'],
     ['lame', 'songs', 'lame'],
     ['redis-server', 'tests', 'redis-server'],

@@ -9,6 +9,7 @@
  * 503 STREAMS/NO_CAPACITY) until the Redis-backed client exists.
  */
 import type { Logger } from 'pino';
+import { ImageDecoder } from '../images/index.ts';
 import { MediaNode, registerMediaRoutes, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
 import { AddressPolicy } from '../webhooks/index.ts';
 import {
@@ -93,6 +94,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   let media: MediaNodeClient = new NoMediaNodes();
   /** This process's own node behind its direct client (media role). */
   let local: InProcessMediaNodeClient | null = null;
+  /** The process's one decoder for client images (slate images here and on the node): its slot cap is per process. */
+  const images = new ImageDecoder(config.images);
   let service: StreamService | null = null;
   let recordings: RecordingService | null = null;
 
@@ -120,8 +123,9 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       recordingsDir: deps.blobs.pathOf('recordings'),
       // Slate images the API stored for a stream, read by whichever node holds it.
       slatesDir: deps.blobs.pathOf('slates'),
+      images,
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
-      createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
+      createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, imageLimits: config.images, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
       // The service exists below whenever the api role runs here; a media-only process without a
       // store-backed resolver refuses every publisher.
       resolveIngest: (streamId, bearer) => service?.resolveIngest(streamId, bearer) ?? Promise.resolve(null),
@@ -192,7 +196,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
         recordings.startSweeping(config.recording.sweepIntervalS * 1000);
         services.recordings = recordings;
       }
-      services.slates = new SlateImageService({ store: deps.store, blobs: deps.blobs, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}), logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+      services.slates = new SlateImageService({ store: deps.store, blobs: deps.blobs, images, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}), logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }

@@ -7,6 +7,7 @@ import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
 import { DEFAULT_UDP_RECV_BUFFER_BYTES } from '../media/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
@@ -154,6 +155,17 @@ export const ConfigEnvSchema = z.object({
    * Caddy and the cloud load balancers all send X-Forwarded-For).
    */
   TRUSTED_PROXIES: list(ipOrCidr, 'address').optional(),
+  // Client images (slate images, IP-Adapter style images), decoded in-process (images/ImageLimits.ts says why each default).
+  /** Largest image a client may send, bytes (5 MiB); also what its PNG text/ICC chunks may inflate to. */
+  IMAGE_MAX_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_IMAGE_LIMITS.maxBytes),
+  /** Largest image, pixels (4096² = 16777216), refused from the header; 8192² at most (≈ 256 MB of RGBA). */
+  IMAGE_MAX_PIXELS: z.coerce.number().int().min(64 * 64).max(8192 * 8192).default(DEFAULT_IMAGE_LIMITS.maxPixels),
+  /** Image decodes at once per process (2); each may hold IMAGE_MAX_PIXELS × 4 bytes and a core. */
+  IMAGE_DECODE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(DEFAULT_IMAGE_LIMITS.concurrency),
+  /** Image decodes waiting for a slot (8); beyond, 503 + Retry-After. 0: never wait. */
+  IMAGE_DECODE_QUEUE: z.coerce.number().int().min(0).max(1024).default(DEFAULT_IMAGE_LIMITS.queue),
+  /** Seconds one image decode may take (2; whole seconds, libvips' unit). */
+  IMAGE_DECODE_TIMEOUT: z.coerce.number().int().min(1).max(60).default(DEFAULT_IMAGE_LIMITS.timeoutS),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -197,6 +209,8 @@ export interface Config {
     stunUrls: string[];
     turn: { urls: string[]; secret: string; ttlS: number } | null;
   };
+  /** Caps on decoding client images (IMAGE_*). */
+  images: Readonly<ImageLimits>;
 }
 
 export class ConfigError extends Error {
@@ -261,6 +275,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       stunUrls: e.STUN_URLS ?? [],
       turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL } : null,
     }),
+    images: Object.freeze({ maxBytes: e.IMAGE_MAX_BYTES, maxPixels: e.IMAGE_MAX_PIXELS, concurrency: e.IMAGE_DECODE_CONCURRENCY, queue: e.IMAGE_DECODE_QUEUE, timeoutS: e.IMAGE_DECODE_TIMEOUT }),
   });
 }
 

@@ -7,6 +7,7 @@
 import type { FetchImage, FramePipeline, ParamsPatch } from '../native/index.ts';
 import type { UpdatePlan } from '../native/params/index.ts';
 import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
+import type { ImageLimits } from '../images/index.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
   readonly #pipeline: FramePipeline;
@@ -41,7 +42,7 @@ export class DiffusionProcessor implements FrameProcessor {
  * Builds each stream's diffusion pipeline from the models under `modelsDir`; `fetchImage` (the
  * caller's SSRF-safe client) downloads IP-Adapter style images.
  */
-export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?: FetchImage }): FrameProcessorFactory {
+export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?: FetchImage; imageLimits?: ImageLimits }): FrameProcessorFactory {
   const factory: FrameProcessorFactory = async (params, ctx) => {
     // The engine's entry loads ONNX Runtime: loaded with the first stream that runs diffusion.
     const { createFramePipeline } = await import('../native/index.ts');
@@ -51,6 +52,7 @@ export function diffusionProcessorFactory(opts: { modelsDir: string; fetchImage?
         params: params as ParamsPatch,
         logger: ctx.logger,
         ...(opts.fetchImage ? { fetchImage: opts.fetchImage } : {}),
+        ...(opts.imageLimits ? { imageLimits: opts.imageLimits } : {}),
       }),
     );
   };

@@ -37,6 +37,7 @@ import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
 import { SlateImage } from './SlateImage.ts';
+import type { ImageDecoder } from '../images/index.ts';
 import { SlateSwitch } from './SlateSwitch.ts';
 import { StreamOutputs } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
@@ -59,8 +60,10 @@ export interface LiveStreamOptions {
   outboundPolicy?: OutboundPolicy;
   /** Folder of this stream's recordings (`recordings/<streamId>` in the blob store); without it recording is refused. */
   recordingsDir?: string;
-  /** The stream's slate image file (`slates/<streamId>/image` in the blob store), shown by the slate when present. */
+  /** The stream's slate picture (`slates/<streamId>/image.png` in the blob store, normalised by the API), shown by the slate when present. */
   slateImagePath?: string;
+  /** Decodes the slate picture (the process's bounded decoder); needed with slateImagePath. */
+  images?: ImageDecoder;
   logger: Logger;
 }
 
@@ -185,7 +188,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       processing: () => this.#slot.processing,
       size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
       push: (frame) => this.#pushToEncoders(frame),
-      ...(opts.slateImagePath ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, ffmpegPath: opts.settings.ffmpegPath }) } : {}),
+      ...(opts.slateImagePath && opts.images ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, images: opts.images }) } : {}),
       logger: opts.logger,
     });
     this.#armIdle();

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { SLATE_IMAGE_FILE } from './SlateImage.ts';
+import { ImageDecoder } from '../images/index.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
 import { MemoryTrim } from './MemoryTrim.ts';
@@ -125,6 +126,8 @@ export interface MediaNodeOptions {
   recordingsDir?: string;
   /** Folder of the streams' slate images (`slates` in the blob store, where the API puts them); without it the slate shows no image. */
   slatesDir?: string;
+  /** The process's decoder for images (its caps are the operator's IMAGE_* settings); default: one with the default caps. */
+  images?: ImageDecoder;
 }
 
 export type MediaNodeEvents = {
@@ -170,6 +173,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Gives memory freed by closed streams back to the kernel (its counts go to /metrics). */
   readonly memoryTrim: MemoryTrim;
   readonly #releaseEgress: () => void;
+  readonly #images: ImageDecoder;
   #closed = false;
   #ending: Promise<void> = Promise.resolve();
 
@@ -181,6 +185,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.#udpRecvBufferBytes = opts.udpRecvBufferBytes ?? DEFAULT_UDP_RECV_BUFFER_BYTES;
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
+    this.#images = opts.images ?? new ImageDecoder();
     this.#releaseEgress = holdWebRtcEgress();
     this.memoryTrim = new MemoryTrim({ afterCloseMs: this.settings.memoryTrimAfterCloseMs, intervalMs: this.settings.memoryTrimIntervalMs, logger });
     const minute = (max: number) => ({ max, windowMs: 60_000 });
@@ -217,7 +222,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
-      ...(this.#opts.slatesDir ? { slateImagePath: join(this.#opts.slatesDir, streamId, SLATE_IMAGE_FILE) } : {}),
+      ...(this.#opts.slatesDir ? { slateImagePath: join(this.#opts.slatesDir, streamId, SLATE_IMAGE_FILE), images: this.#images } : {}),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);

@@ -1,73 +1,83 @@
 /**
- * A stream-defined slate picture: an image the account set for the stream (stored by the API in
- * the shared blob store, `slates/<streamId>/image`), shown by the slate instead of the greyed last
- * frame. The node reads the file itself, so the image reaches whichever node holds the stream
- * with no message: it looks at the file (one stat, at most every `recheckMs`) while it builds
- * slates, and decodes it again when it changed or the stream's size did.
- *
- * Decoding: the bytes came from a client, so ffmpeg may only read its stdin, only with image
- * demuxers and decoders (PNG, JPEG, WebP, BMP, GIF: no playlist, no container that could open
- * files or URLs), refuses images over SLATE_IMAGE_MAX_PIXELS before allocating a frame, and is
- * killed after SLATE_IMAGE_DECODE_TIMEOUT_MS. The picture is scaled to fit the stream's size,
- * keeping its aspect, on the plain slate's dark grey, as I420 (the encoder's layout).
+ * A stream-defined slate picture: an image the account set for the stream, shown by the slate
+ * instead of the greyed last frame. The API checked the client's image once, when it was set, and
+ * stored a normalised copy it wrote itself (a plain PNG of at most SLATE_IMAGE_MAX_SIDE px a side,
+ * no metadata: streams/SlateImageService.ts) in the shared blob store, `slates/<streamId>/image.png`;
+ * the client's original bytes are never stored, so no node ever decodes them. The node reads the
+ * file itself, so the picture reaches whichever node holds the stream with no message: it looks
+ * at the file (one stat, at most every `recheckMs`) while it builds slates, and decodes it once per
+ * file version and stream size (not per viewer), through the process's bounded ImageDecoder all
+ * the same. The picture is fitted to the stream's size, keeping its aspect, on the plain slate's
+ * dark grey, as I420 (the encoder's layout).
  */
-import { spawn } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { frameBytes, type Frame } from './FrameProcessor.ts';
+import { ImageBusyError, type ImageDecoder, type RgbImage } from '../images/index.ts';
+import type { Frame } from './FrameProcessor.ts';
 
-/** Name of the image file in a stream's slate folder (`slates/<streamId>/`). */
-export const SLATE_IMAGE_FILE = 'image';
-/** Blob key of a stream's slate image. */
+/** Name of the normalised picture in a stream's slate folder (`slates/<streamId>/`). */
+export const SLATE_IMAGE_FILE = 'image.png';
+/** Blob key of a stream's normalised slate picture. */
 export function slateImageKey(streamId: string): string {
   return `slates/${streamId}/${SLATE_IMAGE_FILE}`;
 }
-/** Largest image accepted, bytes (what the API fetches or takes at most). */
-export const SLATE_IMAGE_MAX_BYTES = 5 * 1024 * 1024;
-/** Largest image decoded, pixels (4096²): refused above it, before any frame buffer. */
-export const SLATE_IMAGE_MAX_PIXELS = 4096 * 4096;
-/** A decode taking longer is killed, ms. */
-export const SLATE_IMAGE_DECODE_TIMEOUT_MS = 5000;
-const DEMUXERS = 'png_pipe,jpeg_pipe,webp_pipe,bmp_pipe,gif,gif_pipe';
-const DECODERS = 'png,mjpeg,webp,bmp,gif';
-/** Limited-range Y 64 with neutral chroma: the plain slate's grey, around a letterboxed picture. */
-const PAD_COLOR = '0x404040';
+/**
+ * Longest side of the stored picture, px: streams are at most 1024 px a side (2048 after an
+ * upscaler, which then enlarges the picture a little), and a 1920² RGB PNG stays under 11 MB even
+ * for noise (a photo: a few MB).
+ */
+export const SLATE_IMAGE_MAX_SIDE = 1920;
+/**
+ * The plain slate's grey in RGB: BT.601 limited range Y = 16 + 219 × 56 / 255 ≈ 64, the plain
+ * slate's luma, around a letterboxed picture.
+ */
+export const SLATE_PAD_RGB = { r: 56, g: 56, b: 56 } as const;
 
-/** Decodes an image to an I420 frame of width×height (fitted, letterboxed). Rejects with a reason a client may read. */
-export function decodeSlateImage(image: Buffer, width: number, height: number, ffmpegPath = 'ffmpeg'): Promise<Frame> {
-  return new Promise((resolve, reject) => {
-    const guard = ['-protocol_whitelist', 'pipe', '-format_whitelist', DEMUXERS, '-codec_whitelist', DECODERS, '-max_pixels', String(SLATE_IMAGE_MAX_PIXELS)];
-    const vf = `scale=${width}:${height}:force_original_aspect_ratio=decrease,pad=${width}:${height}:(ow-iw)/2:(oh-ih)/2:color=${PAD_COLOR},format=yuv420p`;
-    const p = spawn(ffmpegPath, ['-nostdin', '-v', 'error', ...guard, '-i', 'pipe:0', '-frames:v', '1', '-vf', vf, '-f', 'rawvideo', '-pix_fmt', 'yuv420p', 'pipe:1'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const chunks: Buffer[] = [];
-    let err = '';
-    const timer = setTimeout(() => p.kill('SIGKILL'), SLATE_IMAGE_DECODE_TIMEOUT_MS);
-    p.stdout.on('data', (c: Buffer) => chunks.push(c));
-    p.stderr.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-2000)));
-    p.on('error', (e) => {
-      clearTimeout(timer);
-      reject(new Error(`ffmpeg not runnable: ${e.message}`));
-    });
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      const data = Buffer.concat(chunks);
-      if (code === 0 && data.length === frameBytes(width, height, 'I420')) {
-        resolve({ width, height, format: 'I420', ptsMs: 0, data });
-        return;
+/** RGB24 → I420 (BT.601, limited range: ffmpeg's default for yuv420p, the encoder's input); chroma from each 2×2 block's average. */
+export function rgbToI420(img: RgbImage): Frame {
+  const { width: w, height: h, data: rgb } = img;
+  const cw = Math.ceil(w / 2);
+  const ch = Math.ceil(h / 2);
+  const out = Buffer.alloc(w * h + 2 * cw * ch);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const i = (y * w + x) * 3;
+      out[y * w + x] = Math.round(16 + (65.481 * rgb[i]! + 128.553 * rgb[i + 1]! + 24.966 * rgb[i + 2]!) / 255);
+    }
+  }
+  const uAt = w * h;
+  const vAt = uAt + cw * ch;
+  for (let cy = 0; cy < ch; cy++) {
+    for (let cx = 0; cx < cw; cx++) {
+      let r = 0;
+      let g = 0;
+      let b = 0;
+      let n = 0;
+      for (let dy = 0; dy < 2 && cy * 2 + dy < h; dy++) {
+        for (let dx = 0; dx < 2 && cx * 2 + dx < w; dx++) {
+          const i = ((cy * 2 + dy) * w + cx * 2 + dx) * 3;
+          r += rgb[i]!;
+          g += rgb[i + 1]!;
+          b += rgb[i + 2]!;
+          n++;
+        }
       }
-      reject(new Error(/exceeds specified max pixel count/.test(err) ? `larger than ${SLATE_IMAGE_MAX_PIXELS} pixels` : 'not a PNG, JPEG, WebP, BMP or GIF image that decodes'));
-    });
-    p.stdin.on('error', () => {});
-    p.stdin.end(image);
-  });
+      r /= n;
+      g /= n;
+      b /= n;
+      out[uAt + cy * cw + cx] = Math.round(128 + (-37.797 * r - 74.203 * g + 112 * b) / 255);
+      out[vAt + cy * cw + cx] = Math.round(128 + (112 * r - 93.786 * g - 18.214 * b) / 255);
+    }
+  }
+  return { width: w, height: h, format: 'I420', ptsMs: 0, data: out };
 }
 
-/** The stream's slate image file, decoded on demand for the slate (see the file comment). */
+/** The stream's slate picture file, decoded on demand for the slate (see the file comment). */
 export class SlateImage {
   readonly #path: string;
   readonly #logger: Logger;
   readonly #recheckMs: number;
-  readonly #ffmpegPath: string;
+  readonly #images: ImageDecoder;
   #frame: Frame | null = null;
   /** The file (mtime, size) and frame size last decoded, or tried; '' when none. */
   #version = '';
@@ -75,11 +85,11 @@ export class SlateImage {
   #busy = false;
   #changed = false;
 
-  constructor(opts: { path: string; logger: Logger; recheckMs?: number; ffmpegPath?: string }) {
+  constructor(opts: { path: string; logger: Logger; images: ImageDecoder; recheckMs?: number }) {
     this.#path = opts.path;
     this.#logger = opts.logger;
+    this.#images = opts.images;
     this.#recheckMs = opts.recheckMs ?? 2000;
-    this.#ffmpegPath = opts.ffmpegPath ?? 'ffmpeg';
   }
 
   /** The decoded image at width×height, or null (none set, not decoded yet, or undecodable). Looks at the file at most every recheckMs. */
@@ -115,11 +125,13 @@ export class SlateImage {
     const version = `${st.mtimeMs}:${st.size}:${width}x${height}`;
     if (version === this.#version) return;
     try {
-      if (st.size > SLATE_IMAGE_MAX_BYTES) throw new Error(`${st.size} bytes (cap ${SLATE_IMAGE_MAX_BYTES})`);
-      this.#frame = await decodeSlateImage(await readFile(this.#path), width, height, this.#ffmpegPath);
+      const rgb = await this.#images.decode(await readFile(this.#path), { width, height, fit: 'contain', background: SLATE_PAD_RGB });
+      this.#frame = rgbToI420(rgb);
       this.#logger.info(`refresh() | slate image decoded [size:${width}x${height}] [bytes:${st.size}]`);
     } catch (err) {
-      // The API checked it when it was set: a file that fails now is left out (plain or greyed slate).
+      // Every decode slot taken: try again at the next look, rather than leaving the picture out.
+      if (err instanceof ImageBusyError) return;
+      // The API wrote this file: one that fails now is left out (plain or greyed slate).
       this.#frame = null;
       this.#logger.warn({ err }, 'refresh() | slate image left out');
     }

@@ -19,7 +19,7 @@ export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
 export type { HlsPackagerStats } from './HlsPackager.ts';
 export { CLIP_MAX_SECONDS } from './ClipBuffer.ts';
 export * from './RecordingFiles.ts';
-export { SLATE_IMAGE_DECODE_TIMEOUT_MS, SLATE_IMAGE_MAX_BYTES, SLATE_IMAGE_MAX_PIXELS, decodeSlateImage, slateImageKey } from './SlateImage.ts';
+export { SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB, slateImageKey } from './SlateImage.ts';
 export type { RecordingWriterStats } from './RecordingWriter.ts';
 export { recordingRuns, remuxRecordingMp4 } from './RecordingMp4.ts';
 export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';

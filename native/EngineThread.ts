@@ -26,6 +26,7 @@ export interface WorkerOpenOptions {
   logLevel: string;
   /** Whether http(s) style images can be downloaded (the caller passed a fetchImage). */
   canFetch: boolean;
+  imageLimits?: FramePipelineOptions['imageLimits'];
 }
 
 export type HostRequest =
@@ -133,6 +134,7 @@ export class EngineThread {
       ...(o.settings ? { settings: o.settings } : {}),
       logLevel: log.level,
       canFetch: !!o.fetchImage,
+      ...(o.imageLimits ? { imageLimits: o.imageLimits } : {}),
     };
     try {
       await this.#request({ op: 'open', id: 0, opts });

@@ -4,6 +4,7 @@
  * drives the hosts (FramePipeline) can both name them without importing each other.
  */
 import type { Logger } from 'pino';
+import type { ImageLimits } from '../images/index.ts';
 import type { FetchImage } from './IpAdapter.ts';
 import type { ProviderName, SessionSettings } from './ModelSessions.ts';
 import type { ParamsPatch } from './params/index.ts';
@@ -19,11 +20,17 @@ export interface FramePipelineOptions {
   /** ONNX Runtime tuning. */
   settings?: SessionSettings;
   /**
-   * Downloads the IP-Adapter style image (http/https URLs). native/ imports nothing internal: the
-   * caller passes its SSRF-safe client here and must honour `maxBytes`/`timeoutMs` (5 MiB, 5 s);
-   * both are checked again on the result. Without it only data: URLs and raw base64 work.
+   * Downloads the IP-Adapter style image (http/https URLs). native/ imports nothing internal but
+   * the images/ leaf: the caller passes its SSRF-safe client here and must honour
+   * `maxBytes`/`timeoutMs` (imageLimits.maxBytes, 5 s); both are checked again on the result.
+   * Without it only data: URLs and raw base64 work.
    */
   fetchImage?: FetchImage;
+  /**
+   * Caps on decoding the style image (the operator's IMAGE_* settings; default
+   * DEFAULT_IMAGE_LIMITS). Each engine decodes with its own decoder, one image at a time.
+   */
+  imageLimits?: ImageLimits;
 }
 
 /**

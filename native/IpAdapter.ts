@@ -8,13 +8,14 @@
  * `linear` (per-layer scale schedules) is accepted but applied as linear and reported in status.
  *
  * The style image comes from `fetchImage` (the caller's SSRF-safe HTTPS client), a `data:` URL or
- * raw base64; its size (5 MiB) and time (5 s) caps are enforced here again. Decoding uses ffmpeg
- * (any PNG/JPEG/WebP; `sharp` is not installed in this repo), scaled straight to 224×224.
+ * raw base64; its size (the image byte cap, 5 MiB by default) and download time (5 s) caps are
+ * enforced here again. It is decoded in-process by the engine's ImageDecoder (images/: PNG, JPEG,
+ * WebP or GIF under byte, pixel and time caps), scaled straight to 224×224.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
+import type { ImageDecoder } from '../images/index.ts';
 import { CLIP_SIZE, clipPixels } from './ClipImage.ts';
 import { InferenceError, ModelLoadError } from './errors.ts';
 import type { ModelSessions } from './ModelSessions.ts';
@@ -22,7 +23,7 @@ import type { ModelSessions } from './ModelSessions.ts';
 /** Fetches a style image over HTTPS; the caller enforces its SSRF policy and these caps. */
 export type FetchImage = (url: string, limits: { maxBytes: number; timeoutMs: number }) => Promise<Buffer>;
 
-export const STYLE_IMAGE_MAX_BYTES = 5 * 1024 * 1024;
+/** A style image download taking longer is abandoned, ms. */
 export const STYLE_IMAGE_TIMEOUT_MS = 5_000;
 
 export class IpAdapter {
@@ -49,9 +50,9 @@ export class IpAdapter {
     return new IpAdapter(s, sessions);
   }
 
-  /** Style image bytes → tokens [K·D] (unscaled). */
-  async encode(image: Buffer): Promise<Float32Array> {
-    const rgb = await decodeTo224(image);
+  /** Style image bytes → tokens [K·D] (unscaled), decoded through `images`. */
+  async encode(image: Buffer, images: ImageDecoder): Promise<Float32Array> {
+    const rgb = await decodeTo224(image, images);
     const pixels = clipPixels({ width: CLIP_SIZE, height: CLIP_SIZE, data: rgb, ptsMs: 0 });
     const out = await this.#sessions.runExtra('image_encoder', this.#session, { pixel_values: new ort.Tensor('float32', pixels, [1, 3, CLIP_SIZE, CLIP_SIZE]) });
     const t = out.image_embeds as ort.Tensor;
@@ -60,8 +61,8 @@ export class IpAdapter {
   }
 }
 
-/** Loads the style image: `data:` URL or raw base64 locally, http(s) through `fetchImage`; caps enforced. */
-export async function loadStyleImage(url: string, fetchImage: FetchImage | undefined): Promise<Buffer> {
+/** Loads the style image: `data:` URL or raw base64 locally, http(s) through `fetchImage`; at most `maxBytes` (the image byte cap). */
+export async function loadStyleImage(url: string, fetchImage: FetchImage | undefined, maxBytes: number): Promise<Buffer> {
   let buf: Buffer;
   if (url.startsWith('data:')) {
     const comma = url.indexOf(',');
@@ -74,52 +75,27 @@ export async function loadStyleImage(url: string, fetchImage: FetchImage | undef
       timer = setTimeout(() => reject(new InferenceError('ip_adapter', `style image download exceeded ${STYLE_IMAGE_TIMEOUT_MS} ms`)), STYLE_IMAGE_TIMEOUT_MS);
     });
     try {
-      buf = await Promise.race([fetchImage(url, { maxBytes: STYLE_IMAGE_MAX_BYTES, timeoutMs: STYLE_IMAGE_TIMEOUT_MS }), timeout]);
+      buf = await Promise.race([fetchImage(url, { maxBytes, timeoutMs: STYLE_IMAGE_TIMEOUT_MS }), timeout]);
     } finally {
       clearTimeout(timer);
     }
   } else {
     buf = Buffer.from(url, 'base64');
   }
-  if (buf.length > STYLE_IMAGE_MAX_BYTES) throw new InferenceError('ip_adapter', `style image is ${buf.length} bytes (cap ${STYLE_IMAGE_MAX_BYTES})`);
+  if (buf.length > maxBytes) throw new InferenceError('ip_adapter', `style image is ${buf.length} bytes (cap ${maxBytes})`);
   if (buf.length === 0) throw new InferenceError('ip_adapter', 'style image is empty');
   return buf;
 }
 
-/** Image formats a style image may be in: ffmpeg's piped-image demuxers and decoders for them. */
-const STYLE_IMAGE_DEMUXERS = 'png_pipe,jpeg_pipe,webp_pipe,bmp_pipe,gif,gif_pipe';
-const STYLE_IMAGE_DECODERS = 'png,mjpeg,webp,bmp,gif';
-/** Largest style image, pixels (4096²): decoding is refused above it, before any frame buffer. */
-export const STYLE_IMAGE_MAX_PIXELS = 4096 * 4096;
-
 /**
- * Decodes a PNG, JPEG, WebP, BMP or GIF to 224×224 RGB24 (5 s cap). The bytes come from a
- * client: ffmpeg may only read the pipe, only with image demuxers and decoders (no playlist, no
- * container that could open files or URLs), and refuses images over STYLE_IMAGE_MAX_PIXELS.
+ * Decodes a PNG, JPEG, WebP or GIF style image to 224×224 RGB24 (stretched: CLIP's input),
+ * through `images` (in-process, under its byte, pixel and time caps: images/ImageDecoder.ts).
  */
-export function decodeTo224(image: Buffer): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    const guard = ['-protocol_whitelist', 'pipe', '-format_whitelist', STYLE_IMAGE_DEMUXERS, '-codec_whitelist', STYLE_IMAGE_DECODERS, '-max_pixels', String(STYLE_IMAGE_MAX_PIXELS)];
-    const p = spawn('ffmpeg', ['-v', 'error', ...guard, '-i', 'pipe:0', '-frames:v', '1', '-vf', `scale=${CLIP_SIZE}:${CLIP_SIZE}`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const chunks: Buffer[] = [];
-    let err = '';
-    const timer = setTimeout(() => p.kill('SIGKILL'), STYLE_IMAGE_TIMEOUT_MS);
-    p.stdout.on('data', (c: Buffer) => chunks.push(c));
-    p.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    p.on('error', (e) => {
-      clearTimeout(timer);
-      reject(new InferenceError('ip_adapter', `ffmpeg not runnable: ${e.message}`, { cause: e }));
-    });
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      const out = Buffer.concat(chunks);
-      if (code !== 0 || out.length !== CLIP_SIZE * CLIP_SIZE * 3) {
-        const why = /exceeds specified max pixel count/.test(err) ? `larger than ${STYLE_IMAGE_MAX_PIXELS} pixels` : 'not a PNG, JPEG, WebP, BMP or GIF image ffmpeg can decode';
-        reject(new InferenceError('ip_adapter', `cannot decode style image: ${why}`));
-      }
-      else resolve(new Uint8Array(out.buffer, out.byteOffset, out.length));
-    });
-    p.stdin.on('error', () => {});
-    p.stdin.end(image);
-  });
+export async function decodeTo224(image: Buffer, images: ImageDecoder): Promise<Uint8Array> {
+  try {
+    const { data } = await images.decode(image, { width: CLIP_SIZE, height: CLIP_SIZE, fit: 'fill' });
+    return new Uint8Array(data.buffer, data.byteOffset, data.length);
+  } catch (err) {
+    throw new InferenceError('ip_adapter', `cannot decode style image: ${(err as Error).message}`, { cause: err });
+  }
 }

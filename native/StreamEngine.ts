@@ -20,6 +20,7 @@ import { SafetyChecker } from './SafetyChecker.ts';
 import { SimilarityFilter } from './SimilarityFilter.ts';
 import { StreamDiffusion } from './StreamDiffusion.ts';
 import { assertParams, mergeParams, planUpdate, supportsIpAdapter, type ParamsPatch, type StreamParams } from './params/index.ts';
+import { ImageDecoder } from '../images/index.ts';
 
 
 /** One built pipeline: models, chains, filter for a fixed set of reload params. */
@@ -58,6 +59,7 @@ const NO_EXTRAS = { safety: null, ip: null, ipTokens: null, ipUrl: null, ipState
 
 export class StreamEngine {
   readonly #o: FramePipelineOptions;
+  readonly #images: ImageDecoder;
   readonly #log: Logger;
   #target: StreamParams;
   #engine!: Engine;
@@ -92,6 +94,8 @@ export class StreamEngine {
 
   private constructor(o: FramePipelineOptions, params: StreamParams) {
     this.#o = o;
+    // One style image at a time per engine (a new URL waits for the last); the byte, pixel and time caps are the operator's.
+    this.#images = new ImageDecoder({ ...o.imageLimits, concurrency: 1 });
     this.#log = o.logger.child({ module: 'native/StreamEngine' });
     this.#target = params;
   }
@@ -206,8 +210,9 @@ export class StreamEngine {
       e.ipUrl = url;
       e.ipState = 'loading';
       const ip = e.ip;
-      const job = loadStyleImage(url, this.#o.fetchImage)
-        .then((img) => ip.encode(img))
+      const images = this.#images;
+      const job = loadStyleImage(url, this.#o.fetchImage, images.limits.maxBytes)
+        .then((img) => ip.encode(img, images))
         .then(
           (tokens) => {
             if (e.ipUrl !== url) return;

@@ -33,7 +33,7 @@ export {
   isCurrentDemoModel,
   type TinyModelOptions,
 } from './tiny/TinyModelBuilder.ts';
-export { type FetchImage, STYLE_IMAGE_MAX_BYTES, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
+export { type FetchImage, STYLE_IMAGE_TIMEOUT_MS } from './IpAdapter.ts';
 export { PREPROCESSOR_PARAMS, parsePreprocessorParams } from './preprocessors/ModelPreprocessor.ts';
 export { MODEL_PREPROCESSOR_NAMES, PREPROCESSOR_CONTRACTS, PreprocessorModel, type ModelPreprocessorName, type PreprocessorContract } from './preprocessors/PreprocessorModel.ts';
 export { openModelPreprocessor } from './preprocessors/Preprocessors.ts';

@@ -1,25 +1,27 @@
 /**
  * A stream's own slate image: what its outputs show while the publisher is away, instead of the
  * greyed last frame. The API takes it (an http(s) URL fetched through the same outbound address
- * policy as webhooks, or a `data:` URL), checks that it decodes (image decoders only, a pixel
- * cap: media/SlateImage.ts), and stores the bytes in the shared blob store
- * (`slates/<streamId>/image`, with `meta.json` beside it), where whichever node holds the stream
- * reads it. Nothing is sent to the node: it looks at the file while it builds slates.
+ * policy as webhooks, or a `data:` URL), decodes it once through the process's bounded
+ * ImageDecoder (images/: byte, pixel, slot and time caps), and stores what it decoded, re-encoded
+ * by us as a plain PNG of at most SLATE_IMAGE_MAX_SIDE px a side with no metadata, in the shared
+ * blob store (`slates/<streamId>/image.png`, with `meta.json` beside it), where whichever node
+ * holds the stream reads it. The client's bytes are not stored: a node only ever decodes a file we
+ * wrote (and does so once per picture and stream size, not per viewer). Nothing is sent to the
+ * node: it looks at the file while it builds slates.
  */
 import type { Logger } from 'pino';
-import { SLATE_IMAGE_MAX_BYTES, decodeSlateImage, slateImageKey, type FetchImage } from '../media/index.ts';
+import { ImageBusyError, ImageRejectedError, type ImageDecoder } from '../images/index.ts';
+import { SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB, slateImageKey, type FetchImage } from '../media/index.ts';
 import type { Account, BlobStore, Store, StreamRecord } from '../store/index.ts';
 import { streamError } from '../errors/index.ts';
 
 /** A download taking longer is abandoned, ms. */
 const FETCH_TIMEOUT_MS = 5000;
-/** Size of the test decode that checks an image before it is stored, px (the node decodes at the stream's size). */
-const CHECK_SIZE = 64;
 
 export interface SlateImageView {
   /** What was set: the http(s) URL, or `data:` for an inline image; null when none. */
   image_url: string | null;
-  /** Bytes stored; 0 when none. */
+  /** Bytes stored (the normalised PNG, not what the client sent); 0 when none. */
   size: number;
   updated_at: string | null;
 }
@@ -35,7 +37,8 @@ export interface SlateImageServiceOptions {
   blobs: BlobStore;
   /** The SSRF-safe fetch (webhooks' client); without it only `data:` URLs are taken. */
   fetchImage?: FetchImage;
-  ffmpegPath?: string;
+  /** The process's decoder for client images (its caps bound what `set` takes). */
+  images: ImageDecoder;
   logger: Logger;
   now?: () => number;
 }
@@ -65,19 +68,26 @@ export class SlateImageService {
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
   }
 
-  /** Fetches (or takes) the image, checks that it decodes, stores it. A bad image is the client's 400, naming `image_url`. */
+  /**
+   * Fetches (or takes) the image, decodes it, stores our normalised copy. A bad image is the
+   * client's 400 naming `image_url`; every decode slot taken is a 503 with Retry-After.
+   */
   async set(account: Account, streamId: string, imageUrl: string): Promise<SlateImageView> {
     await this.#own(account, streamId);
     const bytes = await this.#load(imageUrl);
-    await decodeSlateImage(bytes, CHECK_SIZE, CHECK_SIZE, this.#o.ffmpegPath).catch((err: unknown) => {
-      throw invalid(`the image does not decode: ${(err as Error).message}`);
+    const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB).catch((err: unknown) => {
+      if (err instanceof ImageRejectedError) throw invalid(err.message);
+      if (err instanceof ImageBusyError) {
+        throw streamError('SERVICE/UNAVAILABLE', 'Every image decoder is busy; try again shortly.', { headers: { 'retry-after': String(err.retryAfterS) }, cause: err });
+      }
+      throw err;
     });
     const shown = imageUrl.startsWith('data:') ? 'data:' : imageUrl;
-    const meta: Meta = { imageUrl: shown, size: bytes.length, updatedAt: new Date(this.#now()).toISOString() };
+    const meta: Meta = { imageUrl: shown, size: stored.png.length, updatedAt: new Date(this.#now()).toISOString() };
     // The image first: a node that sees it before the meta only shows it a moment earlier.
-    await this.#o.blobs.put(slateImageKey(streamId), bytes);
+    await this.#o.blobs.put(slateImageKey(streamId), stored.png);
     await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
-    this.#log.info(`set() | slate image stored [streamId:${streamId}] [bytes:${bytes.length}]`);
+    this.#log.info(`set() | slate image stored [streamId:${streamId}] [sent:${bytes.length}] [stored:${stored.png.length}] [size:${stored.width}x${stored.height}]`);
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
   }
 
@@ -100,13 +110,11 @@ export class SlateImageService {
       bytes = Buffer.from(url.slice(comma + 1), 'base64');
     } else {
       if (!this.#o.fetchImage) throw invalid('this server cannot fetch images: send a data: URL');
-      bytes = await this.#o.fetchImage(url, { maxBytes: SLATE_IMAGE_MAX_BYTES, timeoutMs: FETCH_TIMEOUT_MS }).catch((err: unknown) => {
+      bytes = await this.#o.fetchImage(url, { maxBytes: this.#o.images.limits.maxBytes, timeoutMs: FETCH_TIMEOUT_MS }).catch((err: unknown) => {
         throw invalid(`the image could not be fetched: ${(err as Error).message}`);
       });
     }
-    if (bytes.length === 0) throw invalid('the image is empty');
-    if (bytes.length > SLATE_IMAGE_MAX_BYTES) throw invalid(`the image is ${bytes.length} bytes (at most ${SLATE_IMAGE_MAX_BYTES})`);
-    return bytes;
+    return bytes; // empty and over-size: refused by the decoder
   }
 }
 

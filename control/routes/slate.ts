@@ -2,21 +2,16 @@
  * A stream's slate image (Area B error shape): set, read and remove the picture its outputs show
  * while the publisher is away (instead of the greyed last frame). The image is fetched through the
  * outbound address policy (as webhooks are) or given inline as a `data:` URL, and must decode as a
- * PNG, JPEG, WebP, BMP or GIF of at most 4096² pixels and 5 MiB.
+ * PNG, JPEG, WebP or GIF within the operator's image caps (IMAGE_MAX_BYTES, IMAGE_MAX_PIXELS;
+ * default 5 MiB, 4096² px). While every decode slot is taken the answer is 503 + Retry-After.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { SLATE_IMAGE_MAX_BYTES } from '../../media/index.ts';
 import type { Account } from '../../store/index.ts';
 import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
-
-/** A base64 data: URL of the largest image, plus its header, chars. */
-const URL_MAX = Math.ceil((SLATE_IMAGE_MAX_BYTES * 4) / 3) + 100;
-/** The body holds at most one such URL, bytes. */
-const BODY_LIMIT = URL_MAX + 1024;
 
 export const SlateImageSchema = z
   .object({
@@ -27,9 +22,13 @@ export const SlateImageSchema = z
   .meta({ id: 'SlateImage' });
 
 const StreamParams = z.object({ id: z.string().min(1).max(100) });
-const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 413: EnvelopeErrorSchema };
+const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 413: EnvelopeErrorSchema, 503: EnvelopeErrorSchema };
 
-export function slateRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+export function slateRoutes(config: Readonly<Config>, ctx: AppContext): FastifyPluginAsync {
+  /** A base64 data: URL of the largest image, plus its header, chars. */
+  const URL_MAX = Math.ceil((config.images.maxBytes * 4) / 3) + 100;
+  /** The body holds at most one such URL, bytes. */
+  const BODY_LIMIT = URL_MAX + 1024;
   return async (app) => {
     const slates = ctx.slates;
     if (!slates) return;

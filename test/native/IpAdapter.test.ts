@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import t from 'tap';
+import { ztxtBomb } from '../helpers/pngBombs.ts';
 import { buildTinyModel, createFramePipeline, type FetchImage, type Frame, type FramePipeline, type ParamsPatch } from '../../native/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'reverie-ip-'));
@@ -81,4 +82,21 @@ void t.test('IP-Adapter is fully hot-swappable: adding it, changing its type and
   t.equal(p.status().ipAdapter, 'off');
   t.ok(removed && none && Buffer.compare(removed.data, none.data) === 0, 'the next frame is the same as never having had it');
   t.equal(p.status().restartCount, 0, 'no reload happened');
+});
+
+void t.test('a style image bomb (data: or fetched) is refused within a second, naming it; frames keep flowing', { timeout: 60_000 }, async (t) => {
+  const bomb = await ztxtBomb(1024 * 1024 * 1024); // 1 MB whose zTXt inflates to 1 GiB
+  for (const [how, url, fetchImage] of [
+    ['data: URL', `data:image/png;base64,${bomb.toString('base64')}`, undefined],
+    ['fetched', 'https://example.test/bomb.png', () => Promise.resolve(bomb)],
+  ] as const) {
+    const p = await open(t, { ip_adapter: { enabled: true, scale: 1 }, ip_adapter_style_image_url: url }, fetchImage);
+    const t0 = performance.now();
+    const out = await settle(p);
+    const ms = performance.now() - t0;
+    t.equal(p.status().ipAdapter, 'error', how);
+    t.match(p.status().ipAdapterError, /zTXt chunk inflates to more than 5242880 bytes/, `${how}: names the chunk`);
+    t.ok(ms < 1000, `${how}: settled ${Math.round(ms)} ms after open (< 1000)`);
+    t.ok(out && out.data.length === W * W * 3, `${how}: frames keep flowing without the style image`);
+  }
 });

@@ -38,7 +38,7 @@ export type RtmpPushState = 'connecting' | 'live' | 'reconnecting' | 'closed';
 
 export interface RtmpPushStatus {
   state: RtmpPushState;
-  /** The target with its last path segment (usually the stream key) replaced by `…`. */
+  /** The target with everything after its application (the stream key, query, userinfo) replaced by `…` (redactRtmpUrl). */
   url: string;
   /** Attempts started after the first (each one a reconnect). */
   reconnects: number;
@@ -112,12 +112,12 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#spawn();
   }
 
-  /** Removes the stream key and the relay's URL from text ffmpeg printed. */
+  /** Removes the stream key (every form of it) and any RTMP URL from text ffmpeg printed. */
   #redact(text: string): string {
     let out = text;
-    const secret = this.#target.secret;
-    if (secret.length >= 3) out = out.split(secret).join('…');
-    return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+/g, this.#target.origin);
+    // Longest first: a query-less key must not leave the query's tail behind.
+    for (const secret of [...this.#target.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('…');
+    return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+\/?/gi, `${this.#target.origin}/`).replace(/rtmps?:\/\/[^\s'"]+/gi, (u) => redactRtmpUrl(u));
   }
 
   get state(): RtmpPushState {
@@ -171,9 +171,14 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
       'flv',
       '-flvflags',
       'no_duration_filesize',
-      // The RTMP connect names the real server, not the relay.
+      // The RTMP connect names the real server, not the relay; application and stream name are
+      // given, not read from the URL (parseRtmpTarget: a trailing `/` would move the key into the app).
       '-rtmp_tcurl',
       this.#target.tcUrl,
+      '-rtmp_app',
+      this.#target.app,
+      '-rtmp_playpath',
+      this.#target.playpath,
       relayUrl,
     ];
     const child = spawn(this.#opts.ffmpegPath ?? 'ffmpeg', args, { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -129,7 +129,6 @@ class RtcSession extends EventTarget {
       }
       pc.close();
       this.#hangUp();
-      this.url = null;
       if (this.#abort.signal.aborted) break;
       this.#setState('reconnecting');
       this.reconnects++;
@@ -167,11 +166,13 @@ class RtcSession extends EventTarget {
     this.#setState('closed');
   }
 
-  /** DELETE on the session URL (with the stream key for a publisher's session). */
+  /** DELETE on the session URL (with the stream key for a publisher's session), once. */
   #hangUp() {
-    if (!this.url) return;
+    const url = this.url;
+    if (!url) return;
+    this.url = null;
     const headers = this.#token ? { authorization: `Bearer ${this.#token}` } : {};
-    void fetch(this.url, { method: 'DELETE', headers }).catch(() => {});
+    void fetch(url, { method: 'DELETE', headers }).catch(() => {});
   }
 }
 

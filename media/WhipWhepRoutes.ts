@@ -12,7 +12,7 @@
  * Session URLs carry 128 random bits (RFC 9725 §5: unguessable) and are given to nobody but the
  * client (Location): nothing else carries them (TURN usernames are random, IceServers.ts). A
  * publisher's session also needs its stream key on PATCH and DELETE, as at creation (RFC 9725
- * §4.5: the token goes on every request; OBS sends it): its id shows in the owner's stream status
+ * §4.7: the client sends the token on every request to the session; OBS sends it): its id shows in the owner's stream status
  * and in logs, and ending it takes a stream off the air. Without the key → 401, and the session
  * runs on. A viewer's session URL is its only credential (a viewer has no key).
  *

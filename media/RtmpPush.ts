@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { AAC_ASC, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
 import { aacFrame, aacSequenceHeader, avcFrame, avcSequenceHeader, flvHeader } from './FlvMuxer.ts';
 import { NAL_AUD, NAL_PPS, NAL_SPS, nalType } from './H264Nal.ts';
-import { parseRtmpTarget, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
+import { parseRtmpTarget, redactRtmpText, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 
 /**
@@ -112,14 +112,6 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#spawn();
   }
 
-  /** Removes the stream key (every form of it) and any RTMP URL from text ffmpeg printed. */
-  #redact(text: string): string {
-    let out = text;
-    // Longest first: a query-less key must not leave the query's tail behind.
-    for (const secret of [...this.#target.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('…');
-    return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+\/?/gi, `${this.#target.origin}/`).replace(/rtmps?:\/\/[^\s'"]+/gi, (u) => redactRtmpUrl(u));
-  }
-
   get state(): RtmpPushState {
     return this.#state;
   }
@@ -196,7 +188,7 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
       for (const line of chunk.split('\n')) {
-        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), this.#redact(line.trim())];
+        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), redactRtmpText(line.trim(), this.#target)];
       }
     });
     child.once('error', (err) => this.#onExit(child, null, err.message));

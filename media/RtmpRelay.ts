@@ -36,7 +36,7 @@ export interface RtmpTarget {
   origin: string;
   /** What the RTMP `connect` names as the server (`-rtmp_tcurl`): scheme, host, port, app. */
   tcUrl: string;
-  /** Every secret form the URL holds (playpath raw and decoded, query, userinfo), to scrub from text ffmpeg prints. */
+  /** Every secret form the URL holds (stream name raw and decoded, query and its values, userinfo), to scrub from text ffmpeg prints. */
   secrets: string[];
 }
 
@@ -72,7 +72,8 @@ export function parseRtmpTarget(url: string): RtmpTarget {
     }
   };
   // A lone segment may be a key pasted without its application (redactRtmpUrl hides it too).
-  const raw = [playpath, segments.slice(appSegments).join('/'), u.search.slice(1), u.username, u.password, ...(playpath === '' ? [app] : [])];
+  // Each query value too: services put tokens there (Facebook's `a=…`) that may print alone.
+  const raw = [playpath, segments.slice(appSegments).join('/'), u.search.slice(1), ...u.search.slice(1).split('&').map((p) => p.slice(p.indexOf('=') + 1)), u.username, u.password, ...(playpath === '' ? [app] : [])];
   const secrets = [...new Set([...raw, ...raw.map(decode)])].filter((s) => s.length >= 3);
   return { tls: isTls, host, port, app, playpath, origin: `${u.protocol}//${u.host}`, tcUrl: `${u.protocol}//${u.host}/${app}`, secrets };
 }
@@ -98,6 +99,18 @@ export function redactRtmpUrl(url: string): string {
   const more = segments.length > 1 || u.search !== '' || u.hash !== '';
   const shown = segments.length > 1 || (segments.length === 1 && more) ? `/${segments[0]}` : '';
   return `${scheme}//${userinfo}${u.host}${shown}${segments.length > 0 || more ? '/…' : ''}`;
+}
+
+/**
+ * Text ffmpeg printed about `target`, without its secrets: every spelling of the stream key (and
+ * userinfo) becomes `…`, the relay's loopback URL becomes the real server, and any RTMP URL left
+ * is shown as redactRtmpUrl shows it.
+ */
+export function redactRtmpText(text: string, target: RtmpTarget): string {
+  let out = text;
+  // Longest first: a key without its query must not leave the query's tail behind.
+  for (const secret of [...target.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('…');
+  return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+\/?/gi, `${target.origin}/`).replace(/rtmps?:\/\/[^\s'"]*[^\s'":,.]/gi, (u) => redactRtmpUrl(u));
 }
 
 export interface RtmpRelayOptions {

@@ -4,7 +4,7 @@
  * never hold the key, in any of its spellings.
  */
 import t from 'tap';
-import { parseRtmpTarget, redactRtmpUrl } from '../../media/RtmpRelay.ts';
+import { parseRtmpTarget, redactRtmpText, redactRtmpUrl } from '../../media/RtmpRelay.ts';
 
 interface Row {
   url: string;
@@ -92,6 +92,20 @@ t.test('every secret spelling is listed for scrubbing ffmpeg output', async (t) 
     const { secrets } = parseRtmpTarget(r.url);
     for (const s of r.secret.filter((x) => !r.url.includes(`#${x}`))) t.ok(secrets.some((x) => x.includes(s) || s.includes(x)), `${r.url}: ${s} is scrubbed`);
   }
+});
+
+t.test("ffmpeg's error lines lose every spelling of the key and show the real server, not the relay", async (t) => {
+  const cases: [url: string, line: string, hidden: string[]][] = [
+    ['rtmp://8.8.8.8/app/sekretkeyA1/', 'rtmp://127.0.0.1:41235/: Server error: No such stream sekretkeyA1', ['sekretkeyA1', '127.0.0.1']],
+    ['rtmp://h.example.com/app/sekret%2Fkey', "Cannot publish 'sekret/key' to rtmp://h.example.com/app/sekret%2Fkey, refused", ['sekret/key', 'sekret%2Fkey']],
+    ['rtmps://live-api-s.facebook.com:443/rtmp/FB-1-AbSekret?s_bl=1&a=AbTokenZ9', 'publish FB-1-AbSekret?s_bl=1&a=AbTokenZ9 failed; a=AbTokenZ9', ['AbSekret', 'AbTokenZ9']],
+    ['rtmp://pubuser:sekretpass@h.example.com/app/sekretkeyF6', 'auth failed for pubuser (sekretpass)', ['sekretpass', 'pubuser']],
+  ];
+  for (const [url, line, hidden] of cases) {
+    const out = redactRtmpText(line, parseRtmpTarget(url));
+    for (const h of hidden) t.notOk(out.includes(h), `${line} → ${out}: no ${h}`);
+  }
+  t.match(redactRtmpText('rtmp://127.0.0.1:41235/: Input/output error', parseRtmpTarget('rtmp://8.8.8.8/app/k3y/')), /^rtmp:\/\/8\.8\.8\.8\b.*Input\/output error$/, 'the relay shows as the real server');
 });
 
 t.test('a URL that is not rtmp(s) is refused by the parser', async (t) => {

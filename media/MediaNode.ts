@@ -142,7 +142,7 @@ export type MediaNodeEvents = {
  */
 export type SessionEntry = ({ kind: 'whip'; session: WhipSession; keyDigest: Buffer } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
 
-/** SHA-256 of a session credential: what SessionEntry keeps and `sessionKeyMatches` compares. */
+/** SHA-256 of a session credential: what SessionEntry keeps, compared in constant time on PATCH and DELETE. */
 export function sessionKeyDigest(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }

@@ -12,9 +12,10 @@
  * Session URLs carry 128 random bits (RFC 9725 §5: unguessable) and are given to nobody but the
  * client (Location): nothing else carries them (TURN usernames are random, IceServers.ts). A
  * publisher's session also needs its stream key on PATCH and DELETE, as at creation (RFC 9725
- * §4.7: the client sends the token on every request to the session; OBS sends it): its id shows in the owner's stream status
- * and in logs, and ending it takes a stream off the air. Without the key → 401, and the session
- * runs on. A viewer's session URL is its only credential (a viewer has no key).
+ * §4.7: the client sends the token on every request to the session; OBS does): its id shows in
+ * the owner's stream status and in logs, and ending it takes a stream off the air. Without the
+ * key → 401, and the session runs on. A viewer's session URL is its only credential (a viewer
+ * has no key, and ending a viewer ends no stream).
  *
  * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
  * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity

@@ -143,7 +143,10 @@ export const ConfigEnvSchema = z.object({
   TURN_URLS: list(z.string().regex(/^turns?:[^\s<>",]+$/, 'must be turn: or turns: URLs'), 'URL').optional(),
   /** The TURN server's shared secret (coturn `static-auth-secret` with `use-auth-secret`). */
   TURN_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
-  /** Seconds a TURN credential stays valid (coturn checks it on every refresh: longer than a stream). */
+  /**
+   * Seconds a publisher's (WHIP) TURN credential may open allocations. Default 86 400 (a day, the
+   * TURN REST draft's advice): publishers hold the stream key and may re-allocate on a reconnect.
+   */
   TURN_CREDENTIAL_TTL: z.coerce.number().int().min(60).max(7 * 86_400).default(86_400),
   /**
    * Reverse proxies (TLS terminators, load balancers) whose `X-Forwarded-For` is believed, as
@@ -166,6 +169,13 @@ export const ConfigEnvSchema = z.object({
   IMAGE_DECODE_QUEUE: z.coerce.number().int().min(0).max(1024).default(DEFAULT_IMAGE_LIMITS.queue),
   /** Seconds one image decode may take (2; whole seconds, libvips' unit). */
   IMAGE_DECODE_TIMEOUT: z.coerce.number().int().min(1).max(60).default(DEFAULT_IMAGE_LIMITS.timeoutS),
+  /**
+   * Seconds a viewer's (WHEP, keyless) TURN credential may open allocations. Default 300: a browser
+   * allocates within seconds of the answer, and coturn checks the expiry only on Allocate (refreshes
+   * of an existing allocation use the key it cached), so long viewing keeps its relay; a credential
+   * copied from a viewer's page or seen on the wire opens relays for minutes, not a day.
+   */
+  TURN_VIEWER_CREDENTIAL_TTL: z.coerce.number().int().min(30).max(86_400).default(300),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -207,7 +217,8 @@ export interface Config {
     /** Bytes (WEBRTC_UDP_BUFFER_BYTES). */
     udpRecvBufferBytes: number;
     stunUrls: string[];
-    turn: { urls: string[]; secret: string; ttlS: number } | null;
+    /** ttlS: publishers' credentials, viewerTtlS: viewers' (seconds). */
+    turn: { urls: string[]; secret: string; ttlS: number; viewerTtlS: number } | null;
   };
   /** Caps on decoding client images (IMAGE_*). */
   images: Readonly<ImageLimits>;
@@ -273,7 +284,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       iceTcp: e.WEBRTC_ICE_TCP,
       udpRecvBufferBytes: e.WEBRTC_UDP_BUFFER_BYTES,
       stunUrls: e.STUN_URLS ?? [],
-      turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL } : null,
+      turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL, viewerTtlS: e.TURN_VIEWER_CREDENTIAL_TTL } : null,
     }),
     images: Object.freeze({ maxBytes: e.IMAGE_MAX_BYTES, maxPixels: e.IMAGE_MAX_PIXELS, concurrency: e.IMAGE_DECODE_CONCURRENCY, queue: e.IMAGE_DECODE_QUEUE, timeoutS: e.IMAGE_DECODE_TIMEOUT }),
   });

@@ -7,7 +7,7 @@
  */
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
@@ -138,8 +138,17 @@ export type MediaNodeEvents = {
   landed: [ParamsLanding];
 };
 
-/** A session as the HTTP layer sees it; `trickled` counts the candidates its PATCHes added. */
-export type SessionEntry = ({ kind: 'whip'; session: WhipSession } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
+/**
+ * A session as the HTTP layer sees it; `trickled` counts the candidates its PATCHes added.
+ * `keyDigest` (publishers): SHA-256 of the Bearer token that created the session — PATCH and
+ * DELETE must present the same one (a viewer's session URL is its only credential).
+ */
+export type SessionEntry = ({ kind: 'whip'; session: WhipSession; keyDigest: Buffer } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
+
+/** SHA-256 of a session credential: what SessionEntry keeps, compared in constant time on PATCH and DELETE. */
+export function sessionKeyDigest(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
 
 /** A clip written by `MediaNode.clip`. */
 export interface ClipResult {
@@ -372,7 +381,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * Validates the offer and attaches a publisher. Throws MediaError (with httpStatus) on bad offers
    * and, with 503, when the node is at capacity (a publisher replacing the one of a stream already
    * live here always may). `outputs.rtmpUrl` and `outputs.rtmpDestinations`: push the output there
-   * while this publisher is live.
+   * while this publisher is live. `key`: the stream key the publisher presented; the session's
+   * PATCH and DELETE must present it again.
    */
   async publish(
     streamId: string,
@@ -380,6 +390,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     sdp: string,
     outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined } = {},
     paramsStoredAt?: number,
+    key = '',
   ): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whip');
     if (!this.#streams.get(streamId)?.publisher && this.activeStreamCount >= this.capacity) {
@@ -395,7 +406,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.setRecording(outputs.record === true);
     const sessionId = randomBytes(16).toString('hex');
     const { session, answer } = await stream.attachPublisher(offer, sessionId);
-    this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0 });
+    this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0, keyDigest: sessionKeyDigest(key) });
     session.once('close', () => this.#sessions.delete(sessionId));
     return { sessionId, answer, etag: session.etag };
   }

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { AAC_ASC, AAC_SILENT_FRAME } from './AacEncoderBin.ts';
 import { aacFrame, aacSequenceHeader, avcFrame, avcSequenceHeader, flvHeader } from './FlvMuxer.ts';
 import { NAL_AUD, NAL_PPS, NAL_SPS, nalType } from './H264Nal.ts';
-import { parseRtmpTarget, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
+import { parseRtmpTarget, redactRtmpText, redactRtmpUrl, RtmpRelay, type OutboundPolicy, type RtmpTarget } from './RtmpRelay.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 
 /**
@@ -38,7 +38,7 @@ export type RtmpPushState = 'connecting' | 'live' | 'reconnecting' | 'closed';
 
 export interface RtmpPushStatus {
   state: RtmpPushState;
-  /** The target with its last path segment (usually the stream key) replaced by `…`. */
+  /** The target with everything after its application (the stream key, query, userinfo) replaced by `…` (redactRtmpUrl). */
   url: string;
   /** Attempts started after the first (each one a reconnect). */
   reconnects: number;
@@ -112,14 +112,6 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     this.#spawn();
   }
 
-  /** Removes the stream key and the relay's URL from text ffmpeg printed. */
-  #redact(text: string): string {
-    let out = text;
-    const secret = this.#target.secret;
-    if (secret.length >= 3) out = out.split(secret).join('…');
-    return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+/g, this.#target.origin);
-  }
-
   get state(): RtmpPushState {
     return this.#state;
   }
@@ -171,9 +163,14 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
       'flv',
       '-flvflags',
       'no_duration_filesize',
-      // The RTMP connect names the real server, not the relay.
+      // The RTMP connect names the real server, not the relay; application and stream name are
+      // given, not read from the URL (parseRtmpTarget: a trailing `/` would move the key into the app).
       '-rtmp_tcurl',
       this.#target.tcUrl,
+      '-rtmp_app',
+      this.#target.app,
+      '-rtmp_playpath',
+      this.#target.playpath,
       relayUrl,
     ];
     const child = spawn(this.#opts.ffmpegPath ?? 'ffmpeg', args, { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -191,7 +188,7 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
       for (const line of chunk.split('\n')) {
-        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), this.#redact(line.trim())];
+        if (line.trim()) this.#stderrTail = [...this.#stderrTail.slice(-4), redactRtmpText(line.trim(), this.#target)];
       }
     });
     child.once('error', (err) => this.#onExit(child, null, err.message));

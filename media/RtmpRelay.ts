@@ -2,7 +2,7 @@
  * The one way an RTMP push leaves the node: ffmpeg dials this relay on loopback, and the relay
  * dials the third party's server itself, at an address the outbound policy has just checked.
  *
- *   ffmpeg ─rtmp://127.0.0.1:<relay>/<app>/<key>─► RtmpRelay ─check(host)─► net/tls.connect(checked address)
+ *   ffmpeg ─rtmp://127.0.0.1:<relay>/ (-rtmp_app, -rtmp_playpath)─► RtmpRelay ─check(host)─► net/tls.connect(checked address)
  *
  * Why not let ffmpeg dial the URL: ffmpeg resolves the name itself, so a check made before it runs
  * says nothing about where it connects (DNS rebinding), and it would happily dial 127.0.0.1 or the
@@ -21,45 +21,96 @@ export interface OutboundPolicy {
   checkHost(host: string): Promise<{ address: string }[]>;
 }
 
-/** An `rtmp://` / `rtmps://` target, split the way ffmpeg reads it. */
+/** An `rtmp://` / `rtmps://` target, split the way ffmpeg reads it (tidied: see parseRtmpTarget). */
 export interface RtmpTarget {
   tls: boolean;
   /** Host as written (brackets stripped for IPv6). */
   host: string;
   /** Default 1935 (rtmp) or 443 (rtmps). */
   port: number;
-  /** Path and query, unchanged: ffmpeg derives app and playpath from it. */
-  pathAndQuery: string;
+  /** The RTMP application (`-rtmp_app`): `live2`, or `app/instance`. */
+  app: string;
+  /** The stream name published (`-rtmp_playpath`): the stream key, with the URL's query if any. */
+  playpath: string;
   /** Scheme, host and port as written: `rtmps://live.example.com:443`. */
   origin: string;
   /** What the RTMP `connect` names as the server (`-rtmp_tcurl`): scheme, host, port, app. */
   tcUrl: string;
-  /** The secret part (playpath and query: usually the stream key), for redaction. */
-  secret: string;
+  /** Every secret form the URL holds (stream name raw and decoded, query and its values, userinfo), to scrub from text ffmpeg prints. */
+  secrets: string[];
 }
 
+/**
+ * Splits an RTMP URL into server, application and stream name, by ffmpeg's rule (rtmpproto.c
+ * `rtmp_open`): with three or more path segments the application is the first two (an application
+ * instance, Wowza's `app/instance/stream`) unless the second holds a `:` (`vod/mp4:dir/file`),
+ * else it is the first; the rest is the stream name, with the query (Facebook's
+ * `rtmps://…:443/rtmp/KEY?s_bl=1&s_sc=…` needs it: the service's "stream key" is `KEY?s_bl=…`).
+ * Unlike ffmpeg, empty segments are dropped first: a trailing `/` (`/app/KEY/`) or a doubled one
+ * would otherwise make ffmpeg read `app/KEY` as the application and publish an empty name. The
+ * fragment has no meaning in RTMP and is dropped; userinfo is not sent (ffmpeg's Adobe/Limelight
+ * auth is not supported) but counts as a secret.
+ */
 export function parseRtmpTarget(url: string): RtmpTarget {
   const u = new URL(url);
   if (u.protocol !== 'rtmp:' && u.protocol !== 'rtmps:') throw new Error(`not an rtmp(s) URL: ${u.protocol}`);
   const isTls = u.protocol === 'rtmps:';
   const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
   const port = u.port ? Number(u.port) : isTls ? 443 : 1935;
-  // ffmpeg's rule (rtmpproto.c): with two or more segments after the app, the app is the first two
-  // (an application instance), else the first; the rest is the playpath.
-  const segments = u.pathname.slice(1).split('/');
-  const app = segments.length <= 1 ? '' : segments.length === 2 ? segments[0]! : `${segments[0]}/${segments[1]}`;
-  const secret = `${segments.slice(app === '' ? 0 : app.split('/').length).join('/')}${u.search}`;
-  return { tls: isTls, host, port, origin: `${u.protocol}//${u.host}`, pathAndQuery: `${u.pathname}${u.search}`, tcUrl: `${u.protocol}//${u.host}/${app}`, secret };
+  const segments = u.pathname.split('/').filter((s) => s !== '');
+  const appSegments = segments.length >= 3 && !segments[1]!.includes(':') ? 2 : Math.min(1, segments.length);
+  let app = segments.slice(0, appSegments).join('/');
+  let playpath = segments.slice(appSegments).join('/');
+  // ffmpeg: with no stream name in the path the query belongs to the application (`app?token`).
+  if (playpath === '') app += u.search;
+  else playpath += u.search;
+  const decode = (s: string) => {
+    try {
+      return decodeURIComponent(s);
+    } catch {
+      return s;
+    }
+  };
+  // A lone segment may be a key pasted without its application (redactRtmpUrl hides it too).
+  // Each query value too: services put tokens there (Facebook's `a=…`) that may print alone.
+  const raw = [playpath, segments.slice(appSegments).join('/'), u.search.slice(1), ...u.search.slice(1).split('&').map((p) => p.slice(p.indexOf('=') + 1)), u.username, u.password, ...(playpath === '' ? [app] : [])];
+  const secrets = [...new Set([...raw, ...raw.map(decode)])].filter((s) => s.length >= 3);
+  return { tls: isTls, host, port, app, playpath, origin: `${u.protocol}//${u.host}`, tcUrl: `${u.protocol}//${u.host}/${app}`, secrets };
 }
 
-/** The URL with its playpath and query (the stream key) replaced by `…`: what logs and status show. */
+/**
+ * What logs and status show of an RTMP URL: scheme, host, port and the first path segment (the
+ * application, which every service puts first), then `…` for whatever follows — further segments
+ * (an instance, the key), the query, the fragment — and `…@` for userinfo. Conservative on
+ * purpose: which segment is the key differs by service and by trailing slashes, so nothing after
+ * the application is shown. A lone segment may be a key pasted without its application: hidden
+ * too. Unparseable input shows nothing of itself.
+ */
 export function redactRtmpUrl(url: string): string {
+  let u: URL;
   try {
-    const t = parseRtmpTarget(url);
-    return t.secret ? `${t.tcUrl.replace(/\/$/, '')}/…` : t.tcUrl;
+    u = new URL(url);
   } catch {
     return 'rtmp://…';
   }
+  const scheme = u.protocol === 'rtmps:' ? 'rtmps:' : 'rtmp:';
+  const userinfo = u.username || u.password ? '…@' : '';
+  const segments = u.pathname.split('/').filter((s) => s !== '');
+  const more = segments.length > 1 || u.search !== '' || u.hash !== '';
+  const shown = segments.length > 1 || (segments.length === 1 && more) ? `/${segments[0]}` : '';
+  return `${scheme}//${userinfo}${u.host}${shown}${segments.length > 0 || more ? '/…' : ''}`;
+}
+
+/**
+ * Text ffmpeg printed about `target`, without its secrets: every spelling of the stream key (and
+ * userinfo) becomes `…`, the relay's loopback URL becomes the real server, and any RTMP URL left
+ * is shown as redactRtmpUrl shows it.
+ */
+export function redactRtmpText(text: string, target: RtmpTarget): string {
+  let out = text;
+  // Longest first: a key without its query must not leave the query's tail behind.
+  for (const secret of [...target.secrets].sort((a, b) => b.length - a.length)) out = out.split(secret).join('…');
+  return out.replace(/rtmps?:\/\/127\.0\.0\.1:\d+\/?/gi, `${target.origin}/`).replace(/rtmps?:\/\/[^\s'"]*[^\s'":,.]/gi, (u) => redactRtmpUrl(u));
 }
 
 export interface RtmpRelayOptions {
@@ -93,7 +144,8 @@ export class RtmpRelay {
       });
     });
     const { port } = this.#server.address() as net.AddressInfo;
-    return `rtmp://127.0.0.1:${port}${this.#opts.target.pathAndQuery}`;
+    // Application and stream name go to ffmpeg as options (RtmpPush): the URL carries no secret.
+    return `rtmp://127.0.0.1:${port}/`;
   }
 
   #relay(inbound: net.Socket): void {

@@ -9,7 +9,13 @@
  *   DELETE  /live/sessions/:sessionId → 200
  *   OPTIONS on all three → 204 with CORS and Accept-Post/Accept-Patch
  *
- * Session URLs carry 128 random bits (RFC 9725 §5: unguessable), so PATCH/DELETE need no token.
+ * Session URLs carry 128 random bits (RFC 9725 §5: unguessable) and are given to nobody but the
+ * client (Location): nothing else carries them (TURN usernames are random, IceServers.ts). A
+ * publisher's session also needs its stream key on PATCH and DELETE, as at creation (RFC 9725
+ * §4.7: the client sends the token on every request to the session; OBS does): its id shows in
+ * the owner's stream status and in logs, and ending it takes a stream off the air. Without the
+ * key → 401, and the session runs on. A viewer's session URL is its only credential (a viewer
+ * has no key, and ending a viewer ends no stream).
  *
  * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
  * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity
@@ -20,8 +26,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MediaError } from './errors.ts';
-import { iceServerLinks } from './IceServers.ts';
-import type { MediaNode } from './MediaNode.ts';
+import { iceServerLinks, type TurnRole } from './IceServers.ts';
+import { sessionKeyDigest, type MediaNode, type SessionEntry } from './MediaNode.ts';
 import type { RateLimiter } from './RateLimiter.ts';
 import { parseSdpFrag, refuseRemoteCandidate } from './Sdp.ts';
 
@@ -70,8 +76,20 @@ function bearer(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
+/** Whether the request may change or end the session: a publisher's needs the key that created it. */
+function mayControl(req: FastifyRequest, entry: SessionEntry): boolean {
+  if (entry.kind === 'whep') return true;
+  const token = bearer(req);
+  return token !== undefined && timingSafeEqual(sessionKeyDigest(token), entry.keyDigest);
+}
+
 function fail(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+}
+
+/** 401 for a publisher session's PATCH/DELETE without its stream key (the session is untouched). */
+function refuseControl(reply: FastifyReply): FastifyReply {
+  return fail(reply.header('www-authenticate', 'Bearer'), 401, "a publisher's session needs its stream key: Authorization: Bearer <stream key>");
 }
 
 /** Counts one request against `limiter`; throws 429 with Retry-After when over. */
@@ -109,10 +127,10 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
   app.options('/live/:playbackId/whep', PUBLIC, options({ 'accept-post': SDP }));
   app.options('/live/sessions/:sessionId', PUBLIC, options({ 'accept-patch': SDPFRAG }));
 
-  const answered = (reply: FastifyReply, r: { sessionId: string; answer: string; etag: string }) => {
+  const answered = (reply: FastifyReply, role: TurnRole, r: { sessionId: string; answer: string; etag: string }) => {
     reply.code(201).headers({ ...CORS, location: node.sessionUrl(r.sessionId), etag: r.etag, 'accept-patch': SDPFRAG }).type(SDP);
-    // TURN credentials are minted for this session only (IceServers.ts).
-    const links = iceServerLinks(node.options, r.sessionId);
+    // A fresh TURN credential per answer, named by nothing of ours; a viewer's is short-lived (IceServers.ts).
+    const links = iceServerLinks(node.options, role);
     if (links.length > 0) reply.header('link', links);
     return reply.send(r.answer);
   };
@@ -127,7 +145,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     // OBS shows the status line and body: a valid key that may not stream now is not a 401.
     if ('refused' in ingest) return fail(reply, ingest.status ?? 402, ingest.refused);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record }, ingest.paramsStoredAt));
+    return answered(reply, 'publisher', await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record }, ingest.paramsStoredAt, token));
   });
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {
@@ -138,12 +156,13 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if (!playback) return fail(reply, 404, 'unknown playback id');
     limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, await node.play(playback.streamId, req.body, { address }));
+    return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }));
   });
 
   app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {
     const entry = node.getSession(req.params.sessionId);
     if (!entry) return fail(reply, 404, 'unknown session');
+    if (!mayControl(req, entry)) return refuseControl(reply);
     if (mediaType(req) !== SDPFRAG) return fail(reply, 415, `unsupported content type; send ${SDPFRAG}`);
     const ifMatch = req.headers['if-match'];
     const frag = parseSdpFrag(typeof req.body === 'string' ? req.body : '', node.settings.maxSdpBytes);
@@ -166,6 +185,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
   app.delete<{ Params: { sessionId: string } }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {
     const entry = node.getSession(req.params.sessionId);
     if (!entry) return fail(reply, 404, 'unknown session');
+    if (!mayControl(req, entry)) return refuseControl(reply);
     entry.session.close('deleted');
     // OBS expects exactly 200 (it only warns otherwise).
     return reply.code(200).headers(CORS).send();

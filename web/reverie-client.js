@@ -77,15 +77,18 @@ class RtcSession extends EventTarget {
   #open;
   #abort = new AbortController();
   #graceMs;
+  /** A publisher's stream key: the server wants it on the session's DELETE too. */
+  #token;
   pc = null;
   url = null;
   state = 'connecting';
   reconnects = 0;
 
-  constructor(open, { graceMs = 3000 } = {}) {
+  constructor(open, { graceMs = 3000, token } = {}) {
     super();
     this.#open = open;
     this.#graceMs = graceMs;
+    this.#token = token;
     /** Resolves on the first connection; rejects when the server refuses it for good (401/403/404). */
     this.ready = new Promise((resolve, reject) => {
       this.#first = { resolve, reject };
@@ -125,8 +128,7 @@ class RtcSession extends EventTarget {
         }
       }
       pc.close();
-      if (this.url) void fetch(this.url, { method: 'DELETE' }).catch(() => {});
-      this.url = null;
+      this.#hangUp();
       if (this.#abort.signal.aborted) break;
       this.#setState('reconnecting');
       this.reconnects++;
@@ -160,8 +162,17 @@ class RtcSession extends EventTarget {
     if (this.#abort.signal.aborted) return;
     this.#abort.abort();
     this.pc?.close();
-    if (this.url) void fetch(this.url, { method: 'DELETE' }).catch(() => {});
+    this.#hangUp();
     this.#setState('closed');
+  }
+
+  /** DELETE on the session URL (with the stream key for a publisher's session), once. */
+  #hangUp() {
+    const url = this.url;
+    if (!url) return;
+    this.url = null;
+    const headers = this.#token ? { authorization: `Bearer ${this.#token}` } : {};
+    void fetch(url, { method: 'DELETE', headers }).catch(() => {});
   }
 }
 
@@ -408,7 +419,7 @@ export class ReverieClient {
     return new RtcSession(async (pc) => {
       for (const track of media.getTracks()) pc.addTransceiver(track, { direction: 'sendonly', streams: [media] });
       return exchange(pc, stream.whip_url, stream.stream_key);
-    }, opts);
+    }, { ...opts, token: stream.stream_key });
   }
 
   /** Plays the stream's output over WHEP into `video`, reconnecting after network failures. */

@@ -25,18 +25,19 @@ export async function exchange(pc, url, token) {
   return new URL(res.headers.get('location') ?? '', url).toString();
 }
 
-/** Ends a WHIP/WHEP session (DELETE on its Location) and closes the peer connection. */
+/** Ends a WHIP/WHEP session (DELETE on its Location; a publisher's with its stream key) and closes the peer connection. */
 export async function hangUp(session) {
   if (!session) return;
   session.pc.close();
-  if (session.url) await fetch(session.url, { method: 'DELETE' }).catch(() => {});
+  const headers = session.token ? { authorization: `Bearer ${session.token}` } : {};
+  if (session.url) await fetch(session.url, { method: 'DELETE', headers }).catch(() => {});
 }
 
 /** Publishes a MediaStream over WHIP. */
 export async function publishWhip(stream, whipUrl, streamKey) {
   const pc = new RTCPeerConnection();
   for (const track of stream.getTracks()) pc.addTransceiver(track, { direction: 'sendonly', streams: [stream] });
-  return { pc, url: await exchange(pc, whipUrl, streamKey) };
+  return { pc, url: await exchange(pc, whipUrl, streamKey), token: streamKey };
 }
 
 /** Plays WHEP into `video`; resolves once the first frame is shown, rejects after `timeoutMs`. */

@@ -51,6 +51,16 @@ t.test('WEBRTC_UDP_BUFFER_BYTES: 4 MiB by default, 0 for the kernel default, non
   }
 });
 
+t.test('TURN_VIEWER_CREDENTIAL_TTL: viewers get 300 s credentials by default, publishers TURN_CREDENTIAL_TTL; nonsense named', async (t) => {
+  const turn = { TURN_URLS: 'turn:turn.example.com:3478', TURN_SECRET: 'a-long-enough-turn-secret' };
+  t.match(loadConfig(turn).webrtc.turn, { ttlS: 86_400, viewerTtlS: 300 });
+  t.match(loadConfig({ ...turn, TURN_VIEWER_CREDENTIAL_TTL: '600' }).webrtc.turn, { viewerTtlS: 600 });
+  t.match(loadConfig({ ...turn }, { TURN_VIEWER_CREDENTIAL_TTL: 120 }).webrtc.turn, { viewerTtlS: 120 }, 'the serve flag sets it too');
+  for (const bad of ['10', '0', '100000', 'soon']) {
+    t.throws(() => loadConfig({ ...turn, TURN_VIEWER_CREDENTIAL_TTL: bad }), { name: 'ConfigError', variable: 'TURN_VIEWER_CREDENTIAL_TTL' }, `${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('flags override the environment', async (t) => {
   const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
   t.equal(c.port, 9100);

@@ -8,9 +8,12 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import t from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startLiveServer, type Json } from '../helpers/liveServer.ts';
+import { freePort } from '../helpers/net.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 
@@ -95,4 +98,49 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
   t.same(Object.keys(await states()), ['a']);
   t.equal((await api('PUT', '/v1/streams/str_nope/outputs', { outputs: [] })).status, 404);
 
+});
+
+t.test('an output URL ending in / publishes its key as the stream name and never shows it in the outputs, last_error or logs', { timeout: 120_000 }, async (t) => {
+  if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (.ci/run installs them)');
+  const rtmp = await startNginx(t);
+  const closed = await freePort(); // nothing listens: every attempt fails and is logged
+  const keys = ['sekretkeyA1', 'sekretkeyB2'];
+  const lines: string[] = [];
+  const logger = pino({ level: 'debug' }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(chunk.toString()), done()) }));
+  const { server, api } = await startLiveServer(t, { env: { ROLES: 'api,media', ALLOW_LOOPBACK_TARGETS: '1' }, logger });
+  const created = await api('POST', '/v1/streams', {
+    params: { prompt: 'trailing slash', width: 384, height: 384, skip_diffusion: true },
+    outputs: [
+      { name: 'trail', url: `rtmp://127.0.0.1:${rtmp.port}/live/${keys[0]}/` },
+      { name: 'dead', url: `rtmp://127.0.0.1:${closed}/live/${keys[1]}/` },
+    ],
+  });
+  t.equal(created.status, 201, JSON.stringify(created.body).slice(0, 300));
+  const id = created.body['id'] as string;
+  const pubs = startObsPublishers(t);
+  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 384, frames: 300 }) });
+  t.equal(pub.status, 201, 'publisher live');
+  let outputs: Json[] = [];
+  for (let i = 0; i < 150; i++) {
+    outputs = (await api('GET', `/v1/streams/${id}/outputs`)).body['data'] as Json[];
+    const [trail, dead] = [outputs.find((o) => o['name'] === 'trail'), outputs.find((o) => o['name'] === 'dead')];
+    if (trail?.['state'] === 'live' && (dead?.['reconnects'] ?? 0) >= 2 && dead?.['last_error']) break;
+    await new Promise((r) => setTimeout(r, 200)); // poll interval
+  }
+  t.same(
+    outputs.map((o) => [o['name'], o['url']]),
+    [['trail', `rtmp://127.0.0.1:${rtmp.port}/live/…`], ['dead', `rtmp://127.0.0.1:${closed}/live/…`]],
+    'urls show server and application only',
+  );
+  t.equal(outputs.find((o) => o['name'] === 'trail')?.['state'], 'live', 'the trailing-slash output is live');
+  // The key is the stream name, not part of the application (ffmpeg alone reads `live/KEY` as the app).
+  t.match(rtmp.notes.events.find((e) => e.kind === 'publish'), { app: 'live', name: keys[0] }, 'nginx saw app live, stream name = the key');
+  const dead = outputs.find((o) => o['name'] === 'dead');
+  t.ok((dead?.['reconnects'] ?? 0) >= 2 && typeof dead?.['last_error'] === 'string', `the dead output failed and retried: ${dead?.['last_error']}`);
+  const body = JSON.stringify(outputs);
+  t.ok(lines.some((l) => l.includes('reconnecting')), `the failures were logged (${lines.length} lines)`);
+  for (const key of keys) {
+    t.notOk(body.includes(key), `GET outputs never shows ${key}`);
+    t.notOk(lines.find((l) => l.includes(key)), `no log line shows ${key}`);
+  }
 });

@@ -108,7 +108,7 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   await waitStatus('frames after the reload', () => roles.node!.status(s.id)!.framesOut > framesBefore + 10);
 
   // ── stop publishing → silence → stream.ended(timeout), ended_at backdated
-  await fetch(first.location!, { method: 'DELETE' });
+  await fetch(first.location!, { method: 'DELETE', headers: { authorization: `Bearer ${s.stream_key}` } });
   await page.evaluate(() => (window as unknown as { pub: RTCPeerConnection }).pub.close());
   await roles.lifecycle!.idle();
   const rec = await store.streams.get(s.id);

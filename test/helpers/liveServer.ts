@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { createAccountWithKey } from '../../control/ApiKeys.ts';
 import { loadConfig } from '../../control/config.ts';
 import { startServer, type RunningServer } from '../../control/Server.ts';
@@ -27,12 +27,12 @@ export interface LiveServer {
 
 export async function startLiveServer(
   t: { teardown(fn: () => unknown): void },
-  opts: { env?: Record<string, string | number>; plan?: Plan; mediaSettings?: Partial<MediaSettings> } = {},
+  opts: { env?: Record<string, string | number>; plan?: Plan; mediaSettings?: Partial<MediaSettings>; /** Default: silent (or LOG_LEVEL). */ logger?: Logger } = {},
 ): Promise<LiveServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-live-'));
   const port = await freePort();
   const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent', ...opts.env });
-  const server = await startServer(config, { logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }), ...(opts.mediaSettings ? { mediaSettings: opts.mediaSettings } : {}) });
+  const server = await startServer(config, { logger: opts.logger ?? pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }), ...(opts.mediaSettings ? { mediaSettings: opts.mediaSettings } : {}) });
   t.teardown(async () => {
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -34,7 +34,8 @@ async function freePort(): Promise<number> {
 /** Events nginx reports through its HTTP notify callbacks. */
 export class Notifications {
   readonly server: Server;
-  readonly events: { kind: 'publish' | 'record_done'; path?: string }[] = [];
+  /** `app` and `name`: the RTMP application and stream name nginx saw (on_publish's form fields). */
+  readonly events: { kind: 'publish' | 'record_done'; path?: string; app?: string; name?: string }[] = [];
   #waiters: (() => void)[] = [];
   constructor() {
     this.server = createServer((req, res) => {
@@ -42,7 +43,7 @@ export class Notifications {
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
         const q = new URLSearchParams(body);
-        this.events.push({ kind: req.url === '/done' ? 'record_done' : 'publish', path: q.get('path') ?? undefined });
+        this.events.push({ kind: req.url === '/done' ? 'record_done' : 'publish', path: q.get('path') ?? undefined, app: q.get('app') ?? undefined, name: q.get('name') ?? undefined });
         for (const w of this.#waiters.splice(0)) w();
         res.writeHead(200).end();
       });

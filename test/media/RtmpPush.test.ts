@@ -10,7 +10,6 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
-import { parseRtmpTarget, redactRtmpUrl } from '../../media/RtmpRelay.ts';
 import { AddressPolicy } from '../../webhooks/index.ts';
 import { type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
@@ -120,13 +119,4 @@ t.test('a push target the address rules refuse is never dialled; status and logs
   t.ok(logs.length > 0, `${logs.length} log lines`);
   t.notOk(logs.some((l) => l.includes(key)), 'no log line carries the stream key');
   t.notOk(JSON.stringify(node.status(STREAM_ID) ?? {}).includes(key), 'status does not carry it');
-});
-
-t.test('the RTMP target is split as ffmpeg reads it; redaction hides playpath and query', async (t) => {
-  t.match(parseRtmpTarget('rtmp://live.example.com/app/key'), { tls: false, host: 'live.example.com', port: 1935, tcUrl: 'rtmp://live.example.com/app', secret: 'key' });
-  t.match(parseRtmpTarget('rtmps://a.example.com:4443/live2/inst/sk_1?x=2'), { tls: true, port: 4443, tcUrl: 'rtmps://a.example.com:4443/live2/inst', secret: 'sk_1?x=2' });
-  t.match(parseRtmpTarget('rtmp://[2001:db8::1]/app/k'), { host: '2001:db8::1', tcUrl: 'rtmp://[2001:db8::1]/app' });
-  t.equal(parseRtmpTarget('rtmps://x.example.com/app/k').port, 443);
-  t.equal(redactRtmpUrl('rtmp://live.example.com/app/sk_abc?token=1'), 'rtmp://live.example.com/app/…');
-  t.notMatch(redactRtmpUrl('rtmp://h.example.com/a/b/secret'), /secret/);
 });

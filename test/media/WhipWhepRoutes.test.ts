@@ -6,6 +6,9 @@
 import wrtc from '@roamhq/wrtc';
 import { createHmac } from 'node:crypto';
 import t from 'tap';
+import { stampedH264 } from '../helpers/h264Source.ts';
+import { startObsPublishers } from '../helpers/obsPublisher.ts';
+import { until } from '../helpers/until.ts';
 import { PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly' = 'sendonly'): Promise<string> {
@@ -28,7 +31,7 @@ const sdpHeaders = { 'content-type': 'application/sdp', authorization: `Bearer $
 const WHIP = `/live/${STREAM_ID}/whip`;
 const WHEP = `/live/${PLAYBACK_ID}/whep`;
 
-const TURN = { urls: ['turn:turn.example.net?transport=udp'], secret: 'turn-shared-secret', ttlS: 3600 };
+const TURN = { urls: ['turn:turn.example.net?transport=udp'], secret: 'turn-shared-secret', ttlS: 3600, viewerTtlS: 300 };
 
 t.test('OPTIONS answers CORS preflight with Accept-Post and exposes Location, Link and ETag; it offers STUN, never TURN credentials', { timeout: 20_000 }, async (t) => {
   const srv = await startMediaServer(t, { stunUrls: ['stun:stun.example.net:3478'], turn: TURN });
@@ -94,7 +97,7 @@ t.test('WHIP POST rejects bad requests with the RFC 9725 status codes and a reas
   t.equal(srv.node.streamCount, 0, 'no rejected request created a stream');
 });
 
-t.test('WHIP POST → 201 with answer, Location, ETag and Link (TURN credentials made for the session); PATCH trickles (204), refuses restart (422); DELETE → 200', { timeout: 30_000 }, async (t) => {
+t.test('WHIP POST → 201 with answer, Location, ETag and Link (a fresh TURN credential); PATCH trickles (204), refuses restart (422); DELETE with the stream key → 200', { timeout: 30_000 }, async (t) => {
   const srv = await startMediaServer(t, { stunUrls: ['stun:stun.example.net:3478'], turn: TURN });
   const offer = await realOffer(t);
   const res = await srv.app.inject({ method: 'POST', url: WHIP, headers: sdpHeaders, payload: offer });
@@ -108,11 +111,10 @@ t.test('WHIP POST → 201 with answer, Location, ETag and Link (TURN credentials
   t.match(link, /<stun:stun\.example\.net:3478>; rel="ice-server"/);
   const turn = /<turn:turn\.example\.net\?transport=udp>; rel="ice-server"; username="(\d+):([0-9a-f]{32})"; credential="([^"]+)"; credential-type="password"/.exec(link);
   t.ok(turn, `a TURN server with a credential (${link})`);
-  const [, expires = '0', sessionId = '', credential = ''] = turn ?? [];
+  const [, expires = '0', nonce = '', credential = ''] = turn ?? [];
   const now = Date.now() / 1000;
   t.ok(Number(expires) > now + 3500 && Number(expires) <= now + 3601, 'the credential expires after TURN_CREDENTIAL_TTL');
-  t.equal(sessionId, String(res.headers['location']).split('/').pop(), 'its username names this session');
-  t.equal(credential, createHmac('sha1', TURN.secret).update(`${expires}:${sessionId}`).digest('base64'), 'credential = base64(HMAC-SHA1(secret, username)), what coturn checks');
+  t.equal(credential, createHmac('sha1', TURN.secret).update(`${expires}:${nonce}`).digest('base64'), 'credential = base64(HMAC-SHA1(secret, username)), what coturn checks');
   const second = await srv.app.inject({ method: 'POST', url: WHEP, headers: { 'content-type': 'application/sdp' }, payload: asH264(await realOffer(t, 'recvonly')) });
   t.notMatch(([] as string[]).concat(second.headers['link'] ?? []).join(), new RegExp(credential.replace(/[+/=]/g, '.')), 'another session gets another credential');
   t.match(res.body, /a=candidate:\S+ 1 udp \d+ 127\.0\.0\.1 \d+ typ host/, 'host candidate on the configured address');
@@ -123,7 +125,7 @@ t.test('WHIP POST → 201 with answer, Location, ETag and Link (TURN credentials
   const path = new URL(location).pathname;
   const frag = (ufrag: string) => `a=ice-ufrag:${ufrag}\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host\r\n`;
   const ufrag = /a=ice-ufrag:(\S+)/.exec(offer)?.[1] ?? '';
-  const patch = (headers: Record<string, string>, payload: string) => srv.app.inject({ method: 'PATCH', url: path, headers, payload });
+  const patch = (headers: Record<string, string>, payload: string) => srv.app.inject({ method: 'PATCH', url: path, headers: { authorization: `Bearer ${STREAM_KEY}`, ...headers }, payload });
   t.equal((await patch({ 'content-type': 'application/sdp' }, frag(ufrag))).statusCode, 415, 'PATCH with application/sdp → 415');
   t.equal((await patch({ 'content-type': 'application/trickle-ice-sdpfrag', 'if-match': '"nope"' }, frag(ufrag))).statusCode, 412, 'stale If-Match → 412');
   const trickle = await patch({ 'content-type': 'application/trickle-ice-sdpfrag', 'if-match': etag }, frag(ufrag));
@@ -133,10 +135,96 @@ t.test('WHIP POST → 201 with answer, Location, ETag and Link (TURN credentials
   t.equal(restart.statusCode, 422, 'ICE restart → 422 (unsupported)');
   t.equal((await srv.app.inject({ method: 'PATCH', url: '/live/sessions/ffff', headers: { 'content-type': 'application/trickle-ice-sdpfrag' }, payload: frag(ufrag) })).statusCode, 404);
 
-  const del = await srv.app.inject({ method: 'DELETE', url: path });
+  const del = await srv.app.inject({ method: 'DELETE', url: path, headers: { authorization: `Bearer ${STREAM_KEY}` } });
   t.equal(del.statusCode, 200, 'DELETE → 200 (OBS expects exactly 200)');
-  t.equal((await srv.app.inject({ method: 'DELETE', url: path })).statusCode, 404, 'second DELETE → 404');
+  t.equal((await srv.app.inject({ method: 'DELETE', url: path, headers: { authorization: `Bearer ${STREAM_KEY}` } })).statusCode, 404, 'second DELETE → 404');
   t.equal(srv.node.status(STREAM_ID)?.state, 'idle');
+});
+
+/** The TURN Link of an answer: `<expiry>:<rest>` username and its credential. */
+function turnLinkOf(headers: Record<string, unknown>): { expires: number; username: string; credential: string } {
+  const link = ([] as string[]).concat((headers['link'] as string | string[] | undefined) ?? []).join(', ');
+  const m = /<turn:[^>]+>; rel="ice-server"; username="((\d+):[^"]*)"; credential="([^"]+)"/.exec(link);
+  if (!m) throw new Error(`no TURN credential in ${link}`);
+  return { username: m[1] as string, expires: Number(m[2]), credential: m[3] as string };
+}
+
+t.test('TURN usernames are random: no session, stream or playback id in them, none alike; a viewer\'s credential expires within TURN_VIEWER_CREDENTIAL_TTL', { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t, { turn: TURN });
+  const whip = await srv.app.inject({ method: 'POST', url: WHIP, headers: sdpHeaders, payload: await realOffer(t) });
+  const wheps = [];
+  for (let i = 0; i < 2; i++) wheps.push(await srv.app.inject({ method: 'POST', url: WHEP, headers: { 'content-type': 'application/sdp' }, payload: asH264(await realOffer(t, 'recvonly')) }));
+  const answers = [whip, ...wheps];
+  t.same(answers.map((r) => r.statusCode), [201, 201, 201]);
+  const sessionIds = answers.map((r) => String(r.headers['location']).split('/').pop() ?? '');
+  const creds = answers.map((r) => turnLinkOf(r.headers));
+  const now = Date.now() / 1000;
+  for (const [i, c] of creds.entries()) {
+    for (const id of [...sessionIds, STREAM_ID, PLAYBACK_ID, STREAM_KEY]) t.notOk(c.username.includes(id), `username ${i} does not hold ${id}`);
+    t.match(c.username, /^\d+:[0-9a-f]{32}$/, `username ${i}: expiry and 128 random bits`);
+    t.equal(c.credential, createHmac('sha1', TURN.secret).update(c.username).digest('base64'), `credential ${i} = base64(HMAC-SHA1(secret, username)), what coturn checks`);
+  }
+  t.equal(new Set(creds.map((c) => c.username.split(':')[1])).size, 3, 'three answers, three unrelated usernames');
+  t.ok(creds[0]!.expires > now + 3500 && creds[0]!.expires <= now + 3601, `the publisher's expires after TURN_CREDENTIAL_TTL (${Math.round(creds[0]!.expires - now)} s)`);
+  for (const c of creds.slice(1)) t.ok(c.expires > now + 290 && c.expires <= now + 301, `a viewer's expires after TURN_VIEWER_CREDENTIAL_TTL (${Math.round(c.expires - now)} s)`);
+});
+
+t.test("a publisher's session answers PATCH and DELETE only with its stream key (401 otherwise, the session untouched); a viewer's DELETE by its Location → 200", { timeout: 30_000 }, async (t) => {
+  const srv = await startMediaServer(t);
+  const offer = await realOffer(t);
+  const res = await srv.app.inject({ method: 'POST', url: WHIP, headers: sdpHeaders, payload: offer });
+  t.equal(res.statusCode, 201);
+  const path = new URL(String(res.headers['location'])).pathname;
+  const sessionId = path.split('/').pop() ?? '';
+  const ufrag = /a=ice-ufrag:(\S+)/.exec(offer)?.[1] ?? '';
+  const frag = `a=ice-ufrag:${ufrag}\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\na=candidate:1 1 udp 2130706431 127.0.0.1 40000 typ host\r\n`;
+  for (const [what, headers] of [
+    ['no Authorization', {}],
+    ['a wrong key', { authorization: 'Bearer sk_not_this_one' }],
+    ['another scheme', { authorization: `Basic ${STREAM_KEY}` }],
+    ['the session id as the token', { authorization: `Bearer ${sessionId}` }],
+  ] as const) {
+    const del = await srv.app.inject({ method: 'DELETE', url: path, headers });
+    t.equal(del.statusCode, 401, `DELETE with ${what} → 401`);
+    t.match(del.body, /stream key/, 'and says what it needs');
+    t.equal(del.headers['www-authenticate'], 'Bearer');
+    const patch = await srv.app.inject({ method: 'PATCH', url: path, headers: { ...headers, 'content-type': 'application/trickle-ice-sdpfrag' }, payload: frag });
+    t.equal(patch.statusCode, 401, `PATCH with ${what} → 401`);
+  }
+  t.ok(srv.node.getSession(sessionId), 'the session runs on');
+  t.equal(srv.node.status(STREAM_ID)?.state, 'connecting', 'and the stream still has its publisher');
+  t.equal((await srv.app.inject({ method: 'PATCH', url: path, headers: { authorization: `Bearer ${STREAM_KEY}`, 'content-type': 'application/trickle-ice-sdpfrag' }, payload: frag })).statusCode, 204, 'PATCH with the key → 204');
+  t.equal((await srv.app.inject({ method: 'DELETE', url: path, headers: { authorization: `bearer ${STREAM_KEY}` } })).statusCode, 200, 'DELETE with the key → 200');
+  t.notOk(srv.node.getSession(sessionId), 'the session is gone');
+
+  const viewer = await srv.app.inject({ method: 'POST', url: WHEP, headers: { 'content-type': 'application/sdp' }, payload: asH264(await realOffer(t, 'recvonly')) });
+  t.equal(viewer.statusCode, 201);
+  t.equal((await srv.app.inject({ method: 'DELETE', url: new URL(String(viewer.headers['location'])).pathname })).statusCode, 200, 'a viewer ends its session with its Location alone');
+  t.equal((await srv.app.inject({ method: 'DELETE', url: '/live/sessions/00000000000000000000000000000000', headers: { authorization: `Bearer ${STREAM_KEY}` } })).statusCode, 404, 'an unknown session → 404');
+});
+
+t.test('a live OBS-like publisher: a DELETE of its session without the stream key is refused and media flows on; with the key → 200 and the stream ends', { timeout: 60_000 }, async (t) => {
+  const srv = await startMediaServer(t);
+  const pubs = startObsPublishers(t);
+  const p = await pubs.publish({ url: `${srv.baseUrl}${WHIP}`, token: STREAM_KEY, source: await stampedH264({ size: 256, frames: 300 }) });
+  t.equal(p.status, 201, `WHIP → 201 (${p.body})`);
+  await until('live', () => srv.node.status(STREAM_ID)?.state, (s) => s === 'live', 20_000);
+  const ended: string[] = [];
+  srv.node.on('ended', (e) => ended.push(e.reason));
+  const bare = await fetch(p.location ?? '', { method: 'DELETE' });
+  t.equal(bare.status, 401, 'DELETE without the key → 401');
+  const wrong = await fetch(p.location ?? '', { method: 'DELETE', headers: { authorization: 'Bearer sk_guess' } });
+  t.equal(wrong.status, 401, 'DELETE with a wrong key → 401');
+  const framesIn = srv.node.status(STREAM_ID)?.framesIn ?? 0;
+  await until('frames after the refused DELETEs', () => srv.node.status(STREAM_ID)?.framesIn ?? 0, (n) => n > framesIn + 15, 10_000);
+  t.equal(srv.node.status(STREAM_ID)?.state, 'live', 'the stream is still live');
+  t.equal(pubs.state(p.id), 'connected', 'the publisher still connected');
+  t.same(ended, [], 'nothing ended');
+  const del = await fetch(p.location ?? '', { method: 'DELETE', headers: { authorization: `Bearer ${STREAM_KEY}` } });
+  t.equal(del.status, 200, 'DELETE with the key → 200 (what OBS expects)');
+  await until('idle', () => srv.node.status(STREAM_ID)?.state, (s) => s === 'idle', 10_000);
+  t.same(ended, ['deleted'], 'the stream ended, reason deleted');
+  await pubs.vanish(p.id);
 });
 
 t.test('WHEP POST: unknown playback 404, viewer with neither H.264 nor VP8 422, VP8-only viewer 201 VP8, H.264 viewer 201 sendonly; a viewer that never connects is closed', { timeout: 30_000 }, async (t) => {

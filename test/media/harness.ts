@@ -37,7 +37,7 @@ export async function startMediaServer(
     settings?: Partial<MediaSettings>;
     createProcessor?: FrameProcessorFactory;
     stunUrls?: string[];
-    turn?: { urls: string[]; secret: string; ttlS: number };
+    turn?: { urls: string[]; secret: string; ttlS: number; viewerTtlS?: number };
     /** The stream's output_rtmp_url: the node pushes there while the publisher is live. */
     outputRtmpUrl?: string;
     /** Streams the node holds with a publisher at most. */

@@ -175,15 +175,26 @@ t.test('UDP between publisher and node blocked: media flows through coturn with 
   t.equal(pair?.remote.address, node);
 
   // The node's credential format against coturn itself: fresh is accepted, expired refused.
-  const fresh = turnCredential(secret, 'probe', 600);
+  const fresh = turnCredential(secret, 600);
   const ok = await turnAllocate({ host: turnIp, port: 3478 }, fresh.username, fresh.credential);
   t.ok(ok.ok, `a fresh credential allocates a relay (${JSON.stringify(ok)})`);
-  const expired = turnCredential(secret, 'probe', 60, Date.now() - 3_600_000);
+  const expired = turnCredential(secret, 60, Date.now() - 3_600_000);
   const refused = await turnAllocate({ host: turnIp, port: 3478 }, expired.username, expired.credential);
   t.notOk(refused.ok, 'an expired credential is refused');
   t.equal(refused.code, 401, `with 401 Unauthorized (${refused.reason})`);
   const forged = await turnAllocate({ host: turnIp, port: 3478 }, fresh.username, 'not-the-hmac');
   t.equal(forged.code, 401, 'and so is a credential not made from the secret');
+
+  // What makes a viewer's credential of minutes safe for hours of viewing: coturn checks the expiry
+  // when it authenticates the Allocate, and refreshes the allocation past it with the key it cached.
+  const brief = turnCredential(secret, 3);
+  const kept = await turnAllocate({ host: turnIp, port: 3478 }, brief.username, brief.credential, 5_000, () =>
+    until('the credential expired', () => Date.now(), (now) => now > brief.expiresAt + 1000, 10_000),
+  );
+  t.ok(kept.ok, 'a short credential allocates while valid');
+  t.ok(kept.refreshed?.ok, `and the allocation is refreshed after it expired (${JSON.stringify(kept.refreshed)})`);
+  const late = await turnAllocate({ host: turnIp, port: 3478 }, brief.username, brief.credential);
+  t.equal(late.code, 401, 'but a new allocation with it is refused');
 });
 
 t.test('a browser publisher whose UDP is blocked publishes over ICE-TCP', { timeout: 180_000 }, async (t) => {

@@ -17,6 +17,7 @@ import { loadConfig } from '../../control/config.ts';
 import { startServer } from '../../control/Server.ts';
 import type * as ClientTypes from '../../web/reverie-client.js';
 import { launchChromium } from '../helpers/chromium.ts';
+import { until } from '../helpers/until.ts';
 
 type Json = Record<string, any>;
 type ClientModule = typeof ClientTypes;
@@ -166,11 +167,20 @@ t.test('the browser client publishes, plays, controls over the WebSocket, gets p
   const statsAfter = (await page.waitForFunction((n) => (window as unknown as Json).seen.stats > n + 1, before.stats, { timeout: 10_000 }).then(() => true)) as boolean;
   t.ok(statsAfter, 'stats pushes resume');
 
+  // Closing DELETEs both sessions; the publisher's carries its stream key (the server wants it).
+  // (Either DELETE may find its session already gone, 404, when the closed peer connection got there first.)
+  const deletes: { status: number; authorization: string | undefined }[] = [];
+  page.on('response', (r) => {
+    if (r.request().method() === 'DELETE' && r.url().includes('/live/sessions/')) deletes.push({ status: r.status(), authorization: r.request().headers()['authorization'] });
+  });
   await page.evaluate(() => {
     const w = window as unknown as Json;
     w.control.close();
     w.player.close();
     w.pub.close();
   });
+  await until('both sessions DELETEd', () => deletes.length, (n) => n >= 2, 10_000);
+  t.ok(deletes.some((d) => /^Bearer sk_/.test(d.authorization ?? '')), `the publisher's DELETE carries the stream key (${JSON.stringify(deletes.map((d) => d.status))})`);
+  t.notOk(deletes.some((d) => d.status === 401), 'no DELETE was refused');
   t.same(pageErrors, [], 'no page errors');
 });

@@ -61,6 +61,11 @@ export interface LiveStreamOptions {
   recordingsDir?: string;
   /** The stream's slate image file (`slates/<streamId>/image` in the blob store), shown by the slate when present. */
   slateImagePath?: string;
+  /**
+   * Asked at every slate tick with whether someone watches: the slate runs only when it answers
+   * true (the node bounds the slate encodes of streams that never had a publisher). Default: watched.
+   */
+  slateAllowed?: (watched: boolean) => boolean;
   logger: Logger;
 }
 
@@ -73,6 +78,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #params: StreamParams;
   #state: LiveStreamState = 'idle';
   #publisher: WhipSession | null = null;
+  /** A publisher attached at least once (a stream viewers made while waiting has had none). */
+  #everPublished = false;
   /** The publisher's frames decoded, with their capture times. */
   readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
@@ -181,7 +188,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#slate = new SlateSwitch({
       streamId: this.streamId,
       settings: opts.settings,
-      watched: () => this.#viewers.connected() > 0 || this.#outputs.watched,
+      watched: () => {
+        const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
+        return opts.slateAllowed ? opts.slateAllowed(watched) : watched;
+      },
       processing: () => this.#slot.processing,
       size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
       push: (frame) => this.#pushToEncoders(frame),
@@ -210,6 +220,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   get publisher(): WhipSession | null {
     return this.#publisher;
+  }
+
+  /** A publisher attached at least once; false for a stream made by viewers waiting for it. */
+  get everPublished(): boolean {
+    return this.#everPublished;
   }
 
   /** The LL-HLS packager (null when HLS is off). */
@@ -326,6 +341,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
     try {
       const answer = await session.answer();
+      this.#everPublished = true;
       return { session, answer };
     } catch (err) {
       session.close('failed');

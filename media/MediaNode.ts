@@ -452,8 +452,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * Validates the offer and adds a viewer (held until the publisher's first keyframe if not live).
    *
    * A viewer never takes one of the node's `capacity` slots: capacity counts streams with a
-   * publisher, and viewers waiting for a stream that has none (playback ids are public) are
-   * bounded per stream (maxWaitingViewersPerStream) and per owning account
+   * publisher, and viewers waiting for a stream that has not had one here (playback ids are
+   * public) are bounded per stream (maxWaitingViewersPerStream) and per owning account
    * (maxWaitingStreamsPerAccount) instead, 429 + Retry-After beyond either; so are a client's
    * sessions still connecting (maxPendingViewersPerAddress). A stream made for waiting viewers
    * goes as soon as its last viewer does (left, refused, or not connected in connectTimeoutMs).
@@ -466,7 +466,9 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     }
     const held = this.#streams.get(streamId);
     const owner = (held ? this.#owners.get(streamId) : undefined) ?? accountId ?? streamId;
-    if (!held?.publisher) this.#admitWaiting(streamId, held, owner);
+    // A stream that had a publisher here was admitted by capacity; one whose publisher is away for
+    // a moment keeps taking its viewers as before.
+    if (!held?.publisher && !held?.everPublished) this.#admitWaiting(streamId, held, owner);
     // Counted from now until it connects or goes: a client cannot hold sockets and slots with
     // offers it never completes (reserved before the answer, so parallel POSTs count too).
     this.#pendingViewers.set(client.address, pending + 1);
@@ -478,9 +480,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       if (left > 0) this.#pendingViewers.set(client.address, left);
       else this.#pendingViewers.delete(client.address);
     };
-    const stream = this.createStream(streamId);
-    if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
+    let stream: LiveStream | undefined;
     try {
+      stream = this.createStream(streamId);
+      if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
+      const made = stream;
       const sessionId = randomBytes(16).toString('hex');
       const { session, answer } = await stream.addViewer(offer, sessionId);
       this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
@@ -489,19 +493,19 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       session.once('close', () => {
         done();
         this.#sessions.delete(sessionId);
-        this.#disposeIfUnused(stream);
+        this.#disposeIfUnused(made);
       });
       return { sessionId, answer, etag: session.etag };
     } catch (err) {
       done();
-      this.#disposeIfUnused(stream);
+      if (stream) this.#disposeIfUnused(stream);
       throw err;
     }
   }
 
   /**
-   * 429 + Retry-After when a viewer of a stream without a publisher would pass the bounds of
-   * waiting viewers: per stream, and per owner the streams that have waiting viewers.
+   * 429 + Retry-After when a viewer of a stream that has not had a publisher here would pass the
+   * bounds of waiting viewers: per stream, and per owner the streams that have waiting viewers.
    */
   #admitWaiting(streamId: string, held: LiveStream | undefined, owner: string): void {
     const s = this.settings;
@@ -511,7 +515,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     }
     if (held && held.viewerCount > 0) return;
     let waiting = 0;
-    for (const [id, st] of this.#streams) if (id !== streamId && !st.publisher && st.viewerCount > 0 && this.#owners.get(id) === owner) waiting++;
+    for (const [id, st] of this.#streams) if (id !== streamId && !st.everPublished && st.viewerCount > 0 && this.#owners.get(id) === owner) waiting++;
     if (waiting >= s.maxWaitingStreamsPerAccount) {
       this.#logger.warn(`play() | refused: waiting streams per owner [streamId:${streamId}] [owner:${owner}] [limit:${s.maxWaitingStreamsPerAccount}]`);
       throw new MediaError('RATE_LIMITED', `viewers already wait for ${s.maxWaitingStreamsPerAccount} streams of this account that are not live; try again when this stream is live`, { retryAfterS: 30 });

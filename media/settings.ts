@@ -47,14 +47,15 @@ export interface MediaSettings {
   /** Viewer sessions from one client address that have not connected yet, across streams (beyond → 429: a per-client limit). */
   maxPendingViewersPerAddress: number;
   /**
-   * Viewer sessions (connecting or connected) of one stream that has no publisher (beyond → 429).
+   * Viewer sessions (connecting or connected) of one stream that has not had a publisher on this
+   * node (beyond → 429; a stream whose publisher is away for a moment is not held to it).
    * Waiting viewers take no node capacity (playback ids are public); this and the next bound what
    * they can hold instead. 20: a watch party waiting for the start, not a crowd that costs the node.
    */
   maxWaitingViewersPerStream: number;
   /**
-   * Streams of one account (the stream's owner) without a publisher that viewers wait for on this
-   * node at once (beyond → 429). 10 = the largest plan's live streams at once below max (pro).
+   * Streams of one account (the stream's owner) that have not had a publisher on this node and
+   * that viewers wait for, at once (beyond → 429). 10 = the largest plan's live streams at once below max (pro).
    */
   maxWaitingStreamsPerAccount: number;
   /**

@@ -1,9 +1,10 @@
 /**
- * What one client can make a media node do: capacity is enforced when a publisher or viewer
- * attaches (503 + Retry-After, nothing built), WHIP/WHEP POSTs are rate-limited per client
- * address and per playback id (429), offers that never connect are bounded per address and never
- * hold a viewer slot, trickled candidates are capped and filtered, and no refusal names an
- * internal id.
+ * What one client can make a media node do: capacity is enforced when a publisher attaches (503 +
+ * Retry-After, nothing built) and never taken by a viewer; viewers waiting for streams that are not
+ * live are bounded per stream and per owning account (429) and their slates per node; WHIP/WHEP
+ * POSTs are rate-limited per client address and per playback id (429), offers that never connect
+ * are bounded per address (429) and never hold a viewer slot, trickled candidates are capped and
+ * filtered, and no refusal names an internal id.
  */
 import t from 'tap';
 import { forwardedFor } from '../../media/WhipWhepRoutes.ts';

@@ -195,3 +195,18 @@ t.test("waiting streams' slates are bounded per node (maxWaitingSlates): beyond,
   await until('the second stream takes the freed slate', () => srv.node.status(`${STREAM_ID}_s2`)?.slate.active, (a) => a === true, 10_000);
   t.equal(srv.node.getStream(`${STREAM_ID}_s1`), undefined, 'the stream made for the first viewer went with it');
 });
+
+t.test('a stream whose publisher is away is not held to the waiting-viewer bounds: capacity admitted it when it was live', { timeout: 90_000 }, async (t) => {
+  const srv = await startMediaServer(t, { accountOf: () => 'acct_one', settings: { maxWaitingViewersPerStream: 1, maxWaitingStreamsPerAccount: 1 } });
+  const pubs = startObsPublishers(t);
+  const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source: await stampedH264({ size: 256, frames: 60 }) });
+  t.equal(p.status, 201);
+  await until('the publisher connects', () => srv.node.getStream(STREAM_ID)?.publisher?.connected, (c) => c === true, 15_000);
+  t.equal((await fetch(String(p.location), { method: 'DELETE' })).status, 200, 'the publisher leaves (a reconnect would follow)');
+  t.equal(srv.node.getStream(STREAM_ID)?.publisher, null, 'the stream is held without a publisher');
+  const [offer = ''] = await offers(t, 'recvonly', 1);
+  const view = () => fetch(srv.whepUrl, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: offer });
+  t.same([(await view()).status, (await view()).status, (await view()).status], [201, 201, 201], 'viewers keep joining past maxWaitingViewersPerStream (1)');
+  const never = (await fetch(`${srv.baseUrl}/live/${PLAYBACK_ID}_never/whep`, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: offer })).status;
+  t.equal(never, 201, "and it is not one of the owner's waiting streams (at most 1): another of its streams takes viewers");
+});

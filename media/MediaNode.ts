@@ -100,7 +100,7 @@ export interface MediaNodeOptions {
   turn?: TurnConfig;
   /**
    * Streams this node holds with a publisher at most: beyond it a WHIP publish for a stream not
-   * already live here, and a WHEP play for a stream it does not hold, get 503 and build nothing.
+   * already live here gets 503 and builds nothing. Viewers never take a slot (see play()).
    * Default DEFAULT_CAPACITY.
    */
   capacity?: number;

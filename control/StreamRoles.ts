@@ -116,7 +116,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       stunUrls: rtc.stunUrls,
       ...(rtc.turn ? { turn: rtc.turn } : {}),
       ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
-      ...(overrides.mediaSettings ? { settings: overrides.mediaSettings } : {}),
+      // The operator's limits (WHEP_WAITING_*), then what a test or benchmark overrides.
+      settings: { ...config.media, ...overrides.mediaSettings },
       // RTMP pushes reach only what a webhook may (public unicast; loopback when allowed for tests).
       outboundPolicy,
       // Recordings go into the shared blob store, where every API role reads them.

@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
-import { DEFAULT_UDP_RECV_BUFFER_BYTES } from '../media/index.ts';
+import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
 export type Role = 'api' | 'media' | 'worker';
@@ -102,6 +102,16 @@ export const ConfigEnvSchema = z.object({
   RENDER_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
   /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. */
   MEDIA_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
+  /**
+   * Keyless WHEP viewers waiting for a stream that has no publisher take no node capacity
+   * (playback ids are public); these bound what they hold instead (media settings, defaults and
+   * reasons in media/settings.ts). Viewer sessions of one such stream, connecting or connected.
+   */
+  WHEP_WAITING_VIEWERS_PER_STREAM: z.coerce.number().int().min(1).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingViewersPerStream),
+  /** Streams of one account without a publisher that viewers may wait for on one node at once. */
+  WHEP_WAITING_STREAMS_PER_ACCOUNT: z.coerce.number().int().min(1).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingStreamsPerAccount),
+  /** Slate encodes (one x264 encode of a still at the slate's rate each) of streams that never had a publisher, per node; 0: none. */
+  WHEP_WAITING_SLATES: z.coerce.number().int().min(0).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingSlates),
   /** Caps every account's recordings at this many bytes (below the plan's limit; docs/api.md "Recordings"). */
   RECORDING_MAX_BYTES: z.coerce.number().int().min(1).optional(),
   /** Caps the age of every account's recorded segments, hours (below the plan's limit). */
@@ -203,6 +213,8 @@ export interface Config {
   mediaCapacity: number;
   /** Addresses and CIDR blocks whose X-Forwarded-For is believed (TRUSTED_PROXIES); empty: none. */
   trustedProxies: readonly string[];
+  /** Operator settings of the media node (WHEP_WAITING_*), merged over its defaults. */
+  media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
   recording: {
     /** Operator caps over every plan's retention limits (null: the plan's). */
     maxBytes: number | null;
@@ -276,6 +288,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     renderWorkers: e.RENDER_WORKERS,
     mediaCapacity: e.MEDIA_CAPACITY ?? Math.max(1, STREAMS_PER_CORE * availableParallelism()),
     trustedProxies: Object.freeze(e.TRUSTED_PROXIES ?? []),
+    media: Object.freeze({
+      maxWaitingViewersPerStream: e.WHEP_WAITING_VIEWERS_PER_STREAM,
+      maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
+      maxWaitingSlates: e.WHEP_WAITING_SLATES,
+    }),
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({
       udpPortRange: e.WEBRTC_UDP_PORT_RANGE ?? null,

@@ -64,6 +64,11 @@ export interface LiveStreamOptions {
   slateImagePath?: string;
   /** Decodes the slate picture (the process's bounded decoder); needed with slateImagePath. */
   images?: ImageDecoder;
+  /**
+   * Asked at every slate tick with whether someone watches: the slate runs only when it answers
+   * true (the node bounds the slate encodes of streams that never had a publisher). Default: watched.
+   */
+  slateAllowed?: (watched: boolean) => boolean;
   logger: Logger;
 }
 
@@ -76,6 +81,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #params: StreamParams;
   #state: LiveStreamState = 'idle';
   #publisher: WhipSession | null = null;
+  /** A publisher attached at least once (a stream viewers made while waiting has had none). */
+  #everPublished = false;
   /** The publisher's frames decoded, with their capture times. */
   readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
@@ -184,7 +191,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#slate = new SlateSwitch({
       streamId: this.streamId,
       settings: opts.settings,
-      watched: () => this.#viewers.connected() > 0 || this.#outputs.watched,
+      watched: () => {
+        const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
+        return opts.slateAllowed ? opts.slateAllowed(watched) : watched;
+      },
       processing: () => this.#slot.processing,
       size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
       push: (frame) => this.#pushToEncoders(frame),
@@ -213,6 +223,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   get publisher(): WhipSession | null {
     return this.#publisher;
+  }
+
+  /** A publisher attached at least once; false for a stream made by viewers waiting for it. */
+  get everPublished(): boolean {
+    return this.#everPublished;
   }
 
   /** The LL-HLS packager (null when HLS is off). */
@@ -329,6 +344,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     session.once('close', (reason) => this.#onPublisherClosed(session, reason));
     try {
       const answer = await session.answer();
+      this.#everPublished = true;
       return { session, answer };
     } catch (err) {
       session.close('failed');

@@ -53,6 +53,16 @@ export interface IngestRefusal {
   status?: 402 | 429;
 }
 
+/** The stream a WHEP request plays, as the control plane resolved its playback id. */
+export interface PlaybackTarget {
+  streamId: string;
+  /**
+   * The account that owns the stream: viewers waiting for streams without a publisher are bounded
+   * per account (maxWaitingStreamsPerAccount). Unknown: the stream counts as its own owner.
+   */
+  accountId?: string | undefined;
+}
+
 /** Who is asking, as the HTTP layer saw them (for per-client limits). */
 export interface ClientInfo {
   /** The client's IP address (behind an api replica: the one it forwarded for). */
@@ -91,7 +101,7 @@ export interface MediaNodeOptions {
   turn?: TurnConfig;
   /**
    * Streams this node holds with a publisher at most: beyond it a WHIP publish for a stream not
-   * already live here, and a WHEP play for a stream it does not hold, get 503 and build nothing.
+   * already live here gets 503 and builds nothing. Viewers never take a slot (see play()).
    * Default DEFAULT_CAPACITY.
    */
   capacity?: number;
@@ -108,8 +118,11 @@ export interface MediaNodeOptions {
    * publisher is live.
    */
   resolveIngest(streamId: string, bearerToken: string): Promise<IngestGrant | IngestRefusal | null>;
-  /** Maps a playback id to its stream; null → 404. */
-  resolvePlayback(playbackId: string): Promise<{ streamId: string } | null>;
+  /**
+   * Maps a playback id to its stream and the account that owns it (what bounds the viewers
+   * waiting for that account's streams that are not live); null → 404.
+   */
+  resolvePlayback(playbackId: string): Promise<PlaybackTarget | null>;
   /** Builds each stream's frame processor (default: native image chains, no diffusion). */
   createProcessor?: FrameProcessorFactory;
   /** Tuning knobs (defaults in settings.ts). */
@@ -176,6 +189,10 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly #early = new Map<string, { params: StreamParams; storedAt: number | undefined; atMs: number }>();
   /** Viewer sessions not connected yet, per client address. */
   readonly #pendingViewers = new Map<string, number>();
+  /** The owner (account id, else the stream id) of each stream a viewer asked for: what bounds waiting streams. */
+  readonly #owners = new Map<string, string>();
+  /** Streams that never had a publisher whose slate runs now (at most maxWaitingSlates). */
+  readonly #waitingSlates = new Set<LiveStream>();
   /** Request limits of the WHIP/WHEP endpoints (settings: *PerMinute). */
   readonly limits: { whipPerAddress: RateLimiter; whepPerAddress: RateLimiter; whepPerPlayback: RateLimiter };
   readonly capacity: number;
@@ -223,7 +240,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     if (this.#closed) throw new InvalidStateError('media node closed');
     const existing = this.#streams.get(streamId);
     if (existing) return existing;
-    const stream = new LiveStream({
+    const stream: LiveStream = new LiveStream({
       streamId,
       params,
       settings: this.settings,
@@ -232,6 +249,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
       ...(this.#opts.slatesDir ? { slateImagePath: join(this.#opts.slatesDir, streamId, SLATE_IMAGE_FILE), images: this.#images } : {}),
+      slateAllowed: (watched): boolean => this.#slateAllowed(stream, watched),
       logger: this.#logger.child({ streamId }),
     });
     this.#streams.set(streamId, stream);
@@ -252,10 +270,36 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.on('idle', () => hold.onIdle());
     stream.once('close', () => {
       hold.cancel();
-      if (this.#streams.get(streamId) === stream) this.#streams.delete(streamId);
+      this.#waitingSlates.delete(stream);
+      if (this.#streams.get(streamId) === stream) {
+        this.#streams.delete(streamId);
+        this.#owners.delete(streamId);
+      }
       this.memoryTrim.streamClosed();
     });
     return stream;
+  }
+
+  /**
+   * Whether a watched stream's slate may run: always once it has had a publisher (capacity admitted
+   * it); a stream only waiting viewers made takes one of maxWaitingSlates while watched. Without
+   * one its viewers see nothing until the publisher's first frame (the slate is a courtesy; the
+   * encode it costs is what a keyless viewer could otherwise multiply).
+   */
+  #slateAllowed(stream: LiveStream, watched: boolean): boolean {
+    if (!watched || stream.everPublished) {
+      this.#waitingSlates.delete(stream);
+      return watched;
+    }
+    if (this.#waitingSlates.has(stream)) return true;
+    if (this.#waitingSlates.size >= this.settings.maxWaitingSlates) return false;
+    this.#waitingSlates.add(stream);
+    return true;
+  }
+
+  /** Streams that never had a publisher whose slate runs now (at most maxWaitingSlates). */
+  get waitingSlateCount(): number {
+    return this.#waitingSlates.size;
   }
 
   getStream(streamId: string): LiveStream | undefined {
@@ -397,6 +441,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       this.#logger.warn(`publish() | refused: at capacity [streamId:${streamId}] [capacity:${this.capacity}]`);
       throw new MediaError('OVERLOADED', 'this media node is at capacity; try again shortly', { retryAfterS: 10 });
     }
+    const made = !this.#streams.has(streamId);
     const stream = this.createStream(streamId, params);
     // A stream a viewer made, or one made just now with updates that overtook the grant: the
     // grant's params apply unless the stream already holds newer ones.
@@ -405,7 +450,15 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
     stream.setRecording(outputs.record === true);
     const sessionId = randomBytes(16).toString('hex');
-    const { session, answer } = await stream.attachPublisher(offer, sessionId);
+    let attached: Awaited<ReturnType<LiveStream['attachPublisher']>>;
+    try {
+      attached = await stream.attachPublisher(offer, sessionId);
+    } catch (err) {
+      // An offer the WebRTC stack refused: a stream made for it goes with it (no slot, no idle wait).
+      if (made) this.#disposeIfUnused(stream);
+      throw err;
+    }
+    const { session, answer } = attached;
     this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0, keyDigest: sessionKeyDigest(key) });
     session.once('close', () => this.#sessions.delete(sessionId));
     return { sessionId, answer, etag: session.etag };
@@ -413,18 +466,25 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   /**
    * Validates the offer and adds a viewer (held until the publisher's first keyframe if not live).
-   * 503 when the node does not hold the stream and is at capacity, and when the client already
-   * has `maxPendingViewersPerAddress` sessions that have not connected.
+   *
+   * A viewer never takes one of the node's `capacity` slots: capacity counts streams with a
+   * publisher, and viewers waiting for a stream that has not had one here (playback ids are
+   * public) are bounded per stream (maxWaitingViewersPerStream) and per owning account
+   * (maxWaitingStreamsPerAccount) instead, 429 + Retry-After beyond either; so are a client's
+   * sessions still connecting (maxPendingViewersPerAddress). A stream made for waiting viewers
+   * goes as soon as its last viewer does (left, refused, or not connected in connectTimeoutMs).
    */
-  async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }): Promise<{ sessionId: string; answer: string; etag: string }> {
+  async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }, accountId?: string): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whep');
-    if (!this.#streams.has(streamId) && this.#streams.size >= this.capacity) {
-      throw new MediaError('OVERLOADED', 'this media node is at capacity; try again shortly', { retryAfterS: 10 });
-    }
     const pending = this.#pendingViewers.get(client.address) ?? 0;
     if (pending >= this.settings.maxPendingViewersPerAddress) {
-      throw new MediaError('OVERLOADED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS: 5 });
+      throw new MediaError('RATE_LIMITED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS: 5 });
     }
+    const held = this.#streams.get(streamId);
+    const owner = (held ? this.#owners.get(streamId) : undefined) ?? accountId ?? streamId;
+    // A stream that had a publisher here was admitted by capacity; one whose publisher is away for
+    // a moment keeps taking its viewers as before.
+    if (!held?.publisher && !held?.everPublished) this.#admitWaiting(streamId, held, owner);
     // Counted from now until it connects or goes: a client cannot hold sockets and slots with
     // offers it never completes (reserved before the answer, so parallel POSTs count too).
     this.#pendingViewers.set(client.address, pending + 1);
@@ -436,8 +496,11 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       if (left > 0) this.#pendingViewers.set(client.address, left);
       else this.#pendingViewers.delete(client.address);
     };
+    let stream: LiveStream | undefined;
     try {
-      const stream = this.createStream(streamId);
+      stream = this.createStream(streamId);
+      if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
+      const made = stream;
       const sessionId = randomBytes(16).toString('hex');
       const { session, answer } = await stream.addViewer(offer, sessionId);
       this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
@@ -446,12 +509,39 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       session.once('close', () => {
         done();
         this.#sessions.delete(sessionId);
+        this.#disposeIfUnused(made);
       });
       return { sessionId, answer, etag: session.etag };
     } catch (err) {
       done();
+      if (stream) this.#disposeIfUnused(stream);
       throw err;
     }
+  }
+
+  /**
+   * 429 + Retry-After when a viewer of a stream that has not had a publisher here would pass the
+   * bounds of waiting viewers: per stream, and per owner the streams that have waiting viewers.
+   */
+  #admitWaiting(streamId: string, held: LiveStream | undefined, owner: string): void {
+    const s = this.settings;
+    if (held && held.viewerCount >= s.maxWaitingViewersPerStream) {
+      this.#logger.warn(`play() | refused: waiting viewers per stream [streamId:${streamId}] [limit:${s.maxWaitingViewersPerStream}]`);
+      throw new MediaError('RATE_LIMITED', `this stream is not live and already has ${s.maxWaitingViewersPerStream} viewers waiting for it; try again when it is live`, { retryAfterS: 30 });
+    }
+    if (held && held.viewerCount > 0) return;
+    let waiting = 0;
+    for (const [id, st] of this.#streams) if (id !== streamId && !st.everPublished && st.viewerCount > 0 && this.#owners.get(id) === owner) waiting++;
+    if (waiting >= s.maxWaitingStreamsPerAccount) {
+      this.#logger.warn(`play() | refused: waiting streams per owner [streamId:${streamId}] [owner:${owner}] [limit:${s.maxWaitingStreamsPerAccount}]`);
+      throw new MediaError('RATE_LIMITED', `viewers already wait for ${s.maxWaitingStreamsPerAccount} streams of this account that are not live; try again when this stream is live`, { retryAfterS: 30 });
+    }
+  }
+
+  /** Closes a stream that only waiting viewers made once none is left (it never had a publisher; nothing else uses it). */
+  #disposeIfUnused(stream: LiveStream): void {
+    if (stream.state === 'closed' || stream.publisher || stream.everPublished || stream.viewerCount > 0 || stream.outputConsumed) return;
+    stream.close('closed');
   }
 
   #prepare(sdp: string, role: 'whip' | 'whep'): PreparedOffer {

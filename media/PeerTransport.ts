@@ -14,6 +14,7 @@ import { RTCPeerConnection, RTCRtpCodecParameters } from 'werift';
 import { Socket as UdpSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
+import { SdpError } from './errors.ts';
 import { rewriteAnswerCandidates, type OfferRole } from './Sdp.ts';
 
 export interface TransportOptions {
@@ -117,9 +118,13 @@ export function sizeReceiveBuffers(pc: RTCPeerConnection, bytes: number): void {
  * the answer SDP holding every candidate. Rejects if gathering takes longer than `timeoutMs`.
  */
 export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: string, transport: TransportOptions, timeoutMs: number): Promise<string> {
-  await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
-  const answer = await pc.createAnswer();
-  await pc.setLocalDescription(answer);
+  try {
+    await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
+    await pc.setLocalDescription(await pc.createAnswer());
+  } catch (err) {
+    // Sdp.ts checks what werift reads; anything it still cannot apply is the offer's fault (400), not ours.
+    throw offerRefused(err);
+  }
   if (pc.iceGatheringState !== 'complete') {
     await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
   }
@@ -127,4 +132,13 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new Error('no local description after gathering');
   return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });
+}
+
+/**
+ * The 400 for an offer the WebRTC library threw on while applying it (werift, libdatachannel):
+ * its message names the problem; the library's error is kept as `cause` for the log.
+ */
+export function offerRefused(err: unknown): SdpError {
+  const message = (err instanceof Error ? err.message : String(err)).replace(/[\x00-\x1f\x7f]/g, ' ').slice(0, 200);
+  return new SdpError('BAD_SDP', `the offer could not be applied: ${message || 'rejected by the WebRTC stack'}`, { cause: err });
 }

@@ -10,6 +10,7 @@
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { SdpError } from './errors.ts';
+import { checkFragLine, checkOfferGrammar } from './SdpGrammar.ts';
 
 /** Who sent the offer: a publisher (WHIP) or a viewer (WHEP). */
 export type OfferRole = 'whip' | 'whep';
@@ -79,6 +80,7 @@ function split(sdp: string, limits: OfferLimits): { session: string[]; sections:
       // RFC 9725 §4.2: one MediaStream of at most one audio and one video track.
       if (sections.length >= 2) throw new SdpError('UNSUPPORTED_OFFER', 'offer has more than 2 m-lines (WHIP/WHEP allow one audio and one video)');
       const [kind = '', port = '', proto = '', ...fmts] = line.slice(2).split(' ');
+      if (kind !== 'audio' && kind !== 'video') throw new SdpError('UNSUPPORTED_OFFER', `unsupported m-line kind ${JSON.stringify(kind.slice(0, 20))} (WHIP/WHEP carry audio and video)`);
       sections.push({ kind, port, proto, fmts, lines: [] });
     } else if (sections.length === 0) {
       session.push(line);
@@ -86,6 +88,8 @@ function split(sdp: string, limits: OfferLimits): { session: string[]; sections:
       (sections[sections.length - 1] as Section).lines.push(line);
     }
   }
+  // Every line against its grammar before anything acts on it (werift and libdatachannel throw on what they cannot parse).
+  checkOfferGrammar(session, sections);
   return { session, sections };
 }
 
@@ -167,10 +171,6 @@ export function prepareOffer(sdp: string, role: OfferRole, limits: OfferLimits):
   let iceUfrag = '';
   const mids: PreparedOffer['mids'] = {};
   for (const section of sections) {
-    if (section.kind !== 'audio' && section.kind !== 'video') {
-      throw new SdpError('UNSUPPORTED_OFFER', `unsupported m-line kind ${section.kind}`);
-    }
-    if (!section.proto.includes('RTP/')) throw new SdpError('UNSUPPORTED_OFFER', `unsupported transport ${section.proto}`);
     const ufrag = attr(section, session, 'ice-ufrag');
     if (!ufrag || !attr(section, session, 'ice-pwd')) throw new SdpError('BAD_SDP', `m=${section.kind} has no ice-ufrag/ice-pwd`);
     if (!attr(section, session, 'fingerprint')) throw new SdpError('BAD_SDP', `m=${section.kind} has no DTLS fingerprint`);
@@ -313,6 +313,7 @@ export function parseSdpFrag(body: string, maxBytes: number): SdpFrag {
   for (const line of body.split(/\r?\n/)) {
     if (line.length === 0) continue;
     if (!/^[a-z]=/.test(line)) throw new SdpError('BAD_SDP', `malformed sdpfrag line: ${line.slice(0, 60)}`);
+    checkFragLine(line);
     if (line.startsWith('a=ice-ufrag:')) frag.iceUfrag = line.slice(12);
     else if (line.startsWith('a=ice-pwd:')) frag.icePwd = line.slice(10);
     else if (line.startsWith('a=mid:')) mid = line.slice(6);

@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import nodeDataChannel, { type PeerConnection, type Track } from 'node-datachannel';
 import type { Logger } from 'pino';
 import { InvalidStateError } from './errors.ts';
-import type { TransportOptions } from './PeerTransport.ts';
+import { offerRefused, type TransportOptions } from './PeerTransport.ts';
 import { rewriteAnswerCandidates, type PreparedOffer, type VideoCodec } from './Sdp.ts';
 import type { MediaSettings } from './settings.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -103,8 +103,14 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
       ...(t.udpPortRange ? { portRangeBegin: t.udpPortRange[0], portRangeEnd: t.udpPortRange[1] } : {}),
     });
     // Our send tracks carry the offer's mids, so the answer pairs them with the viewer's m-lines.
-    this.#video = opts.offer.video ? this.#addVideo(opts.offer, opts.ssrcs.video) : null;
-    this.#audio = opts.offer.audio ? this.#addAudio(opts.offer, opts.ssrcs.audio) : null;
+    try {
+      this.#video = opts.offer.video ? this.#addVideo(opts.offer, opts.ssrcs.video) : null;
+      this.#audio = opts.offer.audio ? this.#addAudio(opts.offer, opts.ssrcs.audio) : null;
+    } catch (err) {
+      // A mid or fmtp from the offer libdatachannel would not take: nothing of this viewer stays.
+      this.#pc.close();
+      throw offerRefused(err);
+    }
     this.#pc.onStateChange((state) => {
       if (state === 'connected' && !this.#connected) {
         this.#connected = true;
@@ -160,7 +166,8 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
         this.#pc.setRemoteDescription(this.#opts.offer.sdp, 'offer');
       } catch (err) {
         clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
+        // libdatachannel parses what Sdp.ts let through; what it still refuses is the offer's fault (400).
+        reject(offerRefused(err));
       }
     });
     return this.#answer;

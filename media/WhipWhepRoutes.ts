@@ -19,7 +19,10 @@
  *
  * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
  * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity
- * answers 503 + Retry-After and builds nothing; trickled candidates are capped per request and per
+ * answers a publisher 503 + Retry-After and builds nothing, while viewers (keyless) never take a
+ * node slot: those waiting for a stream without a publisher are bounded per stream and per owning
+ * account (429 + Retry-After, MediaNode.play); every SDP body is checked line by line against its
+ * grammar before any object exists (SdpGrammar.ts: 400 naming the line); trickled candidates are capped per request and per
  * session and filtered like offer candidates (no loopback, link-local, multicast or unspecified
  * addresses), so a keyless client cannot make the node send STUN to arbitrary local ports.
  */
@@ -156,7 +159,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if (!playback) return fail(reply, 404, 'unknown playback id');
     limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }));
+    return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }, playback.accountId));
   });
 
   app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {

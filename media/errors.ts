@@ -14,9 +14,12 @@ export type MediaErrorCode =
   | 'INVALID_STATE'
   /** A GStreamer pipeline failed to build or start. */
   | 'PIPELINE_FAILED'
-  /** The node refuses more sessions (node capacity, viewer or pending-session caps): 503. */
+  /** The node refuses more sessions (publisher capacity, a live stream's viewer caps): 503. */
   | 'OVERLOADED'
-  /** Too many requests from one client address or for one playback id: 429. */
+  /**
+   * Too many requests or sessions still connecting from one client address, requests for one
+   * playback id, or viewers waiting for streams without a publisher (per stream, per account): 429.
+   */
   | 'RATE_LIMITED';
 
 const STATUS: Record<MediaErrorCode, number> = {

@@ -44,8 +44,26 @@ export interface MediaSettings {
   maxViewersPerStream: number;
   /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
   maxPendingViewersPerStream: number;
-  /** Viewer sessions from one client address that have not connected yet, across streams (beyond → 503). */
+  /** Viewer sessions from one client address that have not connected yet, across streams (beyond → 429: a per-client limit). */
   maxPendingViewersPerAddress: number;
+  /**
+   * Viewer sessions (connecting or connected) of one stream that has not had a publisher on this
+   * node (beyond → 429; a stream whose publisher is away for a moment is not held to it).
+   * Waiting viewers take no node capacity (playback ids are public); this and the next bound what
+   * they can hold instead. 20: a watch party waiting for the start, not a crowd that costs the node.
+   */
+  maxWaitingViewersPerStream: number;
+  /**
+   * Streams of one account (the stream's owner) that have not had a publisher on this node and
+   * that viewers wait for, at once (beyond → 429). 10 = the largest plan's live streams at once below max (pro).
+   */
+  maxWaitingStreamsPerAccount: number;
+  /**
+   * Streams that never had a publisher whose slate runs at once on this node (each is one x264
+   * encode of a still frame at slateFps while a viewer is connected). Beyond, waiting viewers see
+   * nothing until the publisher's first frame. 8: a few percent of a core in all at 512², 10 fps.
+   */
+  maxWaitingSlates: number;
   /** WHIP POSTs per client address per minute (beyond → 429; OBS retries a refused publish every few seconds). */
   whipPerAddressPerMinute: number;
   /** WHEP POSTs per client address per minute (beyond → 429). */
@@ -126,6 +144,9 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   maxViewersPerStream: 100,
   maxPendingViewersPerStream: 50,
   maxPendingViewersPerAddress: 8,
+  maxWaitingViewersPerStream: 20,
+  maxWaitingStreamsPerAccount: 10,
+  maxWaitingSlates: 8,
   whipPerAddressPerMinute: 30,
   whepPerAddressPerMinute: 60,
   whepPerPlaybackPerMinute: 600,

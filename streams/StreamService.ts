@@ -472,9 +472,10 @@ export class StreamService {
   }
 
   /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */
-  async resolvePlayback(playbackId: string): Promise<{ streamId: string } | null> {
+  async resolvePlayback(playbackId: string): Promise<{ streamId: string; accountId: string } | null> {
     const s = await this.#store.streams.getByPlaybackId(playbackId);
-    return s && !s.deleted ? { streamId: s.id } : null;
+    // The owner bounds the viewers waiting for its streams that are not live (media settings).
+    return s && !s.deleted ? { streamId: s.id, accountId: s.accountId } : null;
   }
 
   /**

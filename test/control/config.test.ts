@@ -61,6 +61,15 @@ t.test('TURN_VIEWER_CREDENTIAL_TTL: viewers get 300 s credentials by default, pu
   }
 });
 
+t.test('WHEP_WAITING_*: the media defaults unless set, 0 slates allowed, nonsense named', async (t) => {
+  t.same(loadConfig({}).media, { maxWaitingViewersPerStream: 20, maxWaitingStreamsPerAccount: 10, maxWaitingSlates: 8 });
+  const c = loadConfig({ WHEP_WAITING_VIEWERS_PER_STREAM: '5', WHEP_WAITING_STREAMS_PER_ACCOUNT: '2', WHEP_WAITING_SLATES: '0' });
+  t.same(c.media, { maxWaitingViewersPerStream: 5, maxWaitingStreamsPerAccount: 2, maxWaitingSlates: 0 });
+  for (const [variable, bad] of [['WHEP_WAITING_VIEWERS_PER_STREAM', '0'], ['WHEP_WAITING_STREAMS_PER_ACCOUNT', 'many'], ['WHEP_WAITING_SLATES', '-1']] as const) {
+    t.throws(() => loadConfig({ [variable]: bad }), { name: 'ConfigError', variable }, `${variable}=${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('flags override the environment', async (t) => {
   const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
   t.equal(c.port, 9100);

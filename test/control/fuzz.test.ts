@@ -2,7 +2,8 @@
  * Hostile requests generated from our own /openapi.json against a real server (every role, the
  * embedded store, real HTTP on loopback): every operation, with missing and garbage auth, garbage
  * ids, wrong types, boundary values, deep nesting, huge strings, malformed JSON and bad UTF-8,
- * wrong content types, and broken SDP on the WHIP/WHEP routes. A fixed seed makes a failure
+ * wrong content types, and broken SDP on the WHIP/WHEP routes: real offers and sdpfrags with lines
+ * dropped, duplicated and swapped, numbers out of range and garbage in each attribute. A fixed seed makes a failure
  * reproducible (FUZZ_SEED=… to explore others; FUZZ_CASES per operation, default 110).
  *
  * Every answer must be: no 5xx (a 503 only with Retry-After: capacity and outages are real
@@ -40,7 +41,8 @@ t.test('thousands of hostile requests from /openapi.json: no 5xx, the area shape
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-fuzz-'));
   const port = await freePort();
   const config = loadConfig({}, { DATA_DIR: dataDir, PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'silent' });
-  const server = await startServer(config, { logger: pino({ level: 'silent' }) });
+  // WHIP/WHEP rate limits raised so every hostile SDP body reaches the offer checks (they are tested in AttachLimits).
+  const server = await startServer(config, { logger: pino({ level: 'silent' }), mediaSettings: { whipPerAddressPerMinute: 1e6, whepPerAddressPerMinute: 1e6, whepPerPlaybackPerMinute: 1e6 } });
   t.teardown(async () => {
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
@@ -163,6 +165,100 @@ t.test('thousands of hostile requests from /openapi.json: no 5xx, the area shape
     'a=ice-ufrag:x\r\na=ice-pwd:y\r\na=candidate:1 1 UDP 1 169.254.169.254 80 typ host\r\n',
   ];
 
+  /** A Chrome-like offer (audio + video, extensions, ssrcs, a candidate) that the node accepts as is. */
+  const realOffer = (direction: 'sendonly' | 'recvonly') =>
+    [
+      'v=0',
+      'o=- 4611731400430051336 2 IN IP4 127.0.0.1',
+      's=-',
+      't=0 0',
+      'a=group:BUNDLE 0 1',
+      'a=extmap-allow-mixed',
+      'a=msid-semantic: WMS',
+      'm=audio 9 UDP/TLS/RTP/SAVPF 111 63 9 0 8',
+      'c=IN IP4 0.0.0.0',
+      'a=rtcp:9 IN IP4 0.0.0.0',
+      'a=candidate:1467250027 1 udp 2122260223 192.0.2.10 46243 typ host generation 0 network-id 1',
+      'a=ice-ufrag:Fz2n',
+      'a=ice-pwd:3Jr0nUP6vKMYD7BdQHqkvC2q',
+      'a=ice-options:trickle',
+      `a=fingerprint:sha-256 ${Array.from({ length: 32 }, (_, i) => (i * 7 + 16).toString(16).toUpperCase().padStart(2, '0')).join(':')}`,
+      'a=setup:actpass',
+      'a=mid:0',
+      'a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level',
+      'a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid',
+      `a=${direction}`,
+      'a=msid:- 0c8b4b4d-7f5e-4f1f-9a4e-2b1f1f0e6c11',
+      'a=rtcp-mux',
+      'a=rtpmap:111 opus/48000/2',
+      'a=rtcp-fb:111 transport-cc',
+      'a=fmtp:111 minptime=10;useinbandfec=1',
+      'a=rtpmap:63 red/48000/2',
+      'a=fmtp:63 111/111',
+      'a=rtpmap:9 G722/8000',
+      'a=rtpmap:0 PCMU/8000',
+      'a=rtpmap:8 PCMA/8000',
+      'a=ssrc:1001 cname:fuzzcname',
+      'm=video 9 UDP/TLS/RTP/SAVPF 96 97 102 103',
+      'c=IN IP4 0.0.0.0',
+      'a=rtcp:9 IN IP4 0.0.0.0',
+      'a=ice-ufrag:Fz2n',
+      'a=ice-pwd:3Jr0nUP6vKMYD7BdQHqkvC2q',
+      'a=ice-options:trickle',
+      `a=fingerprint:sha-256 ${Array.from({ length: 32 }, (_, i) => (i * 7 + 16).toString(16).toUpperCase().padStart(2, '0')).join(':')}`,
+      'a=setup:actpass',
+      'a=mid:1',
+      'a=extmap:2 urn:ietf:params:rtp-hdrext:toffset',
+      'a=extmap:3 http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time',
+      `a=${direction}`,
+      'a=msid:- 5d1c1d57-1e0f-4a8e-8f0b-7b0e6c2f4a21',
+      'a=rtcp-mux',
+      'a=rtcp-rsize',
+      'a=rtpmap:96 VP8/90000',
+      'a=rtcp-fb:96 goog-remb',
+      'a=rtcp-fb:96 nack',
+      'a=rtcp-fb:96 nack pli',
+      'a=rtpmap:97 rtx/90000',
+      'a=fmtp:97 apt=96',
+      'a=rtpmap:102 H264/90000',
+      'a=rtcp-fb:102 nack',
+      'a=rtcp-fb:102 nack pli',
+      'a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+      'a=rtpmap:103 rtx/90000',
+      'a=fmtp:103 apt=102',
+      'a=ssrc-group:FID 2001 2002',
+      'a=ssrc:2001 cname:fuzzcname',
+      'a=ssrc:2002 cname:fuzzcname',
+    ];
+  const realFrag = ['a=ice-ufrag:Fz2n', 'a=ice-pwd:3Jr0nUP6vKMYD7BdQHqkvC2q', 'm=audio 9 UDP/TLS/RTP/SAVPF 0', 'a=mid:0', 'a=candidate:1 1 udp 2122260223 192.0.2.10 5000 typ host', 'a=end-of-candidates'];
+  const BAD_NUMBERS = ['-1', '0', '128', '256', '65536', '99999999', '4294967296', '99999999999999999999', '1e3', '0x10', '', '٣'];
+  const GARBAGE = ['', ' ', 'ZZ:ZZ', '\u0000', 'x'.repeat(300), '../../etc/passwd', '%zz', 'ünïcødé', '💥', ':::', 'a b c d e f g h', '\t', 'sha-256', '-', '*'];
+  /** 1–3 structural mutations of a real SDP: drop, duplicate, swap lines, numbers out of range, garbage in attribute values, cut short. */
+  const mutateSdp = (lines: string[]): string => {
+    const out = [...lines];
+    const n = 1 + Math.floor(rand() * 3);
+    for (let k = 0; k < n; k++) {
+      const i = Math.floor(rand() * out.length);
+      const line = out[i] ?? '';
+      const r = rand();
+      if (r < 0.15) out.splice(i, 1);
+      else if (r < 0.27) out.splice(i, 0, line);
+      else if (r < 0.34) out.splice(Math.floor(rand() * out.length), 0, out.splice(i, 1)[0] ?? '');
+      else if (r < 0.62) {
+        const nums = [...line.matchAll(/\d+/g)];
+        const m = nums.length ? pick(nums) : undefined;
+        out[i] = m ? line.slice(0, m.index) + pick(BAD_NUMBERS) + line.slice((m.index ?? 0) + m[0].length) : line + pick(BAD_NUMBERS);
+      } else if (r < 0.88) {
+        const at = line.indexOf(':');
+        const fields = line.slice(at + 1).split(' ');
+        fields[Math.floor(rand() * fields.length)] = pick(GARBAGE);
+        out[i] = at > 0 ? `${line.slice(0, at + 1)}${fields.join(' ')}` : `${line.slice(0, 2)}${pick(GARBAGE)}`;
+      } else if (r < 0.94) out[i] = `${pick(['x', 'a', 'm', 'v', 'A', '=', ' '])}${line.slice(1)}`;
+      else return out.join('\r\n').slice(0, Math.floor(rand() * out.join('\r\n').length));
+    }
+    return `${out.join(pick(['\r\n', '\r\n', '\r\n', '\n']))}\r\n`;
+  };
+
   const leaks = [dataDir, process.cwd(), '/root/', '/home/', 'node_modules'];
   const failures: string[] = [];
   let sent = 0;
@@ -200,7 +296,7 @@ t.test('thousands of hostile requests from /openapi.json: no 5xx, the area shape
       let type: string | undefined;
       const bodySchema = (op['requestBody'] as Json | undefined)?.['content']?.['application/json']?.['schema'] as Schema | undefined;
       if (live && (method === 'POST' || method === 'PATCH')) {
-        body = pick(SDPS);
+        body = chance(0.3) ? pick(SDPS) : mutateSdp(method === 'PATCH' ? realFrag : realOffer(path.includes('whep') ? 'recvonly' : 'sendonly'));
         type = pick(['application/sdp', 'application/sdp', 'application/trickle-ice-sdpfrag', 'text/plain', undefined]);
       } else if (bodySchema || method === 'POST' || method === 'PATCH') {
         const valid = bodySchema ? gen(bodySchema) : {};
@@ -233,7 +329,8 @@ t.test('thousands of hostile requests from /openapi.json: no 5xx, the area shape
       sent++;
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const what = `${method} ${fullUrl.slice(base.length, base.length + 120)} [${type ?? '-'}] → ${res.status}`;
-      if (res.status >= 500 && !(res.status === 503 && res.headers.get('retry-after'))) failures.push(`${what}: ${text.slice(0, 300)}`);
+      // WHIP/WHEP: never a 5xx (one stream, so no capacity to run out of; bad SDP is the client's fault).
+      if (res.status >= 500 && (live || !(res.status === 503 && res.headers.get('retry-after')))) failures.push(`${what}: ${text.slice(0, 300)}`);
       if (/\bat [\w.<>]+ \(|\.ts:\d+:\d+|\.js:\d+:\d+/.test(text)) failures.push(`${what}: a stack trace in the body: ${text.slice(0, 300)}`);
       const leaked = leaks.find((l) => text.includes(l));
       if (leaked) failures.push(`${what}: the body names ${leaked}`);
@@ -253,6 +350,49 @@ t.test('thousands of hostile requests from /openapi.json: no 5xx, the area shape
       if (failures.length > 50) break;
     }
   }
+  // The SDP bodies of WHIP (with the stream key) and WHEP (keyless), mutated from real offers:
+  // every answer a 4xx naming the problem or a 201, never a 5xx, and no stream made for a bad one.
+  // A stream of its own: the requests above may have deleted the first one.
+  const target = (await (await fetch(`${base}/v1/streams`, { method: 'POST', headers: authed, body: JSON.stringify({ params: { prompt: 'sdp fuzz' } }) })).json()) as Json;
+  t.match(target['id'], /^str_/, 'a fresh stream to aim the offers at');
+  const whipUrl = `${base}/live/${String(target['id'])}/whip`;
+  const whepUrl = `${base}/live/${String(target['output_playback_id'])}/whep`;
+  const streamsHeld = async () => Number(/^reverie_media_streams (\d+)/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1] ?? NaN);
+  const heldBefore = await streamsHeld();
+  const sdpPost = (url: string, sdp: string, keyed: boolean) =>
+    fetch(url, { method: 'POST', headers: { 'content-type': 'application/sdp', ...(keyed ? { authorization: `Bearer ${String(target['stream_key'])}` } : {}) }, body: sdp, signal: AbortSignal.timeout(30_000) });
+  const whepOk = await sdpPost(whepUrl, `${realOffer('recvonly').join('\r\n')}\r\n`, false);
+  t.equal(whepOk.status, 201, `the unmutated WHEP offer is accepted (${(await whepOk.text()).trim().slice(0, 200)})`);
+  const whipOk = await sdpPost(whipUrl, `${realOffer('sendonly').join('\r\n')}\r\n`, true);
+  t.equal(whipOk.status, 201, `the unmutated WHIP offer is accepted (${(await whipOk.text()).trim().slice(0, 200)})`);
+  const sdpStatuses = new Map<number, number>();
+  let sdpSent = 0;
+  for (let i = 0; i < CASES * 3; i++) {
+    for (const role of ['whip', 'whep'] as const) {
+      const sdp = mutateSdp(realOffer(role === 'whip' ? 'sendonly' : 'recvonly'));
+      let res: Response;
+      let text: string;
+      try {
+        res = await sdpPost(role === 'whip' ? whipUrl : whepUrl, sdp, role === 'whip');
+        text = await res.text();
+      } catch (err) {
+        failures.push(`${role} SDP #${i}: request failed: ${String(err).slice(0, 200)}`);
+        continue;
+      }
+      sdpSent++;
+      sdpStatuses.set(res.status, (sdpStatuses.get(res.status) ?? 0) + 1);
+      if (res.status >= 500) failures.push(`${role} SDP #${i} → ${res.status}: ${text.slice(0, 200)}\n${sdp.slice(0, 3000)}`);
+      else if (res.status >= 400 && res.status !== 429 && text.trim().length < 8) failures.push(`${role} SDP #${i} → ${res.status} without a reason`);
+      if (/\bat [\w.<>]+ \(|\.ts:\d+:\d+|\.js:\d+:\d+/.test(text)) failures.push(`${role} SDP #${i}: a stack trace in the body`);
+    }
+    if (failures.length > 50) break;
+  }
+  t.comment(`SDP: ${sdpSent} mutated WHIP/WHEP offers; statuses ${JSON.stringify(Object.fromEntries([...sdpStatuses].sort(([a], [b]) => a - b)))}`);
+  t.ok(sdpSent >= CASES * 6 * 0.95, `${sdpSent} mutated offers answered`);
+  t.notOk([...sdpStatuses.keys()].some((s) => s >= 500), 'no 5xx for any mutated offer');
+  const held = await streamsHeld();
+  t.ok(held <= heldBefore + 1, `the node holds at most the one stream aimed at more than before (reverie_media_streams ${heldBefore} → ${held})`);
+
   t.comment(`seed ${SEED}: ${sent} requests; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort(([a], [b]) => a - b)))}`);
   t.ok(sent >= ops.length * CASES * 0.95, `${sent} requests answered`);
   t.same(failures.slice(0, 30), [], `${failures.length} bad answers`);

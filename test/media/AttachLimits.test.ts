@@ -1,15 +1,17 @@
 /**
- * What one client can make a media node do: capacity is enforced when a publisher or viewer
- * attaches (503 + Retry-After, nothing built), WHIP/WHEP POSTs are rate-limited per client
- * address and per playback id (429), offers that never connect are bounded per address and never
- * hold a viewer slot, trickled candidates are capped and filtered, and no refusal names an
- * internal id.
+ * What one client can make a media node do: capacity is enforced when a publisher attaches (503 +
+ * Retry-After, nothing built) and never taken by a viewer; viewers waiting for streams that are not
+ * live are bounded per stream and per owning account (429) and their slates per node; WHIP/WHEP
+ * POSTs are rate-limited per client address and per playback id (429), offers that never connect
+ * are bounded per address (429) and never hold a viewer slot, trickled candidates are capped and
+ * filtered, and no refusal names an internal id.
  */
 import t from 'tap';
 import { forwardedFor } from '../../media/WhipWhepRoutes.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
+import { until } from '../helpers/until.ts';
 import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 
 type W = Window & PeerPage;
@@ -34,7 +36,7 @@ async function offers(t: { teardown(fn: () => unknown): void }, direction: 'send
   );
 }
 
-t.test('at capacity: WHIP for another stream and WHEP for a stream the node does not hold get 503 + Retry-After and build nothing', { timeout: 90_000 }, async (t) => {
+t.test('at capacity: WHIP for another stream gets 503 + Retry-After and builds nothing; a viewer of a stream the node does not hold takes no slot', { timeout: 90_000 }, async (t) => {
   const srv = await startMediaServer(t, { capacity: 1 });
   const pubs = startObsPublishers(t);
   const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source: await stampedH264({ size: 256, frames: 60 }) });
@@ -49,8 +51,10 @@ t.test('at capacity: WHIP for another stream and WHEP for a stream the node does
   t.equal(srv.node.getStream(`${STREAM_ID}_2`), undefined, 'no stream object was made for it');
   const [viewOffer = ''] = await offers(t, 'recvonly', 1);
   const whep = await srv.app.inject({ method: 'POST', url: `/live/${PLAYBACK_ID}_2/whep`, headers: { 'content-type': 'application/sdp' }, payload: viewOffer });
-  t.equal(whep.statusCode, 503, 'a viewer of a stream the full node does not hold → 503');
-  t.equal(srv.node.streamCount, 1, 'still one stream on the node');
+  t.equal(whep.statusCode, 201, 'a viewer of a stream the full node does not hold waits for it (201)');
+  t.equal(srv.node.activeStreamCount, 1, 'and takes no capacity: still one stream with a publisher');
+  const third = await srv.app.inject({ method: 'POST', url: `/live/${STREAM_ID}_3/whip`, headers: { 'content-type': 'application/sdp', authorization: `Bearer ${STREAM_KEY}` }, payload: pubOffer });
+  t.equal(third.statusCode, 503, 'publishers are still held to capacity');
   const again = await srv.app.inject({ method: 'POST', url: srv.whipUrl.replace(srv.baseUrl, ''), headers: { 'content-type': 'application/sdp', authorization: `Bearer ${STREAM_KEY}` }, payload: pubOffer });
   t.equal(again.statusCode, 201, 'the live stream itself may still take a reconnecting publisher');
   const view = await srv.app.inject({ method: 'POST', url: srv.whepUrl.replace(srv.baseUrl, ''), headers: { 'content-type': 'application/sdp' }, payload: viewOffer });
@@ -63,8 +67,12 @@ t.test('offers that never connect: bounded per address, never holding a viewer s
   const post = (payload: string, remoteAddress: string) => srv.app.inject({ method: 'POST', url: srv.whepUrl.replace(srv.baseUrl, ''), headers: { 'content-type': 'application/sdp' }, payload, remoteAddress });
   const codes: number[] = [];
   for (const f of fakes) codes.push((await post(f, '10.9.9.9')).statusCode);
-  t.same(codes, [201, 201, 201, 201, 503, 503], 'the fifth unconnected offer from one address → 503');
-  t.equal(srv.node.status(STREAM_ID)?.viewers, 4, 'four sessions wait to connect');
+  t.same(codes, [201, 201, 201, 201, 429, 429], 'the fifth unconnected offer from one address → 429 (a per-client limit)');
+  const refused = await post(fakes[0] ?? '', '10.9.9.9');
+  t.equal(refused.headers['retry-after'], '5', 'with Retry-After');
+  t.match(refused.body, /still connecting/);
+  t.equal((await post(fakes[0] ?? '', '10.9.9.10')).statusCode, 201, 'another address is not affected');
+  t.equal(srv.node.status(STREAM_ID)?.viewers, 5, 'five sessions wait to connect');
   // Four pending sessions exceed the cap of 3 viewers, yet a real viewer from elsewhere connects.
   const ctx = await launchChromium(t, { fakeMedia: false });
   const page = await ctx.newPage();
@@ -72,8 +80,7 @@ t.test('offers that never connect: bounded per address, never holding a viewer s
   const played = await page.evaluate((url) => (window as unknown as W).play({ url }), srv.whepUrl);
   t.equal(played.status, 201, 'a real viewer is not locked out by pending offers');
   const id = new URL(String(played.location)).pathname.split('/').pop() ?? '';
-  const end = Date.now() + 15_000;
-  while (!srv.node.getSession(id)?.session.connected && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+  await until('the real viewer connects', () => srv.node.getSession(id)?.session.connected, (c) => c === true, 15_000).catch(() => undefined);
   t.ok(srv.node.getSession(id)?.session.connected, 'and it completes ICE and DTLS: it holds one of the 3 viewer slots');
 });
 
@@ -118,4 +125,88 @@ t.test('trickled candidates: at most 20 per PATCH, 64 per session, addresses the
   t.equal(srv.node.getSession(path.split('/').pop() ?? '')?.trickled, 0, 'none of them was added');
   for (let i = 0; i < 4; i++) t.equal((await patch(Array.from({ length: 20 }, (_, k) => c('203.0.113.5', 40000 + i * 20 + k)))).statusCode, 204);
   t.equal(srv.node.getSession(path.split('/').pop() ?? '')?.trickled, 64, 'a session takes 64 candidates at most');
+});
+
+t.test('20 keyless offers for 20 streams that are not live take no node slot: another viewer is answered at once; waiting viewers are bounded per account and per stream (429 + Retry-After) and released when they time out', { timeout: 120_000 }, async (t) => {
+  const secret = 'forwarding-secret-of-the-deployment';
+  // Stream `str_test_<account>_<n>` belongs to <account>: the attacker aims at 4 streams of each of 5 accounts.
+  const srv = await startMediaServer(t, {
+    capacity: 2,
+    forwardedSecret: secret,
+    accountOf: (streamId) => streamId.split('_')[2] ?? '',
+    settings: { connectTimeoutMs: 10_000, maxWaitingStreamsPerAccount: 4, maxWaitingViewersPerStream: 3, whepPerAddressPerMinute: 1000 },
+  });
+  const [offer = ''] = await offers(t, 'recvonly', 1);
+  const [pubOffer = ''] = await offers(t, 'sendonly', 1);
+  const ctx = await launchChromium(t, { fakeMedia: false });
+  const page = await ctx.newPage();
+  await page.goto(`${srv.baseUrl}/peer.html`);
+  let client = 0;
+  // Each from its own client address (signed as an api replica would), so only the per-account and per-stream bounds apply.
+  const view = (stream: string) =>
+    fetch(`${srv.baseUrl}/live/${PLAYBACK_ID}_${stream}/whep`, { method: 'POST', headers: { 'content-type': 'application/sdp', 'x-reverie-forwarded': forwardedFor(`10.7.0.${++client}`, secret) }, body: offer });
+  const attack = (await Promise.all(Array.from({ length: 20 }, (_, i) => view(`a${Math.floor(i / 4)}_${i % 4}`)))).map((r) => r.status);
+  t.same(attack, Array(20).fill(201), '20 offers that will never do ICE, for 20 streams that are not live: all answered');
+  t.equal(srv.node.streamCount, 20, '20 streams wait for their publisher');
+  t.equal(srv.node.activeStreamCount, 0, 'none takes one of the 2 slots of the node');
+
+  const started = Date.now();
+  const played = await page.evaluate((url) => (window as unknown as W).play({ url }), `${srv.baseUrl}/live/${PLAYBACK_ID}_b_0/whep`);
+  t.equal(played.status, 201, `a real viewer of another stream that is not live is answered at once (${Date.now() - started} ms), not 503`);
+  const id = new URL(String(played.location)).pathname.split('/').pop() ?? '';
+  await until('the real viewer connects', () => srv.node.getSession(id)?.session.connected, (c) => c === true, 15_000);
+
+  const owner = await view('a0_4');
+  t.equal(owner.status, 429, 'a fifth waiting stream of one account → 429');
+  t.equal(owner.headers.get('retry-after'), '30', 'with Retry-After');
+  t.match(await owner.text(), /viewers already wait for 4 streams of this account/);
+  t.same([(await view('a1_0')).status, (await view('a1_0')).status], [201, 201], 'a stream takes 3 waiting viewers');
+  const stream = await view('a1_0');
+  t.equal(stream.status, 429, 'a fourth → 429');
+  t.equal(stream.headers.get('retry-after'), '30', 'with Retry-After');
+  t.match(await stream.text(), /not live and already has 3 viewers waiting/);
+  const pub = await fetch(`${srv.baseUrl}/live/${STREAM_ID}_c_0/whip`, { method: 'POST', headers: { 'content-type': 'application/sdp', authorization: `Bearer ${STREAM_KEY}` }, body: pubOffer });
+  t.equal(pub.status, 201, 'a publisher still finds the node with room');
+
+  const attackers = () => srv.node.streams().filter((s) => /_a\d_\d$/.test(s.streamId)).length;
+  await until("the attacker's streams go once their sessions time out (connectTimeoutMs 10 s)", attackers, (n) => n === 0, 25_000);
+  t.equal(srv.node.getSession(id)?.session.connected, true, 'the real viewer is still there');
+  t.equal((await view('a0_4')).status, 201, 'and the account has room for waiting viewers again');
+});
+
+t.test("waiting streams' slates are bounded per node (maxWaitingSlates): beyond, a connected viewer waits without one until one is free", { timeout: 90_000 }, async (t) => {
+  const srv = await startMediaServer(t, { settings: { maxWaitingSlates: 1 } });
+  const ctx = await launchChromium(t, { fakeMedia: false });
+  const viewers: { id: string; location: string }[] = [];
+  for (const stream of ['s1', 's2']) {
+    const page = await ctx.newPage();
+    await page.goto(`${srv.baseUrl}/peer.html`);
+    const played = await page.evaluate((url) => (window as unknown as W).play({ url }), `${srv.baseUrl}/live/${PLAYBACK_ID}_${stream}/whep`);
+    t.equal(played.status, 201);
+    const id = new URL(String(played.location)).pathname.split('/').pop() ?? '';
+    await until(`viewer of ${stream} connects`, () => srv.node.getSession(id)?.session.connected, (c) => c === true, 15_000);
+    viewers.push({ id, location: String(played.location) });
+  }
+  const slates = () => ['s1', 's2'].map((s) => srv.node.status(`${STREAM_ID}_${s}`)?.slate.active ?? false);
+  await until('the first waiting stream shows its slate', slates, ([a]) => a === true, 10_000);
+  t.same(slates(), [true, false], 'the second does not: one slate encode for waiting streams on this node');
+  t.equal(srv.node.waitingSlateCount, 1);
+  t.equal((await fetch(viewers[0]?.location ?? '', { method: 'DELETE' })).status, 200, 'the first viewer leaves');
+  await until('the second stream takes the freed slate', () => srv.node.status(`${STREAM_ID}_s2`)?.slate.active, (a) => a === true, 10_000);
+  t.equal(srv.node.getStream(`${STREAM_ID}_s1`), undefined, 'the stream made for the first viewer went with it');
+});
+
+t.test('a stream whose publisher is away is not held to the waiting-viewer bounds: capacity admitted it when it was live', { timeout: 90_000 }, async (t) => {
+  const srv = await startMediaServer(t, { accountOf: () => 'acct_one', settings: { maxWaitingViewersPerStream: 1, maxWaitingStreamsPerAccount: 1 } });
+  const pubs = startObsPublishers(t);
+  const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source: await stampedH264({ size: 256, frames: 60 }) });
+  t.equal(p.status, 201);
+  await until('the publisher connects', () => srv.node.getStream(STREAM_ID)?.publisher?.connected, (c) => c === true, 15_000);
+  t.equal((await fetch(String(p.location), { method: 'DELETE' })).status, 200, 'the publisher leaves (a reconnect would follow)');
+  t.equal(srv.node.getStream(STREAM_ID)?.publisher, null, 'the stream is held without a publisher');
+  const [offer = ''] = await offers(t, 'recvonly', 1);
+  const view = () => fetch(srv.whepUrl, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: offer });
+  t.same([(await view()).status, (await view()).status, (await view()).status], [201, 201, 201], 'viewers keep joining past maxWaitingViewersPerStream (1)');
+  const never = (await fetch(`${srv.baseUrl}/live/${PLAYBACK_ID}_never/whep`, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: offer })).status;
+  t.equal(never, 201, "and it is not one of the owner's waiting streams (at most 1): another of its streams takes viewers");
 });

@@ -7,10 +7,10 @@ import { MAX_OFFER_CANDIDATES, parseSdpFrag, prepareOffer, refuseRemoteCandidate
 
 const limits = { maxBytes: 32 * 1024, maxLines: 1000 };
 const session = 'v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n';
-const common = 'c=IN IP4 0.0.0.0\r\na=ice-ufrag:abcd\r\na=ice-pwd:0123456789abcdefghijkl\r\na=fingerprint:sha-256 AA:BB\r\na=setup:actpass\r\na=rtcp-mux\r\n';
+const common = `c=IN IP4 0.0.0.0\r\na=ice-ufrag:abcd\r\na=ice-pwd:0123456789abcdefghijkl\r\na=fingerprint:sha-256 ${Array.from({ length: 32 }, () => 'AB').join(':')}\r\na=setup:actpass\r\na=rtcp-mux\r\n`;
 // What OBS sends: Opus 111 (mid 0), H.264 96 42e01f (mid 1), no candidates.
 const OBS = `${session}m=audio 9 UDP/TLS/RTP/SAVPF 111\r\n${common}a=mid:0\r\na=sendonly\r\na=rtpmap:111 opus/48000/2\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n${common}a=mid:1\r\na=sendonly\r\na=rtpmap:96 H264/90000\r\na=fmtp:96 profile-level-id=42e01f;packetization-mode=1;level-asymmetry-allowed=1\r\na=rtcp-fb:96 nack\r\na=rtcp-fb:96 nack pli\r\n`;
-const BROWSER_VIEWER = `${session}m=video 9 UDP/TLS/RTP/SAVPF 96 97 102 103 104\r\n${common}a=mid:0\r\na=recvonly\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\na=rtpmap:102 H264/90000\r\na=fmtp:102 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42001f\r\na=rtpmap:103 H264/90000\r\na=fmtp:103 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=640c1f\r\na=rtpmap:104 H264/90000\r\na=fmtp:104 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\na=rtcp-fb:104 nack\r\na=candidate:1 1 udp 1 10.0.0.1 5000 typ host\r\n`;
+const BROWSER_VIEWER = `${session.replace('BUNDLE 0 1', 'BUNDLE 0')}m=video 9 UDP/TLS/RTP/SAVPF 96 97 102 103 104\r\n${common}a=mid:0\r\na=recvonly\r\na=rtpmap:96 VP8/90000\r\na=rtpmap:97 rtx/90000\r\na=fmtp:97 apt=96\r\na=rtpmap:102 H264/90000\r\na=fmtp:102 level-asymmetry-allowed=1;packetization-mode=0;profile-level-id=42001f\r\na=rtpmap:103 H264/90000\r\na=fmtp:103 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=640c1f\r\na=rtpmap:104 H264/90000\r\na=fmtp:104 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\na=rtcp-fb:104 nack\r\na=candidate:1 1 udp 1 10.0.0.1 5000 typ host\r\n`;
 
 t.test("accepts OBS's candidate-free H.264 offer as is", async (t) => {
   const p = prepareOffer(OBS, 'whip', limits);
@@ -105,17 +105,18 @@ t.test('remote candidates: malformed ones and addresses a node must never dial a
   t.equal(refuseRemoteCandidate('candidate:1 1 sctp 1 1.2.3.4 5 typ host', { allowLoopback: true }), 'unknown transport');
 });
 
-t.test('offers: refused candidates are dropped, at most MAX_OFFER_CANDIDATES kept, absurd payload types ignored', async (t) => {
-  const cands = ['a=candidate:garbage', 'a=candidate:1 1 udp 1 127.0.0.1 5000 typ host', 'a=candidate:2 1 udp 1 169.254.1.1 5000 typ host', ...Array.from({ length: 40 }, (_, i) => `a=candidate:${i + 10} 1 udp 1 203.0.113.${i + 1} 5000 typ host`)];
+t.test('offers: refused candidates are dropped, at most MAX_OFFER_CANDIDATES kept; malformed candidates and absurd payload types are 400', async (t) => {
+  const cands = ['a=candidate:1 1 udp 1 127.0.0.1 5000 typ host', 'a=candidate:2 1 udp 1 169.254.1.1 5000 typ host', ...Array.from({ length: 40 }, (_, i) => `a=candidate:${i + 10} 1 udp 1 203.0.113.${i + 1} 5000 typ host`)];
   const p = prepareOffer(OBS.replace('a=rtpmap:96 H264/90000', `${cands.join('\r\n')}\r\na=rtpmap:96 H264/90000`), 'whip', limits);
   t.equal(p.candidateCount, MAX_OFFER_CANDIDATES);
   t.notMatch(p.sdp, /candidate:garbage|127\.0\.0\.1 5000|169\.254/);
   const huge = OBS.replace('m=video 9 UDP/TLS/RTP/SAVPF 96', 'm=video 9 UDP/TLS/RTP/SAVPF 99999999999999999999 96').replace('a=rtpmap:96 H264/90000', 'a=rtpmap:99999999999999999999 H264/90000\r\na=rtpmap:96 H264/90000');
-  t.equal(prepareOffer(huge, 'whip', limits).video?.payloadType, 96, 'a 20-digit payload type is not a format');
+  t.throws(() => prepareOffer(huge, 'whip', limits), { httpStatus: 400, message: /payload type "99999999999999999999" is not 0 to 127/ }, 'a 20-digit payload type is named');
+  t.throws(() => prepareOffer(OBS.replace('a=rtpmap:96 H264/90000', 'a=candidate:garbage\r\na=rtpmap:96 H264/90000'), 'whip', limits), { httpStatus: 400, message: /malformed candidate/ });
 });
 
 t.test('sdpfrag parsing keeps candidates with their mid and the ICE credentials', async (t) => {
-  const frag = parseSdpFrag('a=ice-ufrag:u1\r\na=ice-pwd:p1\r\nm=audio 9 RTP/AVP 0\r\na=mid:0\r\na=candidate:1 1 udp 1 1.2.3.4 5 typ host\r\na=end-of-candidates\r\n', 1000);
-  t.same(frag, { iceUfrag: 'u1', icePwd: 'p1', candidates: [{ candidate: 'candidate:1 1 udp 1 1.2.3.4 5 typ host', mid: '0' }] });
+  const frag = parseSdpFrag('a=ice-ufrag:uf01\r\na=ice-pwd:0123456789abcdefghijkl\r\nm=audio 9 RTP/AVP 0\r\na=mid:0\r\na=candidate:1 1 udp 1 1.2.3.4 5 typ host\r\na=end-of-candidates\r\n', 1000);
+  t.same(frag, { iceUfrag: 'uf01', icePwd: '0123456789abcdefghijkl', candidates: [{ candidate: 'candidate:1 1 udp 1 1.2.3.4 5 typ host', mid: '0' }] });
   t.throws(() => parseSdpFrag('garbage', 1000), /malformed/);
 });

@@ -262,5 +262,5 @@ t.test('WHEP POST: unknown playback 404, viewer with neither H.264 nor VP8 422, 
     }, 100);
   });
   t.ok(closed, 'the unconnected viewer session was closed');
-  t.equal(srv.node.status(STREAM_ID)?.viewers, 0, 'viewer count back to 0');
+  t.equal(srv.node.getStream(STREAM_ID), undefined, 'and the stream made for it (no publisher ever) went with it');
 });

@@ -50,6 +50,8 @@ export async function startMediaServer(
     onLog?: (line: string) => void;
     /** Replaces the harness's key check (tests that hold a grant back). */
     resolveIngest?: MediaNodeOptions['resolveIngest'];
+    /** The account owning a stream (what resolvePlayback says); default: none (each stream its own owner). */
+    accountOf?: (streamId: string) => string;
   } = {},
 ): Promise<MediaServer> {
   const onLog = opts.onLog;
@@ -75,7 +77,11 @@ export async function startMediaServer(
       : token === STREAM_KEY ? { streamId, params: opts.params ?? { width: 256, height: 256 }, outputRtmpUrl: opts.outputRtmpUrl }
       : token === REFUSED_KEY ? { refused: 'streaming allowance used up' }
       : null),
-    resolvePlayback: async (playbackId) => (playbackId.startsWith(PLAYBACK_ID) ? { streamId: STREAM_ID + playbackId.slice(PLAYBACK_ID.length) } : null),
+    resolvePlayback: async (playbackId) => {
+      if (!playbackId.startsWith(PLAYBACK_ID)) return null;
+      const streamId = STREAM_ID + playbackId.slice(PLAYBACK_ID.length);
+      return opts.accountOf ? { streamId, accountId: opts.accountOf(streamId) } : { streamId };
+    },
   });
   registerMediaRoutes(app, node);
   app.get('/peer.html', async (_req, reply) => reply.type('text/html').send(PEER_PAGE));

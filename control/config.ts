@@ -137,6 +137,34 @@ export const ConfigEnvSchema = z.object({
   TURN_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Seconds a TURN credential stays valid (coturn checks it on every refresh: longer than a stream). */
   TURN_CREDENTIAL_TTL: z.coerce.number().int().min(60).max(7 * 86_400).default(86_400),
+  /**
+   * Control WebSockets open at once on one stream, per api process. A show controller keeps one,
+   * a page or a monitor a few more; beyond it the upgrade answers 429 STREAMS/TOO_MANY_SOCKETS.
+   */
+  CONTROL_SOCKETS_PER_STREAM: z.coerce.number().int().min(1).max(10_000).default(16),
+  /**
+   * Control WebSockets open at once per account, every stream together, per api process: room
+   * for two per live stream of the largest plan (50 streams), not for thousands.
+   */
+  CONTROL_SOCKETS_PER_ACCOUNT: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * Largest control message, bytes (a bigger one closes the socket with 1009). The largest real
+   * one is a full params update: a 16-entry prompt list at 2 000 characters each is 96 KB even in
+   * 3-byte UTF-8; bigger params go through PATCH (BODY_LIMIT). 256 KiB.
+   */
+  CONTROL_MAX_MESSAGE_BYTES: z.coerce.number().int().min(4096).max(64 * 1024 * 1024).default(256 * 1024),
+  /**
+   * Bytes a second one control socket may send, sustained (a burst of 5 s of it, and at least one
+   * largest message, passes at once); beyond it the server stops reading the socket until the
+   * budget refills (TCP pushes back on the sender, the event loop does no work for it). 64 KiB/s.
+   */
+  CONTROL_INBOUND_BYTES_PER_S: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(64 * 1024),
+  /**
+   * Messages a second one control socket may send, sustained (a burst of 5 s of it passes at
+   * once: a reconnecting client resends up to 100); throttled like the bytes. Changes also count
+   * against PATCH's 300 a minute per account.
+   */
+  CONTROL_INBOUND_MESSAGES_PER_S: z.coerce.number().int().min(1).max(100_000).default(20),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -177,6 +205,17 @@ export interface Config {
     udpRecvBufferBytes: number;
     stunUrls: string[];
     turn: { urls: string[]; secret: string; ttlS: number } | null;
+  };
+  /** Limits of the control WebSockets (docs/control.md, "Limits"). */
+  control: {
+    socketsPerStream: number;
+    socketsPerAccount: number;
+    /** Bytes. */
+    maxMessageBytes: number;
+    /** Bytes a second, sustained, per socket. */
+    inboundBytesPerS: number;
+    /** Messages a second, sustained, per socket. */
+    inboundMessagesPerS: number;
   };
 }
 
@@ -240,6 +279,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       udpRecvBufferBytes: e.WEBRTC_UDP_BUFFER_BYTES,
       stunUrls: e.STUN_URLS ?? [],
       turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL } : null,
+    }),
+    control: Object.freeze({
+      socketsPerStream: e.CONTROL_SOCKETS_PER_STREAM,
+      socketsPerAccount: e.CONTROL_SOCKETS_PER_ACCOUNT,
+      maxMessageBytes: e.CONTROL_MAX_MESSAGE_BYTES,
+      inboundBytesPerS: e.CONTROL_INBOUND_BYTES_PER_S,
+      inboundMessagesPerS: e.CONTROL_INBOUND_MESSAGES_PER_S,
     }),
   });
 }

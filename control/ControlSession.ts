@@ -93,7 +93,16 @@ export class ControlSession implements FeedSubscriber {
     this.#unsubscribe = opts.control.on(opts.streamId, (e) => this.#onControl(e));
     ws.on('message', (data, isBinary) => this.#onFrame(data, isBinary));
     ws.on('close', () => this.close());
-    ws.on('error', (err) => this.#log.debug({ err }, 'socket error'));
+    ws.on('error', (err) => {
+      this.#log.debug({ err }, 'socket error');
+      // A protocol error (a message over the size cap…): ws has sent the close frame and would go
+      // on reading, and dropping, whatever the peer still sends for up to 30 s. The session ends
+      // now (its place is free), the socket is not read (after ws's own resume on the next tick)
+      // and is dropped after a second, time enough for the close frame to arrive.
+      this.close();
+      setImmediate(() => ws.pause());
+      setTimeout(() => ws.terminate(), 1000).unref();
+    });
     ws.on('pong', () => {
       this.#missedPongs = 0;
     });

@@ -42,5 +42,6 @@ export const ClientMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('tempo') }).extend(TempoSchema.shape).strict(),
   z.object({ type: z.literal('cancel'), id: ClientId }).strict(),
   z.object({ type: z.literal('ping'), id: ClientId.optional(), client_time: z.number().finite().optional() }).strict(),
+  z.object({ type: z.literal('token'), id: ClientId.optional(), token: z.string().min(1).max(1000).describe('A fresh control token of this stream: the socket stays open until it expires') }).strict(),
 ]);
 export type ClientMessage = z.infer<typeof ClientMessageSchema>;

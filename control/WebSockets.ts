@@ -19,6 +19,9 @@ export interface WebSocketLike {
   close(code?: number, reason?: string): void;
   terminate(): void;
   ping(): void;
+  /** Stops reading the socket (TCP pushes back on the sender) until `resume()`. */
+  pause(): void;
+  resume(): void;
   on(event: 'message', listener: (data: Buffer, isBinary: boolean) => void): this;
   on(event: 'close', listener: (code: number, reason: Buffer) => void): this;
   on(event: 'error', listener: (err: Error) => void): this;

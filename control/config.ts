@@ -186,6 +186,34 @@ export const ConfigEnvSchema = z.object({
    * copied from a viewer's page or seen on the wire opens relays for minutes, not a day.
    */
   TURN_VIEWER_CREDENTIAL_TTL: z.coerce.number().int().min(30).max(86_400).default(300),
+  /**
+   * Control WebSockets open at once on one stream, per api process. A show controller keeps one,
+   * a page or a monitor a few more; beyond it the upgrade answers 429 STREAMS/TOO_MANY_SOCKETS.
+   */
+  CONTROL_SOCKETS_PER_STREAM: z.coerce.number().int().min(1).max(10_000).default(16),
+  /**
+   * Control WebSockets open at once per account, every stream together, per api process: room
+   * for two per live stream of the largest plan (50 streams), not for thousands.
+   */
+  CONTROL_SOCKETS_PER_ACCOUNT: z.coerce.number().int().min(1).max(100_000).default(100),
+  /**
+   * Largest control message, bytes (a bigger one closes the socket with 1009). The largest real
+   * one is a full params update: a 16-entry prompt list at 2 000 characters each is 96 KB even in
+   * 3-byte UTF-8; bigger params go through PATCH (BODY_LIMIT). 256 KiB.
+   */
+  CONTROL_MAX_MESSAGE_BYTES: z.coerce.number().int().min(4096).max(64 * 1024 * 1024).default(256 * 1024),
+  /**
+   * Bytes a second one control socket may send, sustained (a burst of 5 s of it, and at least one
+   * largest message, passes at once); beyond it the server stops reading the socket until the
+   * budget refills (TCP pushes back on the sender, the event loop does no work for it). 64 KiB/s.
+   */
+  CONTROL_INBOUND_BYTES_PER_S: z.coerce.number().int().min(1024).max(1024 * 1024 * 1024).default(64 * 1024),
+  /**
+   * Messages a second one control socket may send, sustained (a burst of 5 s of it passes at
+   * once: a reconnecting client resends up to 100); throttled like the bytes. Changes also count
+   * against PATCH's 300 a minute per account.
+   */
+  CONTROL_INBOUND_MESSAGES_PER_S: z.coerce.number().int().min(1).max(100_000).default(20),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -234,6 +262,17 @@ export interface Config {
   };
   /** Caps on decoding client images (IMAGE_*). */
   images: Readonly<ImageLimits>;
+  /** Limits of the control WebSockets (docs/control.md, "Limits"). */
+  control: {
+    socketsPerStream: number;
+    socketsPerAccount: number;
+    /** Bytes. */
+    maxMessageBytes: number;
+    /** Bytes a second, sustained, per socket. */
+    inboundBytesPerS: number;
+    /** Messages a second, sustained, per socket. */
+    inboundMessagesPerS: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -304,6 +343,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       turn: e.TURN_URLS && e.TURN_SECRET ? { urls: e.TURN_URLS, secret: e.TURN_SECRET, ttlS: e.TURN_CREDENTIAL_TTL, viewerTtlS: e.TURN_VIEWER_CREDENTIAL_TTL } : null,
     }),
     images: Object.freeze({ maxBytes: e.IMAGE_MAX_BYTES, maxPixels: e.IMAGE_MAX_PIXELS, concurrency: e.IMAGE_DECODE_CONCURRENCY, queue: e.IMAGE_DECODE_QUEUE, timeoutS: e.IMAGE_DECODE_TIMEOUT }),
+    control: Object.freeze({
+      socketsPerStream: e.CONTROL_SOCKETS_PER_STREAM,
+      socketsPerAccount: e.CONTROL_SOCKETS_PER_ACCOUNT,
+      maxMessageBytes: e.CONTROL_MAX_MESSAGE_BYTES,
+      inboundBytesPerS: e.CONTROL_INBOUND_BYTES_PER_S,
+      inboundMessagesPerS: e.CONTROL_INBOUND_MESSAGES_PER_S,
+    }),
   });
 }
 

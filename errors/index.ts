@@ -40,6 +40,7 @@ export const STREAM_ERRORS = {
   'STREAMS/NOT_FOUND': { status: 404, message: 'No such stream on this account.' },
   'STREAMS/INVALID_PARAMS': { status: 400, message: 'The stream params are invalid.' },
   'STREAMS/RATE_LIMITED': { status: 429, message: 'Too many updates to this stream; slow down.' },
+  'STREAMS/TOO_MANY_SOCKETS': { status: 429, message: 'Too many control sockets open; close one first.' },
   'STREAMS/NO_CAPACITY': { status: 503, message: 'No media node can take this stream right now.' },
   'STREAMS/MODEL_UNAVAILABLE': { status: 422, message: 'No media node has this model.' },
   'CLIPS/NOT_FOUND': { status: 404, message: 'No such clip on this stream.' },

@@ -2,8 +2,8 @@
  * Short-lived tokens for the per-stream control WebSocket. Browsers cannot set an Authorization
  * header on a WebSocket, and an API key must not sit in a page's URL: a page asks its own backend
  * (which holds the key) for a token, and opens the socket with `?token=`. A token names one
- * account and one stream and works for CONTROL_TOKEN_TTL_S seconds; it only opens the socket (a
- * socket stays open past its expiry).
+ * account and one stream and works for CONTROL_TOKEN_TTL_S seconds; a socket it opened ends at its
+ * expiry unless a fresh token renews it (control/ControlSession.ts).
  *
  * Format: `ctk_<base64url(JSON {a, s, e})>.<base64url(HMAC-SHA256)>`; stateless, so every api
  * replica that shares the link-signing secret verifies it.

@@ -192,6 +192,7 @@ export class ControlChannel extends EventTarget {
   #waiting = new Map();
   #outbox = [];
   #seq = 0;
+  #renewTimer = null;
   /** server clock − local clock, ms (from pings; 0 until the first). */
   clockOffset = 0;
   connected = false;
@@ -234,6 +235,12 @@ export class ControlChannel extends EventTarget {
     ws.onclose = (e) => {
       if (this.#ws !== ws) return;
       this.#ws = null;
+      clearTimeout(this.#renewTimer);
+      // 4404: the stream was deleted; nothing to reconnect to.
+      if (e.code === 4404) {
+        this.#emit('close', { code: e.code, willReconnect: false });
+        return this.close();
+      }
       const was = this.connected;
       this.connected = false;
       this.#emit('close', { code: e.code, willReconnect: !this.#closed });
@@ -241,6 +248,25 @@ export class ControlChannel extends EventTarget {
       this.#retry();
     };
     ws.onerror = () => {};
+  }
+
+  /**
+   * A socket opened with a token ends when the token does (close 4401): 10 s before, a fresh
+   * token is sent on it (`token` message) and the socket stays open.
+   */
+  #scheduleRenewal(expiresAt) {
+    clearTimeout(this.#renewTimer);
+    if (typeof expiresAt !== 'number') return;
+    const ws = this.#ws;
+    const inMs = Math.max(1000, expiresAt - this.clockOffset - Date.now() - 10_000);
+    this.#renewTimer = setTimeout(async () => {
+      try {
+        const token = await this.#getToken();
+        if (this.#ws === ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'token', token }));
+      } catch (err) {
+        this.#emit('error', err);
+      }
+    }, inMs);
   }
 
   #retry() {
@@ -265,9 +291,13 @@ export class ControlChannel extends EventTarget {
         const outbox = this.#outbox.splice(0);
         for (const msg of [...unanswered.filter((m) => !outbox.includes(m)), ...outbox]) this.#sendNow(msg);
         this.ping();
+        this.#scheduleRenewal(m.expires_at);
         this.#emit('open', m);
         return;
       }
+      case 'token':
+        this.#scheduleRenewal(m.expires_at);
+        break;
       case 'pong':
         if (typeof m.client_time === 'number') {
           const now = Date.now();
@@ -355,6 +385,7 @@ export class ControlChannel extends EventTarget {
   close() {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#renewTimer);
     this.#ws?.close(1000, 'client closed');
     for (const w of this.#waiting.values()) w.reject(new Error('control channel closed'));
     this.#waiting.clear();

@@ -17,7 +17,7 @@ import type { Account } from '../../store/index.ts';
 import { authenticate, bearerToken, traceIdFrom } from '../ApiKeys.ts';
 import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
-import { ControlSession } from '../ControlSession.ts';
+import { ControlSockets } from '../ControlSockets.ts';
 import type { ControlTokens, StreamControl } from '../../streams/index.ts';
 import { toApiError } from '../ErrorReplies.ts';
 import { streamError, type ApiError } from '../../errors/index.ts';
@@ -29,12 +29,14 @@ const CONTROL_PATH = /^\/v1\/streams\/([^/?#]{1,100})\/control\/?$/;
 const IdParams = z.object({ id: z.string().min(1).max(100) });
 const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 429: EnvelopeErrorSchema, 503: EnvelopeErrorSchema };
 
+const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+
 /** Writes a refused upgrade as an HTTP answer in the Area B envelope, then closes the socket. */
 function refuse(socket: Duplex, err: ApiError, requestId: string, traceId: string): void {
   const body = JSON.stringify({ success: false, error: err.message, code: err.code, status: err.status, details: err.details ?? null, requestId, traceId });
   const extra = err.status === 401 ? 'WWW-Authenticate: Bearer\r\n' : '';
   socket.end(
-    `HTTP/1.1 ${err.status} ${err.status === 401 ? 'Unauthorized' : err.status === 404 ? 'Not Found' : 'Bad Request'}\r\n` +
+    `HTTP/1.1 ${err.status} ${STATUS_TEXT[err.status] ?? 'Bad Request'}\r\n` +
       `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n${extra}\r\n${body}`,
   );
 }
@@ -89,8 +91,8 @@ export function controlRoutes(config: Readonly<Config>, ctx: AppContext & { cont
       },
     );
 
-    const wss = createWebSocketServer(config.bodyLimit);
-    const sessions = new Set<ControlSession>();
+    const wss = createWebSocketServer(config.control.maxMessageBytes);
+    const sockets = new ControlSockets({ limits: config.control, streams: service, control, logger: ctx.logger });
 
     const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       const url = new URL(req.url ?? '/', 'http://localhost');
@@ -105,21 +107,33 @@ export function controlRoutes(config: Readonly<Config>, ctx: AppContext & { cont
       const traceId = traceIdFrom(req.headers.traceparent as string | undefined);
       const requestId = `upg_${traceId.slice(0, 12)}`;
       void (async () => {
+        sockets.admitStream(streamId);
         let account: Account | null = null;
+        let expiresAt: number | null = null;
         const bearer = bearerToken(req.headers.authorization);
         const token = url.searchParams.get('token');
         if (bearer) account = await authenticate(ctx.store, bearer);
         else if (token) {
           const claims = tokens.verify(token, streamId);
           account = claims ? await ctx.store.accounts.get(claims.accountId) : null;
+          expiresAt = claims?.expiresAt ?? null;
         }
         if (!account) throw streamError('AUTH/UNAUTHORIZED', 'Send Authorization: Bearer <API key>, or ?token= from POST /v1/streams/{id}/control-token (valid 60 s, for this stream).');
         await service.get(account, streamId);
         const acc = account;
+        // Admitted and upgraded in one tick: ws upgrades synchronously, so the count cannot race.
+        sockets.admit(acc, streamId);
         wss.handleUpgrade(req, socket, head, (ws) => {
-          const session = new ControlSession({ socket: ws, account: acc, streamId, streams: service, control, logger: ctx.logger, traceId });
-          sessions.add(session);
-          ws.on('close', () => sessions.delete(session));
+          sockets.open(ws, {
+            account: acc,
+            streamId,
+            traceId,
+            credential: expiresAt === null ? { kind: 'key' } : { kind: 'token', expiresAt },
+            verifyToken: (fresh) => {
+              const claims = tokens.verify(fresh, streamId);
+              return claims && claims.accountId === acc.id ? claims.expiresAt : null;
+            },
+          });
         });
       })().catch((err: unknown) => {
         const apiErr = toApiError('streams', err);
@@ -131,7 +145,7 @@ export function controlRoutes(config: Readonly<Config>, ctx: AppContext & { cont
     // Open sockets would keep server.close() waiting: end them first.
     app.addHook('preClose', async () => {
       app.server.off('upgrade', onUpgrade);
-      for (const s of sessions) s.close(true);
+      sockets.close(true);
       control.close();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     });

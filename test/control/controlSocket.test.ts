@@ -3,12 +3,16 @@
  * real (idle) media node and a real WebSocket client (`ws`): auth by key and by control token,
  * updates acknowledged with PATCH's hot/reload rules, validation errors naming the field, the
  * rate limit shared with PATCH, status pushed on change, changes scheduled `at` a time and
- * `on_beat`, and transitions stepping the prompt blend.
+ * `on_beat`, and transitions stepping the prompt blend. Against hostile clients: sockets capped
+ * per stream and per account, a message size cap, a throttled inbound rate, and a socket opened
+ * with a control token that ends when the token does.
  */
 import t, { type Test } from 'tap';
+import { LinkSigner } from '../../control/LinkSigner.ts';
 import { ControlTokens } from '../../streams/ControlTokens.ts';
 import { StreamControl } from '../../streams/StreamControl.ts';
-import { openControl } from '../helpers/controlClient.ts';
+import { openControl, type ControlClient } from '../helpers/controlClient.ts';
+import { until } from '../helpers/until.ts';
 import { makeStreamApp, type StreamTestApp } from './streamApp.ts';
 
 type Json = Record<string, any>;
@@ -21,8 +25,8 @@ async function listen(t: Test, a: StreamTestApp): Promise<string> {
 
 const open = openControl;
 
-async function setup(t: Test) {
-  const a = await makeStreamApp(t);
+async function setup(t: Test, env: Record<string, string> = {}) {
+  const a = await makeStreamApp(t, { env });
   const h = await a.auth('pro');
   const created = (await a.app.inject({ method: 'POST', url: '/v1/streams', headers: h, payload: { params: { prompt: 'a red fox' } } })).json() as Json;
   const base = await listen(t, a);
@@ -264,4 +268,104 @@ t.test('tempo_from_song takes the tempo of one of our songs; changes then wait f
   c.send({ type: 'tempo', tempo_from_song: (theirs.json() as Json).id });
   const refused = await c.next((m) => m.type === 'error');
   t.equal(refused.error.details.issues[0].field, '(message).tempo_from_song', "another account's song is unknown here");
+});
+
+const closeCode = (c: ControlClient) => new Promise<number>((resolve) => c.ws.once('close', (code) => resolve(code)));
+
+t.test('a socket opened with a control token takes no update after the token expires: error AUTH/UNAUTHORIZED, then close 4401 at the expiry', { timeout: 60_000 }, async (t) => {
+  const { a, h, id, url } = await setup(t);
+  // The account id, from a real token's claims; then a token of 1.5 s made with the server's own secret.
+  const real = ((await a.app.inject({ method: 'POST', url: `/v1/streams/${id}/control-token`, headers: h })).json() as Json).token as string;
+  const accountId = (JSON.parse(Buffer.from(real.slice(4, real.indexOf('.')), 'base64url').toString()) as { a: string }).a;
+  const tokens = new ControlTokens(LinkSigner.fromConfig(null, a.dataDir).derive('control-token'));
+  const short = tokens.issue(accountId, id, 1.5);
+
+  const c = await open(t, `${url}?token=${encodeURIComponent(short.token)}`);
+  const closed = closeCode(c);
+  const hello = await c.next((m) => m.type === 'hello');
+  t.equal(hello.expires_at, short.expiresAt, 'hello says when the socket ends');
+  c.send({ type: 'update', id: 'before', params: { prompt: 'before expiry' } });
+  t.equal((await c.next((m) => m.id === 'before')).type, 'ack', 'an update before the expiry applies');
+
+  const code = await closed;
+  const closedAt = Date.now();
+  t.equal(code, 4401, 'closed with 4401 (control token expired)');
+  t.ok(closedAt >= short.expiresAt, 'not before the expiry');
+  t.ok(closedAt - short.expiresAt < 1000, `at the expiry, by a timer (${closedAt - short.expiresAt} ms after), without a message from the client`);
+  const err = c.all.find((m) => m.type === 'error');
+  t.equal(err?.error.code, 'AUTH/UNAUTHORIZED', 'an error says why first');
+  t.match(err?.error.error, /expired/);
+  const got = (await a.app.inject({ method: 'GET', url: `/v1/streams/${id}`, headers: h })).json() as Json;
+  t.equal(got.params.prompt, 'before expiry', 'nothing after the expiry changed the stream');
+
+  // A `token` message with a fresh token before the expiry keeps the socket open.
+  const renewed = await open(t, `${url}?token=${encodeURIComponent(tokens.issue(accountId, id, 1.5).token)}`);
+  const first = await renewed.next((m) => m.type === 'hello');
+  renewed.send({ type: 'token', id: 'bad', token: 'ctk_forged.AAAA' });
+  const refused = await renewed.next((m) => m.id === 'bad');
+  t.equal(refused.error.code, 'AUTH/UNAUTHORIZED', 'a forged token is refused');
+  t.equal(refused.error.details.issues[0].field, 'token', 'naming the field');
+  renewed.send({ type: 'token', id: 'fresh', token: real });
+  const ok = await renewed.next((m) => m.id === 'fresh');
+  t.equal(ok.type, 'token');
+  t.ok(ok.expires_at > first.expires_at + 30_000, 'the fresh token moves the end');
+  await until('past the first expiry', () => Date.now(), (now) => now > first.expires_at + 300, 5000, 50);
+  renewed.send({ type: 'update', id: 'after', params: { prompt: 'after renewal' } });
+  t.equal((await renewed.next((m) => m.id === 'after')).type, 'ack', 'a renewed socket still takes updates');
+  t.equal(renewed.ws.readyState, 1, 'and is open');
+});
+
+t.test('control sockets are capped per stream and per account: 429 STREAMS/TOO_MANY_SOCKETS naming the limit; a closed socket frees its place', { timeout: 60_000 }, async (t) => {
+  const { a, h, url, base } = await setup(t, { CONTROL_SOCKETS_PER_STREAM: '2', CONTROL_SOCKETS_PER_ACCOUNT: '3' });
+  const s1 = await open(t, url, h);
+  await open(t, url, h);
+  const third = await open(t, url, h).catch((e: { status: number; body: Json }) => e);
+  t.equal((third as { status: number }).status, 429, 'the third socket on one stream: 429');
+  t.equal((third as { body: Json }).body.code, 'STREAMS/TOO_MANY_SOCKETS', 'in the Area B envelope');
+  t.same((third as { body: Json }).body.details, { scope: 'stream', limit: 2, setting: 'CONTROL_SOCKETS_PER_STREAM' });
+
+  const other = (await a.app.inject({ method: 'POST', url: '/v1/streams', headers: h, payload: {} })).json() as Json;
+  const otherUrl = `${base}/v1/streams/${other.id}/control`;
+  await open(t, otherUrl, h);
+  const fourth = await open(t, otherUrl, h).catch((e: { status: number; body: Json }) => e);
+  t.equal((fourth as { status: number }).status, 429, "the account's fourth socket, on another stream: 429");
+  t.equal((fourth as { body: Json }).body.details.scope, 'account');
+
+  const stranger = await a.auth('pro');
+  const theirs = (await a.app.inject({ method: 'POST', url: '/v1/streams', headers: stranger, payload: {} })).json() as Json;
+  t.ok(await open(t, `${base}/v1/streams/${theirs.id}/control`, stranger), 'another account is not affected');
+
+  const gone = closeCode(s1);
+  s1.ws.close();
+  await gone;
+  const again = await until(
+    'a place frees',
+    () => open(t, otherUrl, h).catch(() => null),
+    (c) => c !== null,
+    5000,
+  );
+  t.equal((await again!.next((m) => m.type === 'hello')).type, 'hello', 'once one closes, another opens');
+});
+
+t.test('a message over CONTROL_MAX_MESSAGE_BYTES closes the socket with 1009; a flood of messages is read no faster than its budget', { timeout: 60_000 }, async (t) => {
+  const { h, url } = await setup(t, { CONTROL_MAX_MESSAGE_BYTES: '4096', CONTROL_INBOUND_MESSAGES_PER_S: '50' });
+  const big = await open(t, url, h);
+  await big.next((m) => m.type === 'hello');
+  const closed = closeCode(big);
+  big.send({ type: 'update', params: { prompt: 'x'.repeat(5000) } });
+  t.equal(await closed, 1009, 'a 5 000-byte message over a 4 096-byte cap: 1009');
+
+  // 50 a second with a burst of 5 s (250): 600 pings sent at once are answered over 7 s, not at once.
+  const c = await open(t, url, h);
+  await c.next((m) => m.type === 'hello');
+  const start = Date.now();
+  for (let i = 0; i < 600; i++) c.send({ type: 'ping', id: `p${i}` });
+  await until('a second of reading', () => Date.now(), (now) => now - start >= 1000, 2000, 20);
+  const inFirstSecond = c.all.filter((m) => m.type === 'pong').length;
+  t.ok(inFirstSecond <= 250 + 50 + 5, `at most the burst and a second of the rate in the first second (${inFirstSecond})`);
+  t.ok(inFirstSecond >= 100, `the burst passes at once (${inFirstSecond})`);
+  await c.next((m) => m.type === 'pong' && m.id === 'p599', 20_000);
+  const tookMs = Date.now() - start;
+  t.ok(tookMs >= 6500, `600 pings take 7 s at 50 a second after a burst of 250 (${tookMs} ms)`);
+  t.equal(c.ws.readyState, 1, 'the throttled socket stays open');
 });

@@ -8,6 +8,7 @@ import type { Test } from 'tap';
 import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
+import type { ConfigEnv } from '../../control/config.ts';
 import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';
 import { songServices } from '../helpers/songs.ts';
@@ -34,13 +35,13 @@ export interface StreamTestApp extends TestApp {
 
 export async function makeStreamApp(
   t: Test,
-  opts: { now?: () => number; models?: string[]; capacity?: number; songs?: boolean } = {},
+  opts: { now?: () => number; models?: string[]; capacity?: number; songs?: boolean; env?: Partial<ConfigEnv> } = {},
 ): Promise<StreamTestApp> {
   let node: MediaNode | null = null;
   let media: InProcessMediaNodeClient | null = null;
   let service: StreamService | null = null;
   const base = await makeApp(t, {
-    env: { PUBLIC_URL },
+    env: { PUBLIC_URL, ...opts.env },
     ...(opts.now ? { now: opts.now } : {}),
     services: ({ store }: { store: Store }) => {
       const logger = pino({ level: 'silent' });

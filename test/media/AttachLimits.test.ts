@@ -202,7 +202,7 @@ t.test('a stream whose publisher is away is not held to the waiting-viewer bound
   const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source: await stampedH264({ size: 256, frames: 60 }) });
   t.equal(p.status, 201);
   await until('the publisher connects', () => srv.node.getStream(STREAM_ID)?.publisher?.connected, (c) => c === true, 15_000);
-  t.equal((await fetch(String(p.location), { method: 'DELETE' })).status, 200, 'the publisher leaves (a reconnect would follow)');
+  t.equal((await fetch(String(p.location), { method: 'DELETE', headers: { authorization: `Bearer ${STREAM_KEY}` } })).status, 200, 'the publisher leaves (a reconnect would follow)');
   t.equal(srv.node.getStream(STREAM_ID)?.publisher, null, 'the stream is held without a publisher');
   const [offer = ''] = await offers(t, 'recvonly', 1);
   const view = () => fetch(srv.whepUrl, { method: 'POST', headers: { 'content-type': 'application/sdp' }, body: offer });

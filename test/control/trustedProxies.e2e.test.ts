@@ -4,23 +4,13 @@
  * Clients are told apart by the loopback source address they bind (127.0.0.2, 127.0.0.3 …), which
  * nginx appends to X-Forwarded-For. Offers come from a real libwebrtc peer (@roamhq/wrtc).
  */
-import wrtc from '@roamhq/wrtc';
 import pino from 'pino';
 import t from 'tap';
 import { makeApp } from '../helpers/app.ts';
 import { startLiveServer } from '../helpers/liveServer.ts';
 import { send } from '../helpers/net.ts';
 import { haveNginx, startNginxProxy } from '../helpers/nginxProxy.ts';
-
-async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly'): Promise<string> {
-  const pc = new wrtc.RTCPeerConnection();
-  t.teardown(() => pc.close());
-  pc.addTransceiver('audio', { direction });
-  pc.addTransceiver('video', { direction });
-  const offer = await pc.createOffer();
-  await pc.setLocalDescription(offer);
-  return offer.sdp ?? '';
-}
+import { realOffer } from '../helpers/wrtcOffer.ts';
 
 /** The media node's defaults (media/settings.ts): WHIP and WHEP POSTs per client address a minute. */
 const WHIP_PER_ADDRESS = 30;

@@ -3,23 +3,14 @@
  * DELETE, and the cheap rejections of hostile offers. Offers come from a real libwebrtc peer
  * (@roamhq/wrtc, VP8/Opus) and are edited as text only to make them invalid.
  */
-import wrtc from '@roamhq/wrtc';
 import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';
 import { PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
+import { realOffer } from '../helpers/wrtcOffer.ts';
 
-async function realOffer(t: { teardown(fn: () => unknown): void }, direction: 'sendonly' | 'recvonly' = 'sendonly'): Promise<string> {
-  const pc = new wrtc.RTCPeerConnection();
-  t.teardown(() => pc.close());
-  pc.addTransceiver('audio', { direction });
-  pc.addTransceiver('video', { direction });
-  const offer = await pc.createOffer();
-  await pc.setLocalDescription(offer);
-  return offer.sdp ?? '';
-}
 
 /** A libwebrtc offer whose video m-line is relabelled H.264 pm=1 (what a browser viewer offers). */
 function asH264(sdp: string): string {

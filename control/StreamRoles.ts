@@ -198,6 +198,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
         services.recordings = recordings;
       }
       services.slates = new SlateImageService({ store: deps.store, blobs: deps.blobs, images, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}), logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+      // Slate images stored by an older version: normalised in the background (bounded by the decoder's slots).
+      services.slates.migrateLegacy().catch((err: unknown) => deps.logger.warn({ err }, 'slate images | migration of stored images failed'));
       services.clips = new ClipService({ store: deps.store, media, blobs: deps.blobs, publicUrl: config.publicUrl, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     }
   }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, type Dirent } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { appendFile, mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -34,6 +34,8 @@ export interface BlobStore {
   deletePrefix(prefix: string): Promise<number>;
   /** Names of the blobs directly under the folder `dir` (`clips/str_1`), sorted; [] if none. */
   list(dir: string): Promise<string[]>;
+  /** Names of the folders directly under the folder `dir` (`slates`), sorted; [] if none. */
+  folders(dir: string): Promise<string[]>;
   /** Local file path of the key (filesystem stores; for `sendFile`-style serving). */
   pathOf(key: string): string;
 }
@@ -127,10 +129,18 @@ export class FsBlobStore implements BlobStore {
   }
 
   async list(dir: string): Promise<string[]> {
+    return this.#entries(dir, (e) => e.isFile());
+  }
+
+  async folders(dir: string): Promise<string[]> {
+    return this.#entries(dir, (e) => e.isDirectory());
+  }
+
+  async #entries(dir: string, keep: (e: Dirent) => boolean): Promise<string[]> {
     checkBlobKey(dir);
     try {
       const entries = await readdir(path.join(this.dir, ...dir.split('/')), { withFileTypes: true });
-      return entries.filter((e) => e.isFile() && !e.name.startsWith('.')).map((e) => e.name).sort();
+      return entries.filter((e) => keep(e) && !e.name.startsWith('.')).map((e) => e.name).sort();
     } catch (err) {
       if (isMissing(err)) return [];
       throw err;

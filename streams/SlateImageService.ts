@@ -17,6 +17,8 @@ import { streamError } from '../errors/index.ts';
 
 /** A download taking longer is abandoned, ms. */
 const FETCH_TIMEOUT_MS = 5000;
+/** Where slate images were stored before the API normalised them: the client's bytes. */
+const LEGACY_IMAGE_FILE = 'image';
 
 export interface SlateImageView {
   /** What was set: the http(s) URL, or `data:` for an inline image; null when none. */
@@ -89,6 +91,42 @@ export class SlateImageService {
     await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
     this.#log.info(`set() | slate image stored [streamId:${streamId}] [sent:${bytes.length}] [stored:${stored.png.length}] [size:${stored.width}x${stored.height}]`);
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
+  }
+
+  /**
+   * Slate images stored before the API normalised them (`slates/<id>/image`: the client's own
+   * bytes, which nodes no longer read) become our normalised `image.png` through the same bounded
+   * decoder; one the decoder now refuses (a bomb, a BMP) is removed with its meta, so the API never
+   * reports a picture the slate cannot show. Run once at api start; several replicas may run it
+   * together (each step is idempotent). Returns what it did.
+   */
+  async migrateLegacy(): Promise<{ converted: number; removed: number }> {
+    let converted = 0;
+    let removed = 0;
+    for (const streamId of await this.#o.blobs.folders('slates')) {
+      const legacy = `slates/${streamId}/${LEGACY_IMAGE_FILE}`;
+      const bytes = await this.#o.blobs.get(legacy);
+      if (!bytes) continue;
+      try {
+        const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB);
+        await this.#o.blobs.put(slateImageKey(streamId), stored.png);
+        const raw = await this.#o.blobs.get(`slates/${streamId}/meta.json`);
+        if (raw) {
+          const meta = { ...(JSON.parse(raw.toString('utf8')) as Meta), size: stored.png.length };
+          await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
+        }
+        await this.#o.blobs.delete(legacy);
+        converted++;
+      } catch (err) {
+        // Every slot busy: left for the next start. A refused image is dropped for good.
+        if (err instanceof ImageBusyError) continue;
+        this.#log.warn(`migrateLegacy() | stored slate image refused, removed [streamId:${streamId}] [reason:${(err as Error).message}]`);
+        await this.deleteAll(streamId);
+        removed++;
+      }
+    }
+    if (converted + removed > 0) this.#log.info(`migrateLegacy() | done [converted:${converted}] [removed:${removed}]`);
+    return { converted, removed };
   }
 
   /** Removes the image (the slate goes back to the greyed last frame). */

@@ -7,10 +7,14 @@
  * the client's bytes, so the node that shows it decodes only what we wrote. Parallel PUTs beyond
  * the decode slots and queue are answered 503 with Retry-After.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
+import pino from 'pino';
 import t from 'tap';
+import { ImageDecoder } from '../../images/index.ts';
+import { FsBlobStore } from '../../store/index.ts';
+import { SlateImageService } from '../../streams/index.ts';
 import { startLiveServer } from '../helpers/liveServer.ts';
 import { iccpBomb, itxtBomb, pixelBomb, plainPng, pngChunk, ztxtBomb } from '../helpers/pngBombs.ts';
 
@@ -119,4 +123,34 @@ t.test('parallel PUTs beyond the decode slots and their queue are answered 503 w
   }
   const again = await api('PUT', `/v1/streams/${id}/slate`, body);
   t.equal(again.status, 200, 'once the slots are free, the next PUT is served');
+});
+
+t.test('slate images stored by an older version (the client’s bytes) become our normalised PNG; a bomb among them is removed', { timeout: 120_000 }, async (t) => {
+  const { api, dataDir, server } = await startLiveServer(t, { env: { ROLES: 'api,media' } });
+  const ids: string[] = [];
+  for (const name of ['legacy ok', 'legacy bomb']) {
+    const created = await api('POST', '/v1/streams', { params: { prompt: name, width: 384, height: 384, skip_diffusion: true } });
+    ids.push(created.body['id'] as string);
+  }
+  const [okId = '', bombId = ''] = ids;
+  // What an older version left: `image` (the client's bytes) and meta.json, no image.png.
+  const blobs = new FsBlobStore(join(dataDir, 'blobs'));
+  const meta = (size: number) => Buffer.from(JSON.stringify({ imageUrl: 'data:', size, updatedAt: new Date().toISOString() }));
+  const legacyOk = plainPng(2500, 400, [200, 40, 150]);
+  const legacyBomb = await ztxtBomb(1024 * MiB);
+  await blobs.put(`slates/${okId}/image`, legacyOk);
+  await blobs.put(`slates/${okId}/meta.json`, meta(legacyOk.length));
+  await blobs.put(`slates/${bombId}/image`, legacyBomb);
+  await blobs.put(`slates/${bombId}/meta.json`, meta(legacyBomb.length));
+
+  const service = new SlateImageService({ store: server.store, blobs, images: new ImageDecoder(), logger: pino({ level: 'silent' }) });
+  t.same(await service.migrateLegacy(), { converted: 1, removed: 1 });
+  t.notOk(existsSync(join(dataDir, 'blobs', 'slates', okId, 'image')), 'the client’s bytes are gone');
+  const stored = readFileSync(join(dataDir, 'blobs', 'slates', okId, 'image.png'));
+  t.same([stored.readUInt32BE(16), stored.readUInt32BE(20)], [1920, 307], 'our normalised PNG in their place');
+  const view = await api('GET', `/v1/streams/${okId}/slate`);
+  t.equal(view.body['size'], stored.length, 'the API reports the stored file');
+  const bombView = await api('GET', `/v1/streams/${bombId}/slate`);
+  t.equal(bombView.body['image_url'], null, 'the refused one is removed, meta and all: the API shows no picture');
+  t.same(await service.migrateLegacy(), { converted: 0, removed: 0 }, 'a second run finds nothing to do');
 });

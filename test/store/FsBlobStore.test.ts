@@ -68,3 +68,14 @@ void t.test('list names the files directly under a folder, sorted, without temp 
   t.same(await blobs.list('clips/str_1'), ['clp_a.mp4', 'clp_b.json']);
   await t.rejects(blobs.list('../etc'), { code: 'invalid_argument' });
 });
+
+void t.test('folders names the folders directly under a folder, sorted, without files', { timeout: 10_000 }, async (t) => {
+  const blobs = makeBlobs(t);
+  t.same(await blobs.folders('slates'), [], 'a missing folder lists nothing');
+  await blobs.put('slates/str_b/image.png', Buffer.from('x'));
+  await blobs.put('slates/str_a/meta.json', Buffer.from('{}'));
+  await blobs.put('slates/str_a/deeper/x.json', Buffer.from('{}'));
+  await blobs.put('slates/loose.json', Buffer.from('{}'));
+  t.same(await blobs.folders('slates'), ['str_a', 'str_b']);
+  await t.rejects(blobs.folders('../etc'), { code: 'invalid_argument' });
+});

@@ -31,7 +31,6 @@ function startProber(t: Test, url: string): { stop(): Promise<number[]>; stopTim
     parentPort.on('message', () => { running = false; });
     const once = () => new Promise((resolve) => {
       const t0 = performance.now();
-  const attackStart = Date.now();
       const req = http.get(workerData.url, { agent, timeout: 10000 }, (res) => {
         res.resume();
         res.on('end', () => resolve(performance.now() - t0));

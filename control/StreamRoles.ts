@@ -179,7 +179,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
 
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
-    service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, ...(deps.now ? { now: deps.now } : {}) });
+    service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000, ...(deps.now ? { now: deps.now } : {}) });
     if (has('api')) {
       services.streams = service;
       services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });

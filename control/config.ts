@@ -9,6 +9,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
+import { DELETED_STATUS_TTL_MS } from '../streams/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
 export type Role = 'api' | 'media' | 'worker';
@@ -118,6 +119,13 @@ export const ConfigEnvSchema = z.object({
   RECORDING_MAX_AGE_HOURS: z.coerce.number().min(0.001).optional(),
   /** Seconds between retention sweeps of recordings (api role). */
   RECORDING_SWEEP_INTERVAL: z.coerce.number().min(0.1).max(86_400).default(60),
+  /**
+   * Seconds after DELETE that GET /v1/streams/{id}/status still answers OFFLINE with
+   * `end_reason: deleted` (every other route of the stream is 404 at once); then 404 too. Default
+   * 3600: longer than a client's poll after DELETE and the webhook retries of its `stream.ended`
+   * (about 32 min); 0 answers 404 at once. At most 30 days.
+   */
+  DELETED_STREAM_STATUS_TTL: z.coerce.number().int().min(0).max(30 * 86_400).default(DELETED_STATUS_TTL_MS / 1000),
   /**
    * UDP ports WebRTC uses, `low-high` inclusive (one per publisher or viewer session; ICE-TCP uses
    * the same numbers over TCP). Default: any free ephemeral port. Open this range in firewalls.
@@ -243,6 +251,8 @@ export interface Config {
   trustedProxies: readonly string[];
   /** Operator settings of the media node (WHEP_WAITING_*), merged over its defaults. */
   media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
+  /** Seconds a deleted stream's status still reads OFFLINE (DELETED_STREAM_STATUS_TTL). */
+  deletedStreamStatusTtlS: number;
   recording: {
     /** Operator caps over every plan's retention limits (null: the plan's). */
     maxBytes: number | null;
@@ -332,6 +342,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
       maxWaitingSlates: e.WHEP_WAITING_SLATES,
     }),
+    deletedStreamStatusTtlS: e.DELETED_STREAM_STATUS_TTL,
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({
       udpPortRange: e.WEBRTC_UDP_PORT_RANGE ?? null,

@@ -167,6 +167,11 @@ export interface StreamRecord {
   lastLiveAt: string | null;
   /** Set by DELETE; a deleted stream is never listed nor started again. */
   deleted: boolean;
+  /**
+   * When DELETE landed (absent on records deleted before it was kept: their `updatedAt` stands in).
+   * Its status reads OFFLINE for a while after (StreamService `deletedStatusTtlMs`).
+   */
+  deletedAt?: string;
 }
 
 export interface WebhookEndpointRecord {

@@ -105,7 +105,7 @@ export async function endSession(
   reason: StreamEndReason,
   endedAtMs: number,
   nowMs: number,
-  extra: Partial<Pick<StreamRecord, 'deleted'>> = {},
+  extra: Partial<Pick<StreamRecord, 'deleted' | 'deletedAt'>> = {},
 ): Promise<StreamRecord | null> {
   const startedMs = ms(stream.startedAt) ?? ms(stream.createdAt) ?? endedAtMs;
   const endedAt = new Date(Math.max(endedAtMs, startedMs)).toISOString();

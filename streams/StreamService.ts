@@ -37,6 +37,16 @@ import {
 export const UPDATE_RATE = { max: 300, windowMs: 60_000 } as const;
 
 /**
+ * How long a deleted stream's status still answers (OFFLINE, `end_reason: deleted`) before it is
+ * 404 like the stream's other routes, ms. Spec "Stream session and webhook lifecycle": DELETE ends
+ * the session with reason `deleted`, and after teardown the status endpoint reports OFFLINE; a
+ * client that deletes and then polls status, or that checks status on a `stream.ended` webhook
+ * (delivered up to 8 times over about 32 minutes), reads that answer rather than a 404 it cannot
+ * tell from a wrong id. One hour covers both; the operator setting is DELETED_STREAM_STATUS_TTL.
+ */
+export const DELETED_STATUS_TTL_MS = 3_600_000;
+
+/**
  * The rate-limited update routes, each with its own budget of UPDATE_RATE:
  * - `patch`: PATCH /v1/streams/{id} (spec: 300 requests a minute);
  * - `prompts`: POST /beta/streams/{id}/prompts (spec: not shown; the same figure).
@@ -111,6 +121,8 @@ export interface StreamServiceOptions {
   allowances?: typeof STREAMING_ALLOWANCE_SECONDS;
   /** Update rate limit per account; default UPDATE_RATE (benchmarks raise it). */
   updateRate?: { max: number; windowMs: number };
+  /** ms a deleted stream's status still reads OFFLINE; default DELETED_STATUS_TTL_MS; 0: 404 at once. */
+  deletedStatusTtlMs?: number;
   /**
    * Where an output_rtmp_url may point (the webhooks' SSRF rules). Default: public unicast only.
    * Checked here when the stream is created, and again by the media node at every connection.
@@ -134,6 +146,7 @@ export class StreamService {
   readonly #allowances: typeof STREAMING_ALLOWANCE_SECONDS;
   readonly #outbound: AddressPolicy;
   readonly #rate: { max: number; windowMs: number };
+  readonly #deletedStatusTtlMs: number;
 
   constructor(opts: StreamServiceOptions) {
     this.#store = opts.store;
@@ -145,6 +158,7 @@ export class StreamService {
     this.#now = opts.now ?? Date.now;
     this.#allowances = opts.allowances ?? STREAMING_ALLOWANCE_SECONDS;
     this.#rate = opts.updateRate ?? UPDATE_RATE;
+    this.#deletedStatusTtlMs = opts.deletedStatusTtlMs ?? DELETED_STATUS_TTL_MS;
     this.#outbound = opts.outboundPolicy ?? new AddressPolicy();
   }
 
@@ -405,9 +419,10 @@ export class StreamService {
         const status = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
         // Live right now: it was confirmed live until this moment.
         const lastLive = status?.state === 'live' ? now : (Date.parse(stream.lastLiveAt ?? stream.startedAt ?? stream.createdAt) || now);
-        if (await endSession(this.#store, stream, 'deleted', lastLive, now, { deleted: true })) break;
+        if (await endSession(this.#store, stream, 'deleted', lastLive, now, { deleted: true, deletedAt: new Date(now).toISOString() })) break;
       } else {
-        const done = await this.#store.streams.update(stream.id, { deleted: true, updatedAt: new Date(now).toISOString() }, { fromStates: [stream.state] });
+        const at = new Date(now).toISOString();
+        const done = await this.#store.streams.update(stream.id, { deleted: true, deletedAt: at, updatedAt: at }, { fromStates: [stream.state] });
         if (done) break;
       }
       const again = await this.#store.streams.get(id);
@@ -420,11 +435,25 @@ export class StreamService {
 
   // ───────────────────────────── status
 
-  async status(account: Account, id: string): Promise<StatusData> {
+  /**
+   * The status record; a deleted stream is STREAMS/NOT_FOUND (control sockets close on it). With
+   * `recentlyDeleted` (GET /v1/streams/{id}/status), a stream deleted less than `deletedStatusTtlMs`
+   * ago reads OFFLINE with `end_reason: deleted` instead (its node is not asked: it dropped the
+   * stream); later, or on another account, STREAMS/NOT_FOUND as on every other route.
+   */
+  async status(account: Account, id: string, opts: { recentlyDeleted?: boolean } = {}): Promise<StatusData> {
+    const now = this.#now();
+    const gone = opts.recentlyDeleted ? await this.#store.streams.get(id) : null;
+    if (gone?.deleted && gone.accountId === account.id) {
+      const deletedMs = Date.parse(gone.deletedAt ?? gone.updatedAt);
+      if (now - deletedMs < this.#deletedStatusTtlMs) {
+        return statusView({ stream: gone, whepUrl: this.view(gone).output_stream_url, node: null, nodeInfo: null, now });
+      }
+    }
     const stream = await this.#own(account, id);
     const node = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
     const nodeInfo = (await this.#media.nodes()).find((n) => n.id === stream.nodeId) ?? null;
-    return statusView({ stream, whepUrl: this.view(stream).output_stream_url, node, nodeInfo, now: this.#now() });
+    return statusView({ stream, whepUrl: this.view(stream).output_stream_url, node, nodeInfo, now });
   }
 
   // ───────────────────────────── for the media node

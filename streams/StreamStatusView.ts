@@ -4,7 +4,7 @@
  * timestamps) unless the node holds the stream live; the runner state from the node's live values.
  * Text from inside the server (errors, restart logs) carries no filesystem paths.
  */
-import type { StreamRecord } from '../store/index.ts';
+import type { StreamEndReason, StreamRecord } from '../store/index.ts';
 import { withoutPaths } from '../errors/index.ts';
 import { paramsHash, publicParams, type StreamParams } from './StreamParams.ts';
 import type { MediaNodeInfo, NodeStreamStatus } from './MediaNodeClient.ts';
@@ -55,9 +55,11 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
   };
   if (!live) {
     // Teardown: OFFLINE and no timestamp anywhere (spec "Stream status record").
+    const endReason: StreamEndReason | null = stream.deleted ? 'deleted' : stream.state === 'ended' ? stream.endReason : null;
     return {
       ...base,
       state: 'OFFLINE',
+      ...(endReason !== null ? { end_reason: endReason } : {}),
       // The slate outlives the publisher (decision 0011): OFFLINE, yet viewers still get a picture.
       ...(node?.output ? { output: node.output } : {}),
       inference_status: {
@@ -134,6 +136,11 @@ export interface StatusData {
   demo: boolean;
   state: RunnerState;
   last_state_update_time?: number;
+  /**
+   * Why the stream is OFFLINE when its session ended or it was deleted: the `stream.ended` reason,
+   * `deleted` once DELETE landed (even if it never started); absent otherwise (an addition to the spec).
+   */
+  end_reason?: StreamEndReason;
   /** ms per stage on the media node, p50/p95 over its recent frames (an addition to the spec). */
   stage_latency_ms?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
   /** WHEP viewers now (absent when OFFLINE; an addition to the spec). */

@@ -22,5 +22,5 @@ export { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.t
 export { CONTROL_LIMITS, StreamControl, type ControlEvent, type Tempo } from './StreamControl.ts';
 export { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';
 export { BETA_MODEL_IDS, ParamsInputSchema, StreamParamsSchema } from './StreamParams.ts';
-export { StreamService, type UpdateOutcome } from './StreamService.ts';
+export { DELETED_STATUS_TTL_MS, StreamService, type UpdateOutcome } from './StreamService.ts';
 export { runnerState, statusView, type RunnerState, type StatusData } from './StreamStatusView.ts';

@@ -71,6 +71,10 @@ const StatusDataSchema = z.object({
   pipeline: z.string(),
   state: z.enum(['OFFLINE', 'LOADING', 'ONLINE', 'DEGRADED_INPUT', 'DEGRADED_INFERENCE', 'ERROR']),
   last_state_update_time: z.number().optional().describe('ms; absent when OFFLINE'),
+  end_reason: z
+    .enum(['timeout', 'deleted', 'credits_exhausted'])
+    .optional()
+    .describe('When OFFLINE because the session ended (the stream.ended reason) or the stream was deleted (`deleted`, for DELETED_STREAM_STATUS_TTL seconds after the DELETE, then 404); absent otherwise. An addition to the spec'),
   demo: z.boolean().describe('True when the node runs demo stand-ins for the models'),
   stage_latency_ms: z
     .partialRecord(z.enum(['decode', 'process', 'encode', 'node']), z.object({ p50: z.number(), p95: z.number() }))
@@ -299,7 +303,7 @@ export function streamRoutes(_config: Readonly<Config>, ctx: AppContext & { cont
       '/v1/streams/:id/status',
       { schema: { tags, summary: 'Live status of the stream pipeline (OFFLINE after teardown)', params: IdParams, response: { 200: StatusSchema, ...errors } } },
       async (req) => {
-        const data = await service.status(acc(req), req.params.id);
+        const data = await service.status(acc(req), req.params.id, { recentlyDeleted: true });
         const scheduled = ctx.control?.scheduled(req.params.id) ?? [];
         return { success: true as const, error: null, data: scheduled.length > 0 ? { ...data, scheduled_updates: scheduled } : data };
       },

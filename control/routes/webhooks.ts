@@ -36,7 +36,7 @@ const DeliverySchema = z
     event_type: z.string(),
     stream_id: z.string().nullable(),
     status: z.enum(['pending', 'succeeded', 'failed']),
-    attempts: z.number().int(),
+    attempts: z.number().int().describe('Sends so far, the first included: at most 8, then the delivery is failed'),
     response_status: z.number().int().nullable(),
     response_body: z.string().nullable(),
     error: z.string().nullable(),
@@ -44,7 +44,7 @@ const DeliverySchema = z
     created_at: z.string(),
     updated_at: z.string(),
     last_attempt_at: z.string().nullable(),
-    next_attempt_at: z.string().nullable(),
+    next_attempt_at: z.string().nullable().describe('When the next send is due while pending; null once succeeded or failed'),
   })
   .meta({ id: 'WebhookDelivery' });
 

@@ -70,6 +70,15 @@ t.test('WHEP_WAITING_*: the media defaults unless set, 0 slates allowed, nonsens
   }
 });
 
+t.test('DELETED_STREAM_STATUS_TTL: 3600 s unless set, 0 allowed, nonsense named', async (t) => {
+  t.equal(loadConfig({}).deletedStreamStatusTtlS, 3600);
+  t.equal(loadConfig({ DELETED_STREAM_STATUS_TTL: '0' }).deletedStreamStatusTtlS, 0);
+  t.equal(loadConfig({}, { DELETED_STREAM_STATUS_TTL: 60 }).deletedStreamStatusTtlS, 60, 'the --deleted-stream-status-ttl flag');
+  for (const bad of ['-1', 'soon', '1.5', String(31 * 86_400)]) {
+    t.throws(() => loadConfig({ DELETED_STREAM_STATUS_TTL: bad }), { name: 'ConfigError', variable: 'DELETED_STREAM_STATUS_TTL' }, `${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('flags override the environment', async (t) => {
   const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
   t.equal(c.port, 9100);

@@ -272,6 +272,19 @@ t.test('tempo_from_song takes the tempo of one of our songs; changes then wait f
 
 const closeCode = (c: ControlClient) => new Promise<number>((resolve) => c.ws.once('close', (code) => resolve(code)));
 
+t.test('DELETE of the stream closes its control sockets with 4404, though its HTTP status still reads OFFLINE', { timeout: 60_000 }, async (t) => {
+  const { a, h, id, url } = await setup(t);
+  const c = await open(t, url, h);
+  const closed = closeCode(c);
+  await c.next((m) => m.type === 'hello');
+  t.equal((await a.app.inject({ method: 'DELETE', url: `/v1/streams/${id}`, headers: h })).statusCode, 200);
+  t.equal(await closed, 4404, 'closed: the stream was deleted');
+  t.equal(c.all.find((m) => m.type === 'error')?.error.code, 'STREAMS/NOT_FOUND', 'an error says why first');
+  const status = await a.app.inject({ method: 'GET', url: `/v1/streams/${id}/status`, headers: h });
+  t.match(status.json(), { success: true, data: { state: 'OFFLINE', end_reason: 'deleted' } });
+});
+
+
 t.test('a socket opened with a control token takes no update after the token expires: error AUTH/UNAUTHORIZED, then close 4401 at the expiry', { timeout: 60_000 }, async (t) => {
   const { a, h, id, url } = await setup(t);
   // The account id, from a real token's claims; then a token of 1.5 s made with the server's own secret.

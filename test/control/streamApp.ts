@@ -8,7 +8,7 @@ import type { Test } from 'tap';
 import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode, registerMediaRoutes } from '../../media/index.ts';
-import type { ConfigEnv } from '../../control/config.ts';
+import type { Config, ConfigEnv } from '../../control/config.ts';
 import type { Store } from '../../store/index.ts';
 import { makeApp, type TestApp } from '../helpers/app.ts';
 import { songServices } from '../helpers/songs.ts';
@@ -43,7 +43,7 @@ export async function makeStreamApp(
   const base = await makeApp(t, {
     env: { PUBLIC_URL, ...opts.env },
     ...(opts.now ? { now: opts.now } : {}),
-    services: ({ store }: { store: Store }) => {
+    services: ({ store, config }: { store: Store; config: Readonly<Config> }) => {
       const logger = pino({ level: 'silent' });
       node = new MediaNode({
         publicUrl: PUBLIC_URL,
@@ -59,7 +59,15 @@ export async function makeStreamApp(
         demo: true,
         logger,
       });
-      service = new StreamService({ store, media, publicUrl: PUBLIC_URL, logger, outboundPolicy: new AddressPolicy({ resolve: fakeDns }), ...(opts.now ? { now: opts.now } : {}) });
+      service = new StreamService({
+        store,
+        media,
+        publicUrl: PUBLIC_URL,
+        logger,
+        outboundPolicy: new AddressPolicy({ resolve: fakeDns }),
+        deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000,
+        ...(opts.now ? { now: opts.now } : {}),
+      });
       const n = node;
       return { streams: service, mediaRoutes: async (app) => registerMediaRoutes(app, n), ...(opts.songs ? songServices({ store }) : {}) };
     },

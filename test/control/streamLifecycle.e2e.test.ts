@@ -141,5 +141,7 @@ t.test('create → WHIP publish → stream.started → hot and reload PATCH → 
   const gone = await delivered(4);
   t.match(gone, { type: 'stream.ended', data: { reason: 'deleted', started_at: restarted.data.started_at } });
   t.equal(roles.node!.status(s.id), null, 'the node dropped the stream');
+  t.match(await statusOf(), { state: 'OFFLINE', end_reason: 'deleted' }, 'status after DELETE reads OFFLINE, reason deleted');
+  t.equal((await api('GET', `/v1/streams/${s.id}`)).status, 404, 'the stream itself is gone');
   t.equal(receiver.requests.length, 4, 'exactly four deliveries');
 });

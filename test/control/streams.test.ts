@@ -456,6 +456,74 @@ t.test('DELETE /v1/streams?id= and DELETE /v1/streams/{id} answer { success, dat
   t.equal(ingest, null, 'a deleted stream cannot be published to');
 });
 
+t.test('after DELETE, GET /v1/streams/{id}/status reads OFFLINE with end_reason deleted for DELETED_STREAM_STATUS_TTL, then 404; the other routes are 404 at once', { timeout: 30_000 }, async (t) => {
+  let nowMs = Date.now();
+  const a = await makeStreamApp(t, { now: () => nowMs, env: { DELETED_STREAM_STATUS_TTL: '600' } });
+  const h = await a.auth();
+  const stranger = await a.auth();
+  const s = (await create(a, h, { params: { prompt: 'a cat' } })).body;
+  // A stream whose session was live (started) and one that never started: both end as deleted.
+  const started = (await create(a, h, {})).body;
+  await a.store.streams.update(started.id, { state: 'started', startedAt: new Date(nowMs - 60_000).toISOString(), lastLiveAt: new Date(nowMs).toISOString() });
+  for (const id of [s.id, started.id]) {
+    const del = await a.app.inject({ method: 'DELETE', url: `/v1/streams/${id}`, headers: h });
+    t.equal(del.statusCode, 200);
+  }
+  t.equal((await a.store.streams.get(started.id))?.endReason, 'deleted', 'the live session ended with reason deleted');
+
+  const status = async (id: string, headers = h) => a.app.inject({ method: 'GET', url: `/v1/streams/${id}/status`, headers });
+  for (const id of [s.id, started.id]) {
+    const res = await status(id);
+    t.equal(res.statusCode, 200, 'status right after DELETE answers');
+    const body = res.json();
+    t.equal(body.success, true);
+    t.equal(body.error, null);
+    t.match(body.data, { stream_id: id, state: 'OFFLINE', end_reason: 'deleted', type: 'status' });
+    t.notOk('last_state_update_time' in body.data, 'no state timestamp when OFFLINE');
+    t.notOk('viewers' in body.data, 'no live values');
+    t.match(body.data.inference_status, { input_fps: 0, output_fps: 0, stream_id: id });
+  }
+  const res = (await status(s.id)).json().data;
+  t.same(res.inference_status.last_params, s.params, 'the params it had');
+  t.equal(res.gateway_status.whep_url, s.output_stream_url);
+
+  const s404 = await status(s.id, stranger);
+  t.equal(s404.statusCode, 404, "another account's deleted stream stays unknown");
+  t.equal(s404.json().code, 'STREAMS/NOT_FOUND');
+  const others: [string, string, Json?][] = [
+    ['GET', `/v1/streams/${s.id}`],
+    ['PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'x' } }],
+    ['POST', `/beta/streams/${s.id}/prompts`, { pipeline: 'live-video-to-video', model_id: 'streamdiffusion', params: { prompt: 'x' } }],
+    ['DELETE', `/v1/streams/${s.id}`],
+    ['DELETE', `/v1/streams?id=${s.id}`],
+  ];
+  for (const [method, url, payload] of others) {
+    const r = await a.app.inject({ method: method as 'GET', url, headers: h, ...(payload ? { payload } : {}) });
+    t.equal(r.statusCode, 404, `${method} ${url.replace(s.id, '{id}')} of a deleted stream`);
+    t.equal(r.json().code, 'STREAMS/NOT_FOUND');
+  }
+
+  nowMs += 599_000;
+  t.equal((await status(s.id)).json().data?.state, 'OFFLINE', 'still OFFLINE 599 s after DELETE');
+  nowMs += 1_000;
+  const late = await status(s.id);
+  t.equal(late.statusCode, 404, '404 once DELETED_STREAM_STATUS_TTL (600 s) has passed');
+  t.match(late.json(), { success: false, code: 'STREAMS/NOT_FOUND', details: { id: s.id } });
+});
+
+t.test('DELETED_STREAM_STATUS_TTL=0 makes status 404 at once after DELETE; a stream that ended by timeout reads OFFLINE with its reason', { timeout: 30_000 }, async (t) => {
+  const a = await makeStreamApp(t, { env: { DELETED_STREAM_STATUS_TTL: '0' } });
+  const h = await a.auth();
+  const s = (await create(a, h, {})).body;
+  const ended = (await create(a, h, {})).body;
+  await a.store.streams.update(ended.id, { state: 'ended', endReason: 'timeout', endedAt: new Date().toISOString() });
+  t.match((await a.app.inject({ method: 'GET', url: `/v1/streams/${ended.id}/status`, headers: h })).json().data, { state: 'OFFLINE', end_reason: 'timeout' });
+  const fresh = (await a.app.inject({ method: 'GET', url: `/v1/streams/${s.id}/status`, headers: h })).json().data;
+  t.notOk('end_reason' in fresh, 'a stream that never ended has no end_reason');
+  t.equal((await a.app.inject({ method: 'DELETE', url: `/v1/streams/${s.id}`, headers: h })).statusCode, 200);
+  t.equal((await a.app.inject({ method: 'GET', url: `/v1/streams/${s.id}/status`, headers: h })).statusCode, 404);
+});
+
 t.test('GET /v1/streams lists newest first, paginated with next_cursor', { timeout: 30_000 }, async (t) => {
   const a = await makeStreamApp(t);
   const h = await a.auth();

@@ -27,13 +27,13 @@ export interface TestApp {
 
 export async function makeApp(
   t: Test,
-  opts: { env?: Partial<ConfigEnv>; now?: () => number; logger?: Logger; services?: (base: { store: Store; dataDir: string }) => Promise<Partial<AppContext>> | Partial<AppContext> } = {},
+  opts: { env?: Partial<ConfigEnv>; now?: () => number; logger?: Logger; services?: (base: { store: Store; dataDir: string; config: Readonly<Config> }) => Promise<Partial<AppContext>> | Partial<AppContext> } = {},
 ): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-app-'));
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0, ...opts.env });
   const store = await createStore({ dataDir, ...(opts.now ? { now: opts.now } : {}) });
   const logger = opts.logger ?? pino({ level: 'silent' });
-  const extra = opts.services ? await opts.services({ store, dataDir }) : {};
+  const extra = opts.services ? await opts.services({ store, dataDir, config }) : {};
   const ctx: AppContext = {
     store,
     logger,

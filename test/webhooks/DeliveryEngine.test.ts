@@ -109,15 +109,17 @@ void t.test('an event reaches every active subscribed endpoint once, signed so s
   t.equal(receiver.requests.length, 2);
 });
 
-void t.test('a failing endpoint is retried 15s, 30s … 32m apart with one event id, then fails after 9 sends', { timeout: 30_000 }, async (t) => {
+void t.test('a receiver that always fails gets exactly 8 sends, 15s … 16m apart, one event id, then the delivery is failed', { timeout: 30_000 }, async (t) => {
   const { clock, store, receiver, service } = await setup(t);
   receiver.reply = () => ({ status: 503, body: 'down' });
   const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
   const event = await emit(store, clock);
+  // Spec "Limits": delivery attempts 8; "All 8 attempts used → failed". The 7 gaps between the
+  // 8 sends are the spec's first 7 spacings.
+  const gaps = [15e3, 30e3, 60e3, 120e3, 240e3, 480e3, 960e3];
   await receiver.waitForCount(1);
   let rec = await settled(store, e, event.id, 1);
-  for (let i = 0; i < RETRY_DELAYS_MS.length; i++) {
-    const delay = RETRY_DELAYS_MS[i] as number;
+  for (const [i, delay] of gaps.entries()) {
     t.equal(rec.status, 'pending');
     t.equal(rec.responseStatus, 503);
     t.equal(rec.error, 'http_status: 503');
@@ -128,25 +130,50 @@ void t.test('a failing endpoint is retried 15s, 30s … 32m apart with one event
     await receiver.waitForCount(i + 2);
     rec = await settled(store, e, event.id, i + 2);
   }
-  t.equal(rec.status, 'failed');
-  t.equal(rec.attempts, 9);
+  t.equal(rec.status, 'failed', 'the 8th failed send ends the delivery');
+  t.equal(rec.attempts, 8);
   t.equal(rec.nextAttemptAt, null);
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 }, 'job gone');
+  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 }, 'job gone: nothing left to send');
+  // Well past where a 9th send would have been due (32 min more): still nothing queued, 8 sent.
+  clock.advance(2 * 3_600_000);
+  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+  t.equal(receiver.requests.length, 8, 'exactly 8 requests reached the receiver');
+  // The API's delivery view says the same.
+  const view = (await service.deliveries('acc_1', e.id)).items.find((d) => d.event_id === event.id);
+  t.match(view, { status: 'failed', attempts: 8, next_attempt_at: null, response_status: 503, error: 'http_status: 503' });
   const ts = receiver.requests.map((r) => Number(r.headers['reverie-webhook-timestamp']));
   t.same(
     ts.slice(1).map((x, i) => (x - (ts[i] as number)) * 1000),
-    RETRY_DELAYS_MS,
+    gaps,
     'gaps between sends follow the schedule',
   );
+  t.same(RETRY_DELAYS_MS, gaps, 'the exported schedule is the one sent');
   t.same(new Set(receiver.requests.map((r) => r.headers['reverie-webhook-id'])), new Set([event.id]), 'one event id');
   for (const r of receiver.requests) {
     const sentAt = new ManualClock(Number(r.headers['reverie-webhook-timestamp']) * 1000);
     t.ok(verify(r.body, r.headers['reverie-webhook-signature'], e.secret, sentAt), 'each retry re-signed at send time');
   }
-  // A receiver checking the first signature an hour later rejects it: a fresh t per attempt matters.
+  // A receiver checking the first signature half an hour later rejects it: a fresh t per attempt matters.
   const first = receiver.requests[0];
   t.throws(() => verify(first?.body ?? '', first?.headers['reverie-webhook-signature'], e.secret, clock), /tolerance/);
   t.equal((await service.get('acc_1', e.id)).consecutive_failures, 1, 'the delivery counts once, not per attempt');
+});
+
+void t.test('a longer injected schedule still stops at 8 sends', { timeout: 20_000 }, async (t) => {
+  const { clock, store, receiver, service } = await setup(t, { retryDelaysMs: [10, 10, 10, 10, 10, 10, 10, 10, 10, 10] });
+  receiver.reply = () => ({ status: 500 });
+  const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
+  const event = await emit(store, clock);
+  let rec = await settled(store, e, event.id, 1);
+  for (let sends = 2; sends <= 8; sends++) {
+    clock.advance(10);
+    rec = await settled(store, e, event.id, sends);
+  }
+  t.equal(rec.status, 'failed');
+  t.equal(rec.attempts, 8);
+  t.equal(rec.nextAttemptAt, null);
+  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+  t.equal(receiver.requests.length, 8);
 });
 
 void t.test('jittered retries stay within ±10% of the schedule', { timeout: 20_000 }, async (t) => {

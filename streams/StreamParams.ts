@@ -12,7 +12,8 @@ import { z } from 'zod';
 import {
   CONTROLNET_IDS,
   IP_ADAPTER_WEIGHT_TYPES,
-  API_CONTROLNET_PREPROCESSORS,
+  CONTROLNET_PREPROCESSORS,
+  preprocessorRefusal,
   MODEL_IDS,
   stableJson,
   type ModelFamily,
@@ -74,8 +75,11 @@ export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
 };
 
 
-/** ControlNet preprocessor names the API accepts (the params module's list). */
-export const CONTROLNET_PREPROCESSORS = API_CONTROLNET_PREPROCESSORS;
+/**
+ * ControlNet preprocessor names the API accepts: exactly those the engine runs and capabilities
+ * advertise (native's one list); any other is a 400 naming the field and saying why.
+ */
+const Preprocessor = z.enum(CONTROLNET_PREPROCESSORS, { error: (iss) => preprocessorRefusal(String(iss.input)) });
 
 
 
@@ -146,7 +150,7 @@ const ControlNetSchema = z
   .object({
     model_id: z.enum(CONTROLNET_IDS),
     conditioning_scale: EngineFloat.optional().describe(`Typical 0.0–1.0; 0 disables. Default 1.0. ${BOUND_REASONS.float32}`),
-    preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
+    preprocessor: Preprocessor.optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
     preprocessor_params: FreeParams.optional().describe(
       'Settings of the preprocessor, checked by its own schema (depth_tensorrt: detect_resolution; pose_tensorrt: detect_resolution, threshold; soft_edge: detect_resolution, safe; canny: low_threshold, high_threshold). Hot',

@@ -140,7 +140,7 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['lora_dict', { lora_dict: { 'some/lora': 0.8 } }, true],
   ['lora_dict with a string weight', { lora_dict: { my_lora: 'high' } }, false, 'params.lora_dict.my_lora', 'REQUEST/INVALID'],
   ['ControlNet compatible with sd-turbo', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', conditioning_scale: 0.7 }] }, true],
-  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
+  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'REQUEST/INVALID'],
   ['pose_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt', preprocessor_params: { threshold: 0.3 } }] }, true],
   ['depth_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 392 } }] }, true],
   ['soft_edge preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { safe: true } }] }, true],

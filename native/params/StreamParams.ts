@@ -202,6 +202,20 @@ export const CONTROLNET_DEFAULTS = Object.freeze({
   control_guidance_end: 1.0,
 });
 
+/**
+ * Integer params the spec bounds only by ±(2^53 − 1) but the engine can run only within a narrower
+ * range, [min, max] inclusive. The API accepts the spec's range and mergeParams clamps into these,
+ * so what is stored, echoed and run is the clamped value (docs/api.md "Clamped params").
+ * - num_inference_steps 1–1000: the LCM grid picks that many distinct timesteps out of the 1000
+ *   the models were trained on (LcmScheduler); fewer than 1 is no grid.
+ * - similar_image_filter_max_skip_frame ≥ 0: a count of frames; below 0 means the same as 0
+ *   (the filter never skips).
+ */
+export const ENGINE_CLAMPS = Object.freeze({
+  num_inference_steps: [1, 1000],
+  similar_image_filter_max_skip_frame: [0, Number.MAX_SAFE_INTEGER],
+} as const satisfies Partial<Record<keyof StreamParams, readonly [number, number]>>);
+
 function fillBlock(block: ProcessingBlockPatch | null | undefined): ProcessingBlock | null {
   if (!block) return null;
   return {
@@ -239,6 +253,9 @@ export function mergeParams<M extends string = string>(base: StreamParams<M> | n
   }));
   for (const k of ['image_preprocessing', 'image_postprocessing', 'latent_preprocessing', 'latent_postprocessing'] as const) {
     out[k] = fillBlock(out[k]);
+  }
+  for (const [key, [lo, hi]] of Object.entries(ENGINE_CLAMPS) as [keyof typeof ENGINE_CLAMPS, readonly [number, number]][]) {
+    if (typeof out[key] === 'number') out[key] = Math.min(hi, Math.max(lo, out[key]));
   }
   return out;
 }

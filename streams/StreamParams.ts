@@ -12,7 +12,8 @@ import { z } from 'zod';
 import {
   CONTROLNET_IDS,
   IP_ADAPTER_WEIGHT_TYPES,
-  API_CONTROLNET_PREPROCESSORS,
+  CONTROLNET_PREPROCESSORS,
+  preprocessorRefusal,
   MODEL_IDS,
   stableJson,
   type ModelFamily,
@@ -54,7 +55,8 @@ export const FLOAT32_MAX = 3.4028234663852886e38;
 /** Why the remaining bounds exist (shown in the OpenAPI schema and docs/api.md). */
 export const BOUND_REASONS = {
   float32: 'Any number the engine can hold in a float32 tensor (|x| ≤ 3.4e38); no other bound',
-  steps: '1 to 1000: the LCM grid picks this many distinct timesteps out of the 1000 the models were trained on',
+  steps: 'Any integer within ±9007199254740991 (the spec bound); the engine runs it clamped to 1–1000, the 1000 timesteps the models were trained on, and the clamped value is what is stored and shown',
+  maxSkip: 'Any integer within ±9007199254740991 (the spec bound); below 0 is clamped to 0 (the filter never skips), the value stored and shown',
   weight: '≥ 0: blend weights are normalised by their sum, which negative weights can bring to zero',
 } as const;
 const EngineFloat = Finite.min(-FLOAT32_MAX).max(FLOAT32_MAX);
@@ -74,8 +76,11 @@ export const LEGACY_PIPELINE_IDS: Readonly<Record<string, ModelId>> = {
 };
 
 
-/** ControlNet preprocessor names the API accepts (the params module's list). */
-export const CONTROLNET_PREPROCESSORS = API_CONTROLNET_PREPROCESSORS;
+/**
+ * ControlNet preprocessor names the API accepts: exactly those the engine runs and capabilities
+ * advertise (native's one list); any other is a 400 naming the field and saying why.
+ */
+const Preprocessor = z.enum(CONTROLNET_PREPROCESSORS, { error: (iss) => preprocessorRefusal(String(iss.input)) });
 
 
 
@@ -146,7 +151,7 @@ const ControlNetSchema = z
   .object({
     model_id: z.enum(CONTROLNET_IDS),
     conditioning_scale: EngineFloat.optional().describe(`Typical 0.0–1.0; 0 disables. Default 1.0. ${BOUND_REASONS.float32}`),
-    preprocessor: z.enum(CONTROLNET_PREPROCESSORS).optional().describe('Default passthrough (no preprocessing)'),
+    preprocessor: Preprocessor.optional().describe('Default passthrough (no preprocessing)'),
     enabled: z.boolean().optional(),
     preprocessor_params: FreeParams.optional().describe(
       'Settings of the preprocessor, checked by its own schema (depth_tensorrt: detect_resolution; pose_tensorrt: detect_resolution, threshold; soft_edge: detect_resolution, safe; canny: low_threshold, high_threshold). Hot',
@@ -181,7 +186,7 @@ export const ParamsInputSchema = z
     negative_prompt: z.string().max(TEXT_MAX).optional(),
     guidance_scale: EngineFloat.optional().describe(`Default 1.0; CFG runs above 1. ${BOUND_REASONS.float32}`),
     delta: EngineFloat.optional().describe(`Default 0.7. ${BOUND_REASONS.float32}`),
-    num_inference_steps: z.number().int().min(1).max(1000).optional().describe(`Default 50. ${BOUND_REASONS.steps}`),
+    num_inference_steps: SafeInt.optional().describe(`Default 50. ${BOUND_REASONS.steps}`),
     t_index_list: TIndexList.optional(),
     use_safety_checker: z.boolean().optional(),
     safety_checker_threshold: EngineFloat.optional().describe(`Default 0.5; frames scoring above it are blanked. ${BOUND_REASONS.float32}`),
@@ -197,7 +202,7 @@ export const ParamsInputSchema = z
     seed_interpolation_method: z.enum(['linear', 'slerp']).optional(),
     enable_similar_image_filter: z.boolean().optional(),
     similar_image_filter_threshold: EngineFloat.optional().describe(`Default 0.98; 1 or more never skips. ${BOUND_REASONS.float32}`),
-    similar_image_filter_max_skip_frame: z.number().int().min(0).max(MAX_INT).optional(),
+    similar_image_filter_max_skip_frame: SafeInt.optional().describe(`Default 10. ${BOUND_REASONS.maxSkip}`),
     skip_diffusion: z.boolean().optional(),
     image_preprocessing: ProcessingBlockSchema.nullable().optional(),
     image_postprocessing: ProcessingBlockSchema.nullable().optional(),

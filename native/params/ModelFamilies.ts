@@ -87,14 +87,6 @@ export const IP_ADAPTER_FAMILIES: ReadonlySet<ModelFamily> = new Set<ModelFamily
 /** Every ControlNet id the API knows (all families). */
 export const CONTROLNET_IDS = [...CONTROLNETS_BY_FAMILY.sd21, ...CONTROLNETS_BY_FAMILY.sd15, ...CONTROLNETS_BY_FAMILY.sdxl] as [string, ...string[]];
 
-/**
- * Preprocessors a ControlNet entry may name that this engine implements; any other name is
- * refused with UnsupportedProcessorError. The first five are image processors; `depth_tensorrt`,
- * `pose_tensorrt` and `soft_edge` run an ONNX model (native/preprocessors/, a real export or a
- * labelled demo).
- */
-export const CONTROLNET_PREPROCESSORS: readonly string[] = Object.freeze(['passthrough', 'canny', 'feedback', 'blur', 'sharpen', 'depth_tensorrt', 'pose_tensorrt', 'soft_edge']);
-
 /** The family of a base model id; null for ids outside Daydream's four (custom/demo models). */
 export function familyOf(modelId: string): ModelFamily | null {
   return MODEL_FAMILY[modelId] ?? null;

@@ -12,8 +12,9 @@ import { InvalidParamsError, type NativeError, UnsupportedProcessorError } from 
 import type { Acceleration } from '../ModelSessions.ts';
 import { createProcessorChain, IMAGE_PROCESSOR_TYPES, LATENT_PROCESSOR_TYPES } from '../processors/ProcessorChain.ts';
 import { MAX_FRAME_SIDE } from '../processors/Upscale.ts';
-import { parsePreprocessorParams, PREPROCESSOR_PARAMS } from '../preprocessors/ModelPreprocessor.ts';
-import { CONTROLNET_PREPROCESSORS, controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter, type ModelId } from './ModelFamilies.ts';
+import { CONTROLNET_PREPROCESSORS, DAYDREAM_IMAGE_PROCESSOR_NAMES, isControlNetPreprocessor, isModelPreprocessor, preprocessorRefusal } from '../preprocessors/ControlNetPreprocessors.ts';
+import { parsePreprocessorParams } from '../preprocessors/ModelPreprocessor.ts';
+import { controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter, type ModelId } from './ModelFamilies.ts';
 
 /** How weighted prompts and seeds are blended. */
 export type InterpolationMethod = 'linear' | 'slerp';
@@ -201,6 +202,20 @@ export const CONTROLNET_DEFAULTS = Object.freeze({
   control_guidance_end: 1.0,
 });
 
+/**
+ * Integer params the spec bounds only by ±(2^53 − 1) but the engine can run only within a narrower
+ * range, [min, max] inclusive. The API accepts the spec's range and mergeParams clamps into these,
+ * so what is stored, echoed and run is the clamped value (docs/api.md "Clamped params").
+ * - num_inference_steps 1–1000: the LCM grid picks that many distinct timesteps out of the 1000
+ *   the models were trained on (LcmScheduler); fewer than 1 is no grid.
+ * - similar_image_filter_max_skip_frame ≥ 0: a count of frames; below 0 means the same as 0
+ *   (the filter never skips).
+ */
+export const ENGINE_CLAMPS = Object.freeze({
+  num_inference_steps: [1, 1000],
+  similar_image_filter_max_skip_frame: [0, Number.MAX_SAFE_INTEGER],
+} as const satisfies Partial<Record<keyof StreamParams, readonly [number, number]>>);
+
 function fillBlock(block: ProcessingBlockPatch | null | undefined): ProcessingBlock | null {
   if (!block) return null;
   return {
@@ -238,6 +253,9 @@ export function mergeParams<M extends string = string>(base: StreamParams<M> | n
   }));
   for (const k of ['image_preprocessing', 'image_postprocessing', 'latent_preprocessing', 'latent_postprocessing'] as const) {
     out[k] = fillBlock(out[k]);
+  }
+  for (const [key, [lo, hi]] of Object.entries(ENGINE_CLAMPS) as [keyof typeof ENGINE_CLAMPS, readonly [number, number]][]) {
+    if (typeof out[key] === 'number') out[key] = Math.min(hi, Math.max(lo, out[key]));
   }
   return out;
 }
@@ -323,15 +341,12 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
       if (!(c[k] >= 0 && c[k] <= 1)) at(`controlnets[${i}].${k}`, 'must be in [0, 1]');
     }
     if (c.control_guidance_start > c.control_guidance_end) at(`controlnets[${i}].control_guidance_start`, 'must not be after control_guidance_end');
-    if (!c.enabled) return;
-    if (!CONTROLNET_PREPROCESSORS.includes(c.preprocessor)) {
-      at(
-        `controlnets[${i}].preprocessor`,
-        `${c.preprocessor} is not supported by this runtime yet (supported: ${CONTROLNET_PREPROCESSORS.join(', ')})`,
-        new UnsupportedProcessorError(c.preprocessor, 'image', CONTROLNET_PREPROCESSORS),
-      );
+    // Checked on disabled entries too: what is accepted is exactly what capabilities advertise.
+    if (!isControlNetPreprocessor(c.preprocessor)) {
+      at(`controlnets[${i}].preprocessor`, preprocessorRefusal(c.preprocessor), new UnsupportedProcessorError(c.preprocessor, 'image', CONTROLNET_PREPROCESSORS));
       return;
     }
+    if (!c.enabled) return;
     try {
       checkControlNetPreprocessor(c);
     } catch (err) {
@@ -392,32 +407,8 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
   return issues;
 }
 
-/**
- * ControlNet preprocessor names the API accepts (Daydream's ImageProcessorName minus the
- * output-resizing post-processors realesrgan_trt/upscale/sharpen, which make no sense before a
- * ControlNet). Those this runtime lacks are refused by name ("not supported yet").
- */
-export const API_CONTROLNET_PREPROCESSORS = [
-  'passthrough',
-  'blur',
-  'canny',
-  'depth',
-  'depth_tensorrt',
-  'external',
-  'feedback',
-  'hed',
-  'lineart',
-  'mediapipe_pose',
-  'mediapipe_segmentation',
-  'openpose',
-  'pose_tensorrt',
-  'soft_edge',
-  'standard_lineart',
-  'temporal_net_tensorrt',
-] as const;
-
-/** Daydream's ImageProcessorName: image processor names the API knows of (refused by name when this runtime lacks them). */
-const DAYDREAM_IMAGE_PROCESSORS: ReadonlySet<string> = new Set([...API_CONTROLNET_PREPROCESSORS, 'realesrgan_trt', 'sharpen', 'upscale']);
+/** Daydream's image processor names (refused by name when this runtime lacks them). */
+const DAYDREAM_IMAGE_PROCESSORS: ReadonlySet<string> = new Set(DAYDREAM_IMAGE_PROCESSOR_NAMES);
 
 /** Throws the first issue of checkParams: the engine's form (typed NativeError). Returns `p`. */
 export function assertParams(p: StreamParams): StreamParams {
@@ -433,7 +424,7 @@ export function assertParams(p: StreamParams): StreamParams {
  */
 export function checkControlNetPreprocessor(cfg: { preprocessor?: string | undefined; preprocessor_params?: Record<string, unknown> | undefined }): void {
   const p = cfg.preprocessor ?? 'passthrough';
-  if (!CONTROLNET_PREPROCESSORS.includes(p)) throw new UnsupportedProcessorError(p, 'image', CONTROLNET_PREPROCESSORS);
-  if (p in PREPROCESSOR_PARAMS) parsePreprocessorParams(p as keyof typeof PREPROCESSOR_PARAMS, cfg.preprocessor_params ?? {});
+  if (!isControlNetPreprocessor(p)) throw new UnsupportedProcessorError(p, 'image', CONTROLNET_PREPROCESSORS);
+  if (isModelPreprocessor(p)) parsePreprocessorParams(p, cfg.preprocessor_params ?? {});
   else createProcessorChain({ processors: [{ type: p, params: cfg.preprocessor_params ?? {} }] }, 'image');
 }

@@ -28,7 +28,6 @@ export {
   checkParams,
   assertParams,
   checkControlNetPreprocessor,
-  API_CONTROLNET_PREPROCESSORS,
   outputScale,
 } from './StreamParams.ts';
 export { HOT_KEYS, planUpdate, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';
@@ -44,7 +43,6 @@ export {
   CONTROLNET_IDS,
   MAX_ENABLED_CONTROLNETS,
   IP_ADAPTER_FAMILIES,
-  CONTROLNET_PREPROCESSORS,
   REFUSED_CONTROLNETS,
   familyOf,
   controlNetsFor,
@@ -54,3 +52,11 @@ export {
 export { MAX_FRAME_SIDE } from '../processors/Upscale.ts';
 export { IMAGE_PROCESSOR_TYPES, LATENT_PROCESSOR_TYPES, processorParamSchemas } from '../processors/ProcessorChain.ts';
 export { PREPROCESSOR_PARAMS } from '../preprocessors/ModelPreprocessor.ts';
+export {
+  CONTROLNET_PREPROCESSORS,
+  IMAGE_CONTROLNET_PREPROCESSORS,
+  MODEL_PREPROCESSOR_NAMES,
+  isControlNetPreprocessor,
+  preprocessorRefusal,
+  type ControlNetPreprocessorName,
+} from '../preprocessors/ControlNetPreprocessors.ts';

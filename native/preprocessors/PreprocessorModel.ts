@@ -12,6 +12,10 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { InferenceError, ModelLoadError } from '../errors.ts';
 import type { ProviderName } from '../ModelSessions.ts';
+import { isModelPreprocessor, MODEL_PREPROCESSOR_NAMES, type ModelPreprocessorName } from './ControlNetPreprocessors.ts';
+
+// The names live in the one preprocessor list; re-exported for the folder's model-side users.
+export { MODEL_PREPROCESSOR_NAMES, isModelPreprocessor, type ModelPreprocessorName };
 
 /**
  * - `depth_tensorrt`: Depth Anything V2 small (transformers ONNX export): `pixel_values`
@@ -23,7 +27,6 @@ import type { ProviderName } from '../ModelSessions.ts';
  * - `soft_edge`: HED (controlnet_aux's ControlNetHED_Apache2 with the five side outputs fused and a
  *   sigmoid applied): `image` [B,3,H,W] RGB in [0,255] → `edges` [B,1,H,W] in [0,1].
  */
-export type ModelPreprocessorName = 'depth_tensorrt' | 'pose_tensorrt' | 'soft_edge';
 
 export interface PreprocessorContract {
   /** Folder under `<modelsDir>/preprocessors/`. */
@@ -44,11 +47,6 @@ export const PREPROCESSOR_CONTRACTS: Readonly<Record<ModelPreprocessorName, Prep
   soft_edge: { folder: 'hed', input: 'image', outputs: { edges: 4 }, multiple: 8, providers: ['cuda', 'cpu'] },
 });
 
-export const MODEL_PREPROCESSOR_NAMES = Object.keys(PREPROCESSOR_CONTRACTS) as ModelPreprocessorName[];
-
-export function isModelPreprocessor(name: string): name is ModelPreprocessorName {
-  return name in PREPROCESSOR_CONTRACTS;
-}
 
 export function preprocessorDir(modelsDir: string, name: ModelPreprocessorName): string {
   return join(modelsDir, 'preprocessors', PREPROCESSOR_CONTRACTS[name].folder);

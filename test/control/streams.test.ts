@@ -115,7 +115,10 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['t_index_list negative', { t_index_list: [-1] }, false, 'params.t_index_list[0]', 'REQUEST/INVALID'],
   ['t_index_list above num_inference_steps', { t_index_list: [20], num_inference_steps: 10 }, false, 'params.t_index_list[0]', 'STREAMS/INVALID_PARAMS'],
   ['t_index_list equal to num_inference_steps', { t_index_list: [10], num_inference_steps: 10 }, true],
-  ['num_inference_steps 0', { num_inference_steps: 0 }, false, 'params.num_inference_steps', 'REQUEST/INVALID'],
+  // The spec bounds num_inference_steps by ±(2^53 − 1) only: 0 is accepted (run as 1), but the
+  // default t_index_list [12, 20, 32] is above it, which the spec's own t_index rule refuses.
+  ['num_inference_steps 0 with the default t_index_list', { num_inference_steps: 0 }, false, 'params.t_index_list[0]', 'STREAMS/INVALID_PARAMS'],
+  ['num_inference_steps 0 with t_index_list [0]', { num_inference_steps: 0, t_index_list: [0] }, true],
   ['num_inference_steps 200', { num_inference_steps: 200 }, true],
   ['seed at the integer bound', { seed: MAX_INT }, true],
   ['seed at the negative bound', { seed: -MAX_INT }, true],
@@ -127,7 +130,8 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['weighted prompt without weight', { prompt: [['a cat']] }, false, 'params.prompt', 'REQUEST/INVALID'],
   ['weighted prompt with a negative weight', { prompt: [['a cat', -1]] }, false, 'params.prompt[0][1]', 'REQUEST/INVALID'],
   ['similar_image_filter_max_skip_frame at the bound', { similar_image_filter_max_skip_frame: MAX_INT }, true],
-  ['similar_image_filter_max_skip_frame negative', { similar_image_filter_max_skip_frame: -1 }, false, 'params.similar_image_filter_max_skip_frame', 'REQUEST/INVALID'],
+  ['similar_image_filter_max_skip_frame negative (run as 0)', { similar_image_filter_max_skip_frame: -1 }, true],
+  ['similar_image_filter_max_skip_frame beyond the spec bound', { similar_image_filter_max_skip_frame: -MAX_INT - 2 }, false, 'params.similar_image_filter_max_skip_frame', 'REQUEST/INVALID'],
   ['model_id enum', { model_id: 'prompthero/openjourney-v4' }, true],
   ['model_id unknown', { model_id: 'runwayml/stable-diffusion-v1-5' }, false, 'params.model_id', 'REQUEST/INVALID'],
   ['acceleration enum', { acceleration: 'xformers' }, true],
@@ -140,7 +144,7 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['lora_dict', { lora_dict: { 'some/lora': 0.8 } }, true],
   ['lora_dict with a string weight', { lora_dict: { my_lora: 'high' } }, false, 'params.lora_dict.my_lora', 'REQUEST/INVALID'],
   ['ControlNet compatible with sd-turbo', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', preprocessor: 'canny', conditioning_scale: 0.7 }] }, true],
-  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'STREAMS/INVALID_PARAMS'],
+  ['a ControlNet preprocessor the runtime lacks is refused by name', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'mediapipe_pose' }] }, false, 'params.controlnets[0].preprocessor', 'REQUEST/INVALID'],
   ['pose_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-openpose-diffusers', preprocessor: 'pose_tensorrt', preprocessor_params: { threshold: 0.3 } }] }, true],
   ['depth_tensorrt preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-depth-diffusers', preprocessor: 'depth_tensorrt', preprocessor_params: { detect_resolution: 392 } }] }, true],
   ['soft_edge preprocessor', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-hed-diffusers', preprocessor: 'soft_edge', preprocessor_params: { safe: true } }] }, true],
@@ -179,7 +183,8 @@ const RULES: [string, Json, boolean, string?, string?][] = [
   ['guidance_scale beyond float32', { guidance_scale: 1e39 }, false, 'params.guidance_scale', 'REQUEST/INVALID'],
   ['delta above 1', { delta: 1.5 }, true],
   ['num_inference_steps 1000', { num_inference_steps: 1000 }, true],
-  ['num_inference_steps 1001', { num_inference_steps: 1001 }, false, 'params.num_inference_steps', 'REQUEST/INVALID'],
+  ['num_inference_steps 1001 (run as 1000)', { num_inference_steps: 1001 }, true],
+  ['num_inference_steps beyond the spec bound', { num_inference_steps: MAX_INT + 2 }, false, 'params.num_inference_steps', 'REQUEST/INVALID'],
   ['conditioning_scale above 2', { controlnets: [{ model_id: 'thibaud/controlnet-sd21-canny-diffusers', conditioning_scale: 3 }] }, true],
   ['IP-Adapter scale above 2', { model_id: 'Lykon/dreamshaper-8', ip_adapter: { scale: 2.5 } }, true],
   ['LoRA weight above 10', { lora_dict: { 'some/lora': 12 } }, true],
@@ -216,6 +221,35 @@ t.test('create body: pipeline must be streamdiffusion, output_rtmp_url must be r
   t.same(fieldsOf(pipe.body), ['pipeline']);
   const extra = await create(a, h, { is_smoke_test: true });
   t.equal(extra.status, 400, 'is_smoke_test is not a create field');
+});
+
+t.test('integers at the spec bound ±9007199254740991 are accepted and run clamped to what the engine can do', { timeout: 30_000 }, async (t) => {
+  const a = await makeStreamApp(t);
+  const h = await a.auth();
+  const created = await create(a, h, { params: { num_inference_steps: MAX_INT, similar_image_filter_max_skip_frame: -MAX_INT, enable_similar_image_filter: true } });
+  t.equal(created.status, 201, `the spec's extremes are accepted (${JSON.stringify(created.body.details ?? '')})`);
+  const s = created.body;
+  t.equal(s.params.num_inference_steps, 1000, 'num_inference_steps is stored and shown clamped to the 1000 training timesteps');
+  t.equal(s.params.similar_image_filter_max_skip_frame, 0, 'a negative max skip is stored and shown as 0');
+  const patch = (body: Json) => a.app.inject({ method: 'PATCH', url: `/v1/streams/${s.id}`, headers: h, payload: body });
+
+  let res = await patch({ params: { num_inference_steps: 1001 } });
+  t.equal(res.statusCode, 200, 'PATCH above 1000 is accepted');
+  t.equal(res.headers['x-params-update'], 'none', 'and the plan sees no change: the engine already runs 1000 steps');
+  res = await patch({ params: { num_inference_steps: -MAX_INT, t_index_list: [0], similar_image_filter_max_skip_frame: MAX_INT } });
+  t.equal(res.statusCode, 200, `PATCH at the negative extreme is accepted (${JSON.stringify(res.json().details ?? '')})`);
+  t.equal(res.headers['x-params-update'], 'reload', 'steps and max skip changed (max skip reloads)');
+  t.equal(res.json().params.num_inference_steps, 1, 'run as 1 step');
+  t.equal(res.json().params.similar_image_filter_max_skip_frame, MAX_INT, 'the upper extreme of max skip is kept as sent');
+
+  const status = (await a.app.inject({ method: 'GET', url: `/v1/streams/${s.id}/status`, headers: h })).json() as Json;
+  const last = (status.data ?? status).inference_status.last_params as Json;
+  t.equal(last.num_inference_steps, 1, 'the status shows the effective value');
+  t.equal((await a.app.inject({ method: 'GET', url: `/v1/streams/${s.id}`, headers: h })).json().params.num_inference_steps, 1, 'GET shows the effective value');
+
+  res = await patch({ params: { num_inference_steps: MAX_INT + 2 } });
+  t.equal(res.statusCode, 400, 'beyond the spec bound is still refused');
+  t.same([...new Set(fieldsOf(res.json()))], ['params.num_inference_steps'], 'naming the field');
 });
 
 t.test('the Area B envelope carries every field on a refusal', { timeout: 30_000 }, async (t) => {

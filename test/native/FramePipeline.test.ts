@@ -226,12 +226,18 @@ void t.test('bad updates throw synchronously and change nothing', { timeout: 60_
   await t.rejects(p.process(frame(1)), { code: 'INVALID_STATE' });
 });
 
-void t.test('num_inference_steps runs up to the 1000 training timesteps (the API allows what the engine runs)', { timeout: 60_000 }, async (t) => {
+void t.test('num_inference_steps runs up to the 1000 training timesteps; values beyond 1–1000 run clamped', { timeout: 60_000 }, async (t) => {
   const p = await open(t, { num_inference_steps: 200, t_index_list: [10, 40] });
   const out = await run(p, [1, 2, 3]);
   t.ok(out[1] && out[2], 'frames come out at 200 steps');
   const hot = p.update({ num_inference_steps: 1000 });
   t.same(hot.hot, ['num_inference_steps'], 'a hot change');
   t.ok(await p.process(frame(4)), 'and at 1000');
-  t.throws(() => p.update({ num_inference_steps: 1001 }), /1\.\.1000/, 'beyond the training timesteps is refused');
+  // The spec bounds steps by ±(2^53 − 1) only: beyond the training timesteps runs as 1000, below 1 as 1.
+  t.same(p.update({ num_inference_steps: Number.MAX_SAFE_INTEGER }).hot, [], 'above 1000 is the same grid: nothing to change');
+  t.equal(p.params.num_inference_steps, 1000, 'the engine runs 1000 steps');
+  t.ok(await p.process(frame(5)), 'and frames still come out');
+  t.same(p.update({ num_inference_steps: -Number.MAX_SAFE_INTEGER, t_index_list: [0, 1] }).hot.sort(), ['num_inference_steps', 't_index_list']);
+  t.equal(p.params.num_inference_steps, 1, 'below 1 runs as 1 step');
+  t.ok(await p.process(frame(6)), 'frames come out at 1 step');
 });

@@ -56,7 +56,8 @@ export function sendByteRange(req: FastifyRequest, reply: FastifyReply, file: By
   const { size } = file;
   const range = byteRange(req.headers.range, size);
   if (range === 'unsatisfiable') {
-    throw file.refuse(`Range "${req.headers.range ?? ''}" asks for no byte of the file (${size} bytes): a range must start before byte ${size}.`, {
+    // The header echoed back is cut to 100 characters: it is the client's, and may be long.
+    throw file.refuse(`Range "${(req.headers.range ?? '').slice(0, 100)}" asks for no byte of the file (${size} bytes): a range must start before byte ${size}.`, {
       'accept-ranges': 'bytes',
       'content-range': `bytes */${size}`,
     });

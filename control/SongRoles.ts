@@ -20,7 +20,7 @@ export const enginePlanner: Planner = (req) => {
     ...(req.duration !== undefined ? { duration: req.duration } : {}),
     ...(req.bpm !== undefined ? { bpm: req.bpm } : {}),
     ...(req.key !== undefined ? { key: req.key } : {}),
-    ...(req.sections !== undefined ? { sections: req.sections.map((s) => ({ kind: s.name, bars: s.bars, energy: s.energy, style: s.style })) } : {}),
+    ...(req.sections !== undefined ? { sections: req.sections.map((s) => ({ name: s.name, bars: s.bars, energy: s.energy, style: s.style })) } : {}),
   });
   return {
     bpm: plan.bpm,

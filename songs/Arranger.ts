@@ -38,9 +38,12 @@ export interface Section {
   style: string;
 }
 
-/** A section a client asked for (POST /songs `sections`): its kind, length and energy are kept as given. */
+/**
+ * A section a client asked for (POST /songs `sections`): its kind, length and energy are kept as
+ * given. `name` as in the API's request body, so one shape holds from the HTTP body to the engine.
+ */
 export interface AskedSection {
-  kind: Exclude<SectionKind, 'loop'>;
+  name: Exclude<SectionKind, 'loop'>;
   bars: number;
   /** 0–1. */
   energy: number;
@@ -158,12 +161,12 @@ export function arrange(input: ArrangeInput): Section[] {
       const e = Math.min(1, Math.max(0, a.energy));
       const style = (a.style ?? '').trim();
       out.push({
-        kind: a.kind,
+        kind: a.name,
         startBar: at,
         bars: a.bars,
         energy: Math.round(e * 100) / 100,
-        progression: progFor(a.kind),
-        layers: styleLayers(style, layersFor(a.kind, genre, e, input.arp), genre.drums !== 'none' || /\bdrums?\b/i.test(style)),
+        progression: progFor(a.name),
+        layers: styleLayers(style, layersFor(a.name, genre, e, input.arp), genre.drums !== 'none' || /\bdrums?\b/i.test(style)),
         style,
       });
       at += a.bars;

@@ -4,6 +4,12 @@
  * rendered, same onsets, pitches and lengths) and a GM drum track (channel 10) with every hit.
  * Sample positions become ticks at 960 per quarter note, rounded to the nearest tick (≤ 0.3 ms at
  * 100 bpm). Deterministic: the same score gives the same bytes.
+ *
+ * Notes of one key never overlap on a channel: a note still sounding when the same key sounds
+ * again ends on that tick (its note-off sorts before the new note-on), and two onsets of one key on
+ * the same tick are written as one note (the louder, the longer). Importers pair a note-off with
+ * the newest or the oldest open note-on of its key, so overlaps would become 2–3 tick notes and
+ * stray note-offs.
  */
 import type { Part, Score } from './Composer.ts';
 import type { DrumKind } from './Drums.ts';
@@ -78,6 +84,41 @@ function text(type: number, s: string): number[] {
   return [0xff, type, ...vlq(b.length), ...b];
 }
 
+/** One note on a channel, in ticks: sounds from `on` until `off` (> on). */
+interface TickNote {
+  on: number;
+  off: number;
+  key: number;
+  vel: number;
+}
+
+/** Note-on and note-off events of one channel, each note ended before its key sounds again. */
+function noteEvents(ch: number, notes: TickNote[]): Ev[] {
+  const byKey = new Map<number, TickNote[]>();
+  for (const n of notes) {
+    const list = byKey.get(n.key);
+    if (list) list.push({ ...n });
+    else byKey.set(n.key, [{ ...n }]);
+  }
+  const evs: Ev[] = [];
+  for (const [key, list] of byKey) {
+    list.sort((a, b) => a.on - b.on || b.off - a.off || b.vel - a.vel);
+    const kept: TickNote[] = [];
+    for (const n of list) {
+      const prev = kept[kept.length - 1];
+      if (prev && prev.on === n.on) {
+        prev.off = Math.max(prev.off, n.off);
+        prev.vel = Math.max(prev.vel, n.vel);
+        continue;
+      }
+      if (prev && prev.off > n.on) prev.off = n.on;
+      kept.push(n);
+    }
+    for (const n of kept) evs.push({ tick: n.on, order: 3, bytes: [0x90 | ch, key, n.vel] }, { tick: n.off, order: 1, bytes: [0x80 | ch, key, 0] });
+  }
+  return evs;
+}
+
 const TRACK_NAME: Record<Part['role'], string> = { bass: 'Bass', chords: 'Chords', pad: 'Pad', lead: 'Lead', arp: 'Arp' };
 
 /** Notes of a part as written to MIDI: start < the take's length (loops wrap later ones onto the start). */
@@ -109,30 +150,29 @@ export function writeMidi(plan: SongPlan, score: Score): Buffer {
       { tick: 0, order: 0, bytes: text(0x03, `${TRACK_NAME[part.role]} (${part.instrument})`) },
       { tick: 0, order: 2, bytes: [0xc0 | ch, GM_PROGRAM[part.instrument]] },
     ];
+    const notes: TickNote[] = [];
     for (const note of part.notes) {
       const start = renderedStart(note.start, plan);
       if (start === null) continue;
       const on = tick(start);
       const off = Math.max(on + 1, tick(start + note.length));
-      const pitch = Math.max(0, Math.min(127, Math.round(note.pitch)));
-      const vel = Math.max(1, Math.min(127, Math.round(note.vel * 127)));
-      evs.push({ tick: on, order: 3, bytes: [0x90 | ch, pitch, vel] }, { tick: off, order: 1, bytes: [0x80 | ch, pitch, 0] });
+      const key = Math.max(0, Math.min(127, Math.round(note.pitch)));
+      notes.push({ on, off, key, vel: Math.max(1, Math.min(127, Math.round(note.vel * 127))) });
     }
-    tracks.push(track(evs));
+    tracks.push(track([...evs, ...noteEvents(ch, notes)]));
   }
   if (score.drums.length > 0) {
-    const evs: Ev[] = [{ tick: 0, order: 0, bytes: text(0x03, 'Drums') }];
-    // Drum hits have no gate: a 16th-note length, the usual for one-shot percussion.
+    // Drum hits have no gate: a 16th-note length, the usual for one-shot percussion (shorter when
+    // the same drum hits again sooner: rolls and 808 hat runs).
     const len = PPQ / 4;
+    const hits: TickNote[] = [];
     for (const h of score.drums) {
       const start = renderedStart(h.start, plan);
       if (start === null) continue;
       const on = tick(start);
-      const key = GM_DRUM[h.kind];
-      const vel = Math.max(1, Math.min(127, Math.round(h.vel * 127)));
-      evs.push({ tick: on, order: 3, bytes: [0x99, key, vel] }, { tick: on + len, order: 1, bytes: [0x89, key, 0] });
+      hits.push({ on, off: on + len, key: GM_DRUM[h.kind], vel: Math.max(1, Math.min(127, Math.round(h.vel * 127))) });
     }
-    tracks.push(track(evs));
+    tracks.push(track([{ tick: 0, order: 0, bytes: text(0x03, 'Drums') }, ...noteEvents(9, hits)]));
   }
   const head = Buffer.alloc(14);
   head.write('MThd', 0, 'ascii');

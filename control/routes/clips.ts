@@ -14,6 +14,7 @@ import { CLIPS_PER_MINUTE, ClipService } from '../../streams/index.ts';
 import type { Config } from '../config.ts';
 import { streamError } from '../../errors/index.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
+import { sendByteRange } from '../ByteRange.ts';
 
 export const ClipSchema = z
   .object({
@@ -142,37 +143,13 @@ export function clipRoutes(_config: Readonly<Config>, ctx: AppContext): FastifyP
         const key = ClipService.mp4Key(req.params.id, clipId);
         const info = await blobs.stat(key);
         if (!info) throw streamError('CLIPS/NOT_FOUND', undefined, { details: { id: clipId } });
-        const range = byteRange(req.headers.range, info.size);
-        if (range === 'unsatisfiable') return reply.code(416).header('content-range', `bytes */${info.size}`).send();
-        void reply
-          .type('video/mp4')
-          .header('accept-ranges', 'bytes')
-          .header('cache-control', 'private, max-age=600')
-          .header('content-disposition', `inline; filename="${clipId}.mp4"`);
-        if (!range) return reply.header('content-length', String(info.size)).send(blobs.createReadStream(key));
-        return reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${info.size}`)
-          .header('content-length', String(range.end - range.start + 1))
-          .send(blobs.createReadStream(key, range));
+        return sendByteRange(req, reply, {
+          size: info.size,
+          headers: { 'content-type': 'video/mp4', 'cache-control': 'private, max-age=600', 'content-disposition': `inline; filename="${clipId}.mp4"` },
+          open: (range) => blobs.createReadStream(key, range ?? undefined),
+          refuse: (message, headers) => streamError('REQUEST/RANGE_NOT_SATISFIABLE', message, { headers }),
+        });
       },
     );
   };
-}
-
-/** One `bytes=a-b` / `bytes=a-` / `bytes=-n` range (what players send); anything else is the whole file. */
-export function byteRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | null {
-  const m = header ? /^bytes=(\d*)-(\d*)$/.exec(header.trim()) : null;
-  if (!m || (m[1] === '' && m[2] === '')) return null;
-  let start: number;
-  let end: number;
-  if (m[1] === '') {
-    start = Math.max(0, size - Number(m[2]));
-    end = size - 1;
-  } else {
-    start = Number(m[1]);
-    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
-  }
-  if (start >= size || start > end) return 'unsatisfiable';
-  return { start, end };
 }

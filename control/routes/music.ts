@@ -10,6 +10,7 @@ import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { musicError } from '../../errors/index.ts';
 import { PlanInputError, partialMp3Key } from '../../songs/index.ts';
+import { sendByteRange, type ByteRange } from '../ByteRange.ts';
 import { growingFileStream } from '../GrowingFileStream.ts';
 
 export const MusicErrorSchema = z
@@ -323,6 +324,8 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
         const take = song?.takes.find((t) => t.n === Number(n));
         if (!take && what === 'mp3' && song?.status === 'rendering' && song.streaming?.includes(Number(n))) {
           // Still encoding: follow the partial file until the final MP3 is published and fully sent.
+          // Its length is unknown until then, so `Range` is ignored (200 from the first byte) and
+          // `Accept-Ranges: none` tells players not to seek; the finished take's link serves ranges.
           const id = req.params.id;
           const finalKey = `songs/${id}/${n}.mp3`;
           const body = growingFileStream({
@@ -338,12 +341,14 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
           return reply
             .type('audio/mpeg')
             .header('cache-control', 'no-store')
+            .header('accept-ranges', 'none')
             .header('content-disposition', `attachment; filename="${id}-${n}.mp3"`)
             .send(body);
         }
         if (!take) throw musicError('file_not_found');
         let key: string | undefined;
-        let range: { start: number; end: number } | undefined;
+        /** Where the file lies in its blob: all of it, or one stem's member of the stems zip. */
+        let within: ByteRange | undefined;
         let ext: string;
         if (what === 'mp3' || what === 'wav' || what === 'mid') {
           key = what === 'mp3' ? take.mp3Key : what === 'wav' ? take.wavKey : take.midiKey;
@@ -355,21 +360,23 @@ export function musicRoutes(config: Readonly<Config>, ctx: AppContext): FastifyP
           // One stem: its bytes lie uncompressed inside the zip.
           const member = take.stems?.members[(what as string).slice(0, -4) as StemName];
           key = take.stems?.zipKey;
-          if (member) range = { start: member.offset, end: member.offset + member.size - 1 };
+          if (member) within = { start: member.offset, end: member.offset + member.size - 1 };
           ext = 'wav';
           if (!member) key = undefined;
         }
         if (!key) throw musicError('file_not_found');
         const info = await ctx.blobs!.stat(key);
         if (!info) throw musicError('file_not_found');
-        const size = range ? range.end - range.start + 1 : info.size;
         const name = what === 'stems.zip' ? `${req.params.id}-${n}-stems.zip` : `${req.params.id}-${n}.${what}`;
-        return reply
-          .type(MIME[ext] as string)
-          .header('content-length', String(size))
-          .header('cache-control', 'private, max-age=600')
-          .header('content-disposition', `attachment; filename="${name}"`)
-          .send(ctx.blobs!.createReadStream(key, range));
+        const blobKey = key;
+        const offset = within?.start ?? 0;
+        return sendByteRange(req, reply, {
+          size: within ? within.end - within.start + 1 : info.size,
+          headers: { 'content-type': MIME[ext] as string, 'cache-control': 'private, max-age=600', 'content-disposition': `attachment; filename="${name}"` },
+          // A range of a stem is that range of its member, counted from the member's first byte.
+          open: (range) => ctx.blobs!.createReadStream(blobKey, range ? { start: offset + range.start, end: offset + range.end } : within),
+          refuse: (message, headers) => musicError('range_not_satisfiable', message, { headers }),
+        });
       },
     );
   };

@@ -14,7 +14,7 @@ import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { streamError } from '../../errors/index.ts';
 import { PLAYLIST_LINK_TTL_S } from '../../streams/index.ts';
-import { byteRange } from './clips.ts';
+import { sendByteRange } from '../ByteRange.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 
 export const RecordingSchema = z
@@ -127,20 +127,18 @@ export function recordingRoutes(config: Readonly<Config>, ctx: AppContext): Fast
         const info = await blobs.stat(key);
         if (!info) throw streamError('RECORDINGS/NOT_FOUND', `No such file in recording ${recId} (retention may have removed it).`, { details: { id: recId } });
         const mp4 = file.endsWith('.mp4');
-        void reply
-          .type(mp4 ? 'video/mp4' : 'video/iso.segment')
-          .header('accept-ranges', 'bytes')
+        const headers: Record<string, string> = {
+          'content-type': mp4 ? 'video/mp4' : 'video/iso.segment',
           // Segments never change once written; a download is named by what it holds.
-          .header('cache-control', `private, max-age=${mp4 && file.startsWith('download-') ? 600 : PLAYLIST_LINK_TTL_S}`);
-        if (file.startsWith('download-')) void reply.header('content-disposition', `attachment; filename="${recId}.mp4"`);
-        const range = byteRange(req.headers.range, info.size);
-        if (range === 'unsatisfiable') return reply.code(416).header('content-range', `bytes */${info.size}`).send();
-        if (!range) return reply.header('content-length', String(info.size)).send(blobs.createReadStream(key));
-        return reply
-          .code(206)
-          .header('content-range', `bytes ${range.start}-${range.end}/${info.size}`)
-          .header('content-length', String(range.end - range.start + 1))
-          .send(blobs.createReadStream(key, range));
+          'cache-control': `private, max-age=${mp4 && file.startsWith('download-') ? 600 : PLAYLIST_LINK_TTL_S}`,
+        };
+        if (file.startsWith('download-')) headers['content-disposition'] = `attachment; filename="${recId}.mp4"`;
+        return sendByteRange(req, reply, {
+          size: info.size,
+          headers,
+          open: (range) => blobs.createReadStream(key, range ?? undefined),
+          refuse: (message, headers) => streamError('REQUEST/RANGE_NOT_SATISFIABLE', message, { headers }),
+        });
       },
     );
   };

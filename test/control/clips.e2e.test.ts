@@ -106,6 +106,10 @@ t.test('clips: the last N seconds of a live stream as an MP4 behind a signed lin
   t.equal(range.status, 206, 'byte ranges for seeking');
   t.equal(range.headers.get('content-range'), `bytes 100-199/${c['size']}`);
   t.same(Buffer.from(await range.arrayBuffer()), bytes.subarray(100, 200));
+  const past = await fetch(signed, { headers: { range: `bytes=${c['size']}-` } });
+  t.equal(past.status, 416, 'a range past the end: 416');
+  t.equal(past.headers.get('content-range'), `bytes */${c['size']}`);
+  t.equal(((await past.json()) as { code: string }).code, 'REQUEST/RANGE_NOT_SATISFIABLE', 'in the Area B envelope');
   t.equal((await fetch(signed.replace(/signature=[^&]+/, 'signature=bad'))).status, 403, 'a forged signature: 403');
 
   const short = await api('POST', `/v1/streams/${id}/clips`, { seconds: 2 });

@@ -19,11 +19,11 @@ function notesIn(score: Score, spbar: number, from: number, to: number): string[
 
 t.test('changing one asked section keeps the notes of the others (same seed, both takes)', async (t) => {
   const base: Asked = [
-    { kind: 'verse', bars: 4, energy: 0.5 },
-    { kind: 'chorus', bars: 4, energy: 0.8 },
-    { kind: 'bridge', bars: 4, energy: 0.4 },
+    { name: 'verse', bars: 4, energy: 0.5 },
+    { name: 'chorus', bars: 4, energy: 0.8 },
+    { name: 'bridge', bars: 4, energy: 0.4 },
   ];
-  const edited: Asked = [base[0]!, { kind: 'chorus', bars: 4, energy: 0.3, style: 'sparse, with arp' }, base[2]!];
+  const edited: Asked = [base[0]!, { name: 'chorus', bars: 4, energy: 0.3, style: 'sparse, with arp' }, base[2]!];
   for (const prompt of ['house with a pluck lead and arps', 'jazz trio with walking bass', 'trap beat with 808 slides']) {
     const a = planSong({ prompt, seed: 77, bpm: 120, sections: base });
     const b = planSong({ prompt, seed: 77, bpm: 120, sections: edited });

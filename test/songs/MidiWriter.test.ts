@@ -2,7 +2,8 @@
  * The take's MIDI file, read by a real parser (mido, Debian's python3-mido): format 1 at 960
  * PPQ with the tempo, key and time signature; one track per part with exactly the notes the
  * engine rendered (onset, pitch, length in ticks); and its notes line up with onsets detected in
- * the rendered stems' audio (drums; lead and arp).
+ * the rendered stems' audio (drums; lead and arp). Notes of one key never overlap on a channel,
+ * so importers that pair a note-off with the newest (or oldest) note-on read whole notes.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -118,5 +119,55 @@ t.test('MIDI onsets match onsets detected in the rendered stems', { timeout: 60_
     const recall = matchRate(midi, detected, 0.02);
     t.ok(precision >= 0.95, `${name}: ${(precision * 100).toFixed(1)} % of detected onsets are MIDI notes (±20 ms)`);
     t.ok(recall >= minRecall, `${name}: ${(recall * 100).toFixed(1)} % of MIDI notes have a detected onset (±20 ms)`);
+  }
+});
+
+/** Per (channel, key) as mido reads it: note-ons while the key still sounds, and note-offs of a silent key. */
+function overlaps(midi: Buffer): { notes: number; overlapping: number; stray: number; first: string | null } {
+  const file = join(dir, `o-${Math.random().toString(36).slice(2)}.mid`);
+  writeFileSync(file, midi);
+  const script = `
+import json, sys, mido
+m = mido.MidiFile(sys.argv[1])
+out = {'notes': 0, 'overlapping': 0, 'stray': 0, 'first': None}
+for tr in m.tracks:
+    t = 0; sounding = {}
+    for msg in tr:
+        t += msg.time
+        if msg.type == 'note_on' and msg.velocity > 0:
+            k = (msg.channel, msg.note); out['notes'] += 1
+            if k in sounding:
+                out['overlapping'] += 1
+                out['first'] = out['first'] or '%s: key %d restarts at tick %d, sounding since %d' % (tr.name, msg.note, t, sounding[k])
+            sounding[k] = t
+        elif msg.type == 'note_off' or (msg.type == 'note_on' and msg.velocity == 0):
+            k = (msg.channel, msg.note)
+            if k in sounding: del sounding[k]
+            else: out['stray'] += 1
+print(json.dumps(out))
+`;
+  return JSON.parse(execFileSync(PYTHON, ['-c', script, file], { encoding: 'utf8' })) as ReturnType<typeof overlaps>;
+}
+
+t.test('no note starts while the same key still sounds on its channel, read by mido', { timeout: 120_000 }, async (t) => {
+  const songs: Parameters<typeof planSong>[0][] = [
+    // A user's song whose drum track held 107 such overlaps (key 38 again at tick 18718, the previous hit ending at 18720).
+    { prompt: 'trap beat with 808 and bells', duration: 30, seed: 5 },
+    { prompt: 'drum and bass with rolling hats', duration: 20, seed: 2 },
+    { prompt: 'lo-fi hip hop with rhodes', duration: 20, seed: 9 },
+    { prompt: 'techno loop with an acid bass', loop: true, bpm: 130, seed: 3 },
+    { prompt: 'synth pop with a pluck arp and strings', duration: 20, seed: 4 },
+  ];
+  for (const req of songs) {
+    const p = planSong(req);
+    for (const n of [1, 2]) {
+      const midi = writeMidi(p, compose(p, n));
+      const got = overlaps(midi);
+      const what = `${req.prompt} seed ${req.seed} take ${n}`;
+      t.ok(got.notes > 50, `${what}: ${got.notes} notes`);
+      t.equal(got.overlapping, 0, `${what}: no note-on of a sounding key${got.first ? ` (${got.first})` : ''}`);
+      t.equal(got.stray, 0, `${what}: every note-off ends a sounding note`);
+      t.ok(writeMidi(p, compose(p, n)).equals(midi), `${what}: the same seed gives the same bytes`);
+    }
   }
 });

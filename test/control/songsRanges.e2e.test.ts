@@ -6,12 +6,10 @@
  * real player (headless Chromium's `<audio>`) seeks the MP3 to its middle and plays from there,
  * its requests answered 206.
  */
-import pino from 'pino';
 import t, { type Test } from 'tap';
-import { RenderPool, SongRenderWorker } from '../../songs/index.ts';
 import { makeApp } from '../helpers/app.ts';
 import { launchChromium } from '../helpers/chromium.ts';
-import { songServices } from '../helpers/songs.ts';
+import { songServices, startRenderWorker } from '../helpers/songs.ts';
 import { until } from '../helpers/until.ts';
 
 interface Take {
@@ -25,13 +23,7 @@ interface Take {
 /** A rendered take (10 s, with stems) served on a loopback port; `signed(url)` follows a stable URL's 302. */
 async function renderedTake(t: Test) {
   const { app, key, store, ctx } = await makeApp(t, { services: songServices });
-  const pool = new RenderPool({ size: 1 });
-  const worker = new SongRenderWorker({ store, blobs: ctx.blobs!, render: (plan, n, p, o) => pool.render(plan as never, n, p, o), logger: pino({ level: 'silent' }) });
-  t.teardown(async () => {
-    await worker.close();
-    await pool.close();
-  });
-  worker.start();
+  startRenderWorker(t, { store, blobs: ctx.blobs! });
   const auth = { authorization: `Bearer ${await key('pro')}` };
   const created = await app.inject({ method: 'POST', url: '/music/v1/songs', headers: auth, payload: { prompt: 'mellow lo-fi with rhodes', duration: 10, seed: 7, variations: 1, stems: true } });
   t.equal(created.statusCode, 202);

@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import t from 'tap';
-import { RENDER_QUEUE, RenderPool, SongRenderWorker } from '../../songs/index.ts';
+import { RENDER_QUEUE, SongRenderWorker } from '../../songs/index.ts';
 import { makeApp } from '../helpers/app.ts';
-import { songServices } from '../helpers/songs.ts';
+import { songServices, startRenderWorker } from '../helpers/songs.ts';
 
 const run = promisify(execFile);
 
@@ -25,13 +25,7 @@ t.test('a song renders, downloads without a key through expiring signed links', 
   let nowMs = Date.now();
   const now = () => nowMs;
   const { app, key, store, ctx, dataDir } = await makeApp(t, { now, services: (base) => songServices(base, { now }) });
-  const pool = new RenderPool({ size: 1 });
-  const worker = new SongRenderWorker({ store, blobs: ctx.blobs!, render: (plan, n, p) => pool.render(plan as never, n, p), logger: pino({ level: 'silent' }), now });
-  t.teardown(async () => {
-    await worker.close();
-    await pool.close();
-  });
-  worker.start();
+  startRenderWorker(t, { store, blobs: ctx.blobs!, now });
 
   const auth = { authorization: `Bearer ${await key('pro')}` };
   const created = await app.inject({ method: 'POST', url: '/music/v1/songs', headers: auth, payload: { prompt: 'mellow lo-fi with rhodes', duration: 10, seed: 7, variations: 2 } });
@@ -106,13 +100,7 @@ t.test('a render abandoned by a crashed worker is rendered again once its lease 
   t.equal((await store.queue.lease(RENDER_QUEUE, 30_000)), null, 'while the lease holds, nobody else takes it');
 
   nowMs += 31_000;
-  const pool = new RenderPool({ size: 1 });
-  const worker = new SongRenderWorker({ store, blobs: ctx.blobs!, render: (plan, n, p) => pool.render(plan as never, n, p), logger: pino({ level: 'silent' }), now });
-  t.teardown(async () => {
-    await worker.close();
-    await pool.close();
-  });
-  worker.start();
+  startRenderWorker(t, { store, blobs: ctx.blobs!, now });
   const deadline = Date.now() + 200_000;
   let song = await store.songs.get(id);
   while (song && song.status !== 'done' && song.status !== 'failed' && Date.now() < deadline) {

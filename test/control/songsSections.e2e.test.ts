@@ -4,12 +4,10 @@
  * which bars), not from our own plan; stems, the stems zip and MIDI download through the same
  * signed-link scheme as MP3 and WAV; the stems add up to the take's WAV.
  */
-import pino from 'pino';
 import t from 'tap';
-import { RenderPool, SongRenderWorker } from '../../songs/index.ts';
 import { monoOf, pcmOf } from '../helpers/audio.ts';
 import { makeApp } from '../helpers/app.ts';
-import { songServices } from '../helpers/songs.ts';
+import { songServices, startRenderWorker } from '../helpers/songs.ts';
 
 const BPM = 120;
 const BAR = (240 / BPM) * 48_000; // samples per bar
@@ -33,13 +31,7 @@ function barRms(x: Float64Array, bars: number): number[] {
 
 t.test('sections render the asked bars per section in both takes; stems and MIDI download', { timeout: 300_000 }, async (t) => {
   const { app, key, store, ctx } = await makeApp(t, { services: (base) => songServices(base) });
-  const pool = new RenderPool({ size: 1 });
-  const worker = new SongRenderWorker({ store, blobs: ctx.blobs!, render: (plan, n, p, o) => pool.render(plan as never, n, p, o), logger: pino({ level: 'silent' }) });
-  t.teardown(async () => {
-    await worker.close();
-    await pool.close();
-  });
-  worker.start();
+  startRenderWorker(t, { store, blobs: ctx.blobs! });
 
   const auth = { authorization: `Bearer ${await key('pro')}` };
   const created = await app.inject({

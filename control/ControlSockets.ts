@@ -61,9 +61,9 @@ export class ControlSockets {
    * before authentication, so a flood of upgrades at a full stream costs no store reads: the
    * answer says no more than that the stream is full, to a caller that knows its id.
    */
-  admitStream(streamId: string): void {
+  admitStream(streamId: string, accountId: string | null = null): void {
     const limit = this.#o.limits.socketsPerStream;
-    if ((this.#feeds.get(streamId)?.size ?? 0) >= limit) throw this.#refusal('stream', limit, streamId, null);
+    if ((this.#feeds.get(streamId)?.size ?? 0) >= limit) throw this.#refusal('stream', limit, streamId, accountId);
   }
 
   #refusal(scope: 'stream' | 'account', limit: number, streamId: string, accountId: string | null) {
@@ -80,11 +80,9 @@ export class ControlSockets {
    * upgrade slips in between.
    */
   admit(account: Account, streamId: string): void {
-    const { socketsPerStream, socketsPerAccount } = this.#o.limits;
-    const onStream = this.#feeds.get(streamId)?.size ?? 0;
-    const onAccount = this.#perAccount.get(account.id) ?? 0;
-    if (onStream >= socketsPerStream) throw this.#refusal('stream', socketsPerStream, streamId, account.id);
-    if (onAccount >= socketsPerAccount) throw this.#refusal('account', socketsPerAccount, streamId, account.id);
+    this.admitStream(streamId, account.id);
+    const limit = this.#o.limits.socketsPerAccount;
+    if ((this.#perAccount.get(account.id) ?? 0) >= limit) throw this.#refusal('account', limit, streamId, account.id);
   }
 
   /** The session of an upgraded socket; it leaves every count when it closes. */

@@ -64,9 +64,8 @@ export class SlateImageService {
 
   async get(account: Account, streamId: string): Promise<SlateImageView> {
     await this.#own(account, streamId);
-    const raw = await this.#o.blobs.get(`slates/${streamId}/meta.json`);
-    if (!raw) return { image_url: null, size: 0, updated_at: null };
-    const meta = JSON.parse(raw.toString('utf8')) as Meta;
+    const meta = await this.#readMeta(streamId);
+    if (!meta) return { image_url: null, size: 0, updated_at: null };
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
   }
 
@@ -77,7 +76,7 @@ export class SlateImageService {
   async set(account: Account, streamId: string, imageUrl: string): Promise<SlateImageView> {
     await this.#own(account, streamId);
     const bytes = await this.#load(imageUrl);
-    const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB).catch((err: unknown) => {
+    const stored = await this.#store(streamId, bytes).catch((err: unknown) => {
       if (err instanceof ImageRejectedError) throw invalid(err.message);
       if (err instanceof ImageBusyError) {
         throw streamError('SERVICE/UNAVAILABLE', 'Every image decoder is busy; try again shortly.', { headers: { 'retry-after': String(err.retryAfterS) }, cause: err });
@@ -86,9 +85,8 @@ export class SlateImageService {
     });
     const shown = imageUrl.startsWith('data:') ? 'data:' : imageUrl;
     const meta: Meta = { imageUrl: shown, size: stored.png.length, updatedAt: new Date(this.#now()).toISOString() };
-    // The image first: a node that sees it before the meta only shows it a moment earlier.
-    await this.#o.blobs.put(slateImageKey(streamId), stored.png);
-    await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
+    // The image first (#store): a node that sees it before the meta only shows it a moment earlier.
+    await this.#writeMeta(streamId, meta);
     this.#log.info(`set() | slate image stored [streamId:${streamId}] [sent:${bytes.length}] [stored:${stored.png.length}] [size:${stored.width}x${stored.height}]`);
     return { image_url: meta.imageUrl, size: meta.size, updated_at: meta.updatedAt };
   }
@@ -108,18 +106,18 @@ export class SlateImageService {
       const bytes = await this.#o.blobs.get(legacy);
       if (!bytes) continue;
       try {
-        const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB);
-        await this.#o.blobs.put(slateImageKey(streamId), stored.png);
-        const raw = await this.#o.blobs.get(`slates/${streamId}/meta.json`);
-        if (raw) {
-          const meta = { ...(JSON.parse(raw.toString('utf8')) as Meta), size: stored.png.length };
-          await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
-        }
+        const stored = await this.#store(streamId, bytes);
+        const meta = await this.#readMeta(streamId);
+        if (meta) await this.#writeMeta(streamId, { ...meta, size: stored.png.length });
         await this.#o.blobs.delete(legacy);
         converted++;
       } catch (err) {
-        // Every slot busy: left for the next start. A refused image is dropped for good.
-        if (err instanceof ImageBusyError) continue;
+        // A refused image is dropped for good; anything else (every slot busy, a store error)
+        // leaves it for the next start.
+        if (!(err instanceof ImageRejectedError)) {
+          this.#log.warn({ err }, `migrateLegacy() | stored slate image left for the next start [streamId:${streamId}]`);
+          continue;
+        }
         this.#log.warn(`migrateLegacy() | stored slate image refused, removed [streamId:${streamId}] [reason:${(err as Error).message}]`);
         await this.deleteAll(streamId);
         removed++;
@@ -138,6 +136,22 @@ export class SlateImageService {
   /** With the stream. */
   async deleteAll(streamId: string): Promise<void> {
     await this.#o.blobs.deletePrefix(`slates/${streamId}/`);
+  }
+
+  /** Normalises the image (the bounded decoder) and writes our PNG where nodes read it. */
+  async #store(streamId: string, bytes: Buffer) {
+    const stored = await this.#o.images.normalise(bytes, SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB);
+    await this.#o.blobs.put(slateImageKey(streamId), stored.png);
+    return stored;
+  }
+
+  async #readMeta(streamId: string): Promise<Meta | null> {
+    const raw = await this.#o.blobs.get(`slates/${streamId}/meta.json`);
+    return raw ? (JSON.parse(raw.toString('utf8')) as Meta) : null;
+  }
+
+  async #writeMeta(streamId: string, meta: Meta): Promise<void> {
+    await this.#o.blobs.put(`slates/${streamId}/meta.json`, Buffer.from(JSON.stringify(meta)));
   }
 
   async #load(url: string): Promise<Buffer> {

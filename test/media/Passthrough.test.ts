@@ -40,9 +40,11 @@ t.test('no processing → no processor, I420 end to end; a processor is built wh
   const source = await stampedH264({ size: 256, frames: 150 });
   const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source });
   t.equal(p.status, 201, `OBS-like WHIP POST → 201 (${p.body})`);
+  // The viewer has watched the slate since it joined: wait for the publisher's decoder before counting live frames.
+  let s = await until('the decoder runs', () => srv.node.status(STREAM_ID), (v) => v?.pixelFormat != null, 20_000);
   t.ok((await viewer.evaluate(() => (window as unknown as W).waitFrames(20, 30_000))) >= 20, 'the viewer decodes frames');
   const plain = await viewer.evaluate(() => (window as unknown as W).frameStats());
-  let s = srv.node.status(STREAM_ID);
+  s = srv.node.status(STREAM_ID);
   t.equal(s?.processor, 'none', 'still no processor while nothing needs one');
   t.equal(s?.pixelFormat, 'I420', 'the decoder hands I420 frames straight to the encoder');
   t.equal(built, 0, 'the factory was never called');

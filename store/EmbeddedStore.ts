@@ -749,6 +749,7 @@ class Webhooks implements WebhookRepo {
   async updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
     return this.db.transaction((): WebhookDeliveryRecord | null => {
@@ -758,6 +759,7 @@ class Webhooks implements WebhookRepo {
       this.db
         .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
         .run(next.eventType, next.streamId, next.status, JSON.stringify(next), id);
+      if (log && log.attempt.deliveryId === id) this.appendAttemptSync(log.attempt, log.keep);
       return next;
     })();
   }
@@ -823,14 +825,23 @@ class Webhooks implements WebhookRepo {
     this.jobs.assertOpen();
     this.db.transaction(() => {
       if (!this.db.prepare('SELECT 1 FROM deliveries WHERE id = ?').get(attempt.deliveryId)) return;
-      this.db.prepare('INSERT INTO delivery_attempts (delivery_id, doc) VALUES (?, ?)').run(attempt.deliveryId, JSON.stringify(attempt));
-      this.db
-        .prepare(
-          `DELETE FROM delivery_attempts WHERE delivery_id = ? AND seq NOT IN
-             (SELECT seq FROM delivery_attempts WHERE delivery_id = ? ORDER BY seq DESC LIMIT ?)`,
-        )
-        .run(attempt.deliveryId, attempt.deliveryId, Math.max(1, Math.floor(keep)));
+      this.appendAttemptSync(attempt, keep);
     })();
+  }
+
+  /** Inside the caller's transaction: appends, then drops what is older than the newest `keep`. */
+  private appendAttemptSync(attempt: WebhookAttemptRecord, keep: number): void {
+    this.db.prepare('INSERT INTO delivery_attempts (delivery_id, doc) VALUES (?, ?)').run(attempt.deliveryId, JSON.stringify(attempt));
+    const n = Math.max(1, Math.floor(keep));
+    // The common case (a log under its cap) costs one index count and no delete.
+    const { c } = this.db.prepare('SELECT COUNT(*) AS c FROM delivery_attempts WHERE delivery_id = ?').get(attempt.deliveryId) as { c: number };
+    if (c <= n) return;
+    this.db
+      .prepare(
+        `DELETE FROM delivery_attempts WHERE delivery_id = ? AND seq <
+           (SELECT seq FROM delivery_attempts WHERE delivery_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`,
+      )
+      .run(attempt.deliveryId, attempt.deliveryId, n - 1);
   }
 
   async listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]> {

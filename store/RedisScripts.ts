@@ -331,6 +331,21 @@ enqueue_all(jobs)
 return redis.call('HGETALL', dk)
 `),
 
+  /**
+   * deliveryId, fields, attempt JSON, keep → the record after the patch (and the send appended to
+   * its attempts log, kept to the newest `keep`), or false when missing (nothing written).
+   */
+  deliveryUpdateLogged: lua(`
+local id = arg(); local fields = argfields(); local doc = arg(); local keep = argn()
+local dk = P .. 'dlv:' .. id
+if redis.call('EXISTS', dk) == 0 then return false end
+hset_fields(dk, fields)
+local key = P .. 'dlvatt:' .. id
+redis.call('RPUSH', key, doc)
+redis.call('LTRIM', key, -keep, -1)
+return redis.call('HGETALL', dk)
+`),
+
   /** deliveryId, attempt JSON, keep → 1, or 0 when the delivery is gone (nothing written). */
   attemptAdd: lua(`
 local id = arg(); local doc = arg(); local keep = argn()

@@ -528,8 +528,15 @@ class Webhooks implements WebhookRepo {
   async updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    if (log && log.attempt.deliveryId === id) {
+      const keep = Math.max(1, Math.floor(log.keep));
+      return decodeRecord<WebhookDeliveryRecord>(
+        await this.ctx.run(scripts.deliveryUpdateLogged, [id, ...fieldArgs(clean), JSON.stringify(log.attempt), keep]),
+      );
+    }
     return decodeRecord<WebhookDeliveryRecord>(
       await this.ctx.run(scripts.update, [this.deliveryKey(id), ...fieldArgs(clean)]),
     );

@@ -174,9 +174,14 @@ export interface WebhookRepo {
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
   ): Promise<WebhookDeliveryRecord[]>;
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
+  /**
+   * Merges `patch`; with `log`, also appends `log.attempt` to the delivery's attempts log (kept to
+   * its newest `log.keep`) in the same transaction, so a send costs one commit, not two.
+   */
   updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null>;
   /** Newest first. */
   listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>>;

@@ -16,7 +16,7 @@
  * disabled or recovered) go out through OperationalNotifier.
  */
 import type { Logger } from 'pino';
-import type { AttemptTrigger, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { AttemptTrigger, LeasedJob, Store, WebhookAttemptRecord, WebhookDeliveryRecord } from '../store/index.ts';
 import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
 import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
@@ -169,8 +169,9 @@ export class Deliverer {
       timeoutMs: this.#o.timeoutMs ?? 10_000,
     });
     const doneMs = now();
-    await store.webhooks.addAttempt(
-      {
+    // Written with the record update below, in the same store transaction.
+    const log = {
+      attempt: {
         deliveryId,
         attempt,
         trigger,
@@ -180,8 +181,8 @@ export class Deliverer {
         responseBody: headBytes(result.body, ATTEMPT_BODY_LIMIT),
         error: result.error,
       },
-      this.#o.attemptsKept ?? ATTEMPTS_KEPT,
-    );
+      keep: this.#o.attemptsKept ?? ATTEMPTS_KEPT,
+    };
     const base = {
       attempts: attempt,
       responseStatus: result.status,
@@ -191,7 +192,7 @@ export class Deliverer {
     };
 
     if (result.ok) {
-      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null });
+      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null }, log);
       // Resetting a count that is already 0 is a write we can skip (the common case).
       if (endpoint.consecutiveFailures !== 0) {
         await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
@@ -204,7 +205,7 @@ export class Deliverer {
 
     if (trigger !== 'scheduled') {
       // A manual send has no schedule and was counted toward health already: it just ends.
-      await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null });
+      await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
       await store.queue.ack(job);
       this.#log.info({ deliveryId, attempt, trigger, error: result.error }, `handle() | manual send failed [deliveryId:${deliveryId}] [trigger:${trigger}]`);
       return;
@@ -217,7 +218,7 @@ export class Deliverer {
     });
     if (delay !== null) {
       const runAtMs = doneMs + delay;
-      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() });
+      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, log);
       await store.queue.retry(job, runAtMs);
       this.#log.info(
         { deliveryId, attempt, error: result.error, delayMs: delay },
@@ -234,7 +235,7 @@ export class Deliverer {
       const final: WebhookDeliveryRecord = { ...delivery, ...base, status: 'failed', nextAttemptAt: null };
       await this.#o.notifier?.emit(endpoint.accountId, deliveryExhaustedEvent(final, doneMs));
     }
-    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null });
+    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
     const ep = await store.webhooks.recordOutcome(endpoint.id, false, disableAt);
     // Only the outcome that reached the threshold sees the count equal to it: one event per episode.
     if (ep && !ep.isActive && ep.consecutiveFailures === disableAt) {
@@ -250,7 +251,8 @@ export class Deliverer {
   async #update(
     delivery: WebhookDeliveryRecord,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<void> {
-    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() });
+    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() }, log);
   }
 }

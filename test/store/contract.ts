@@ -576,6 +576,18 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same(await store.webhooks.listAttempts('dlv_2'), [], 'deleted with its endpoint');
   });
 
+  test('webhooks.updateDelivery with a log entry updates and appends together, capped', async (t, { store }) => {
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0)], () => []);
+    const entry = (n: number) => ({ deliveryId: 'dlv_1', attempt: n, trigger: 'scheduled' as const, startedAt: iso(T0 + n), durationMs: n, responseStatus: 500, responseBody: 'no', error: 'http_status: 500' });
+    for (let n = 1; n <= 4; n++) {
+      const updated = await store.webhooks.updateDelivery('dlv_1', { attempts: n, responseStatus: 500 }, { attempt: entry(n), keep: 3 });
+      t.match(updated, { id: 'dlv_1', attempts: n, responseStatus: 500 });
+    }
+    t.same(await store.webhooks.listAttempts('dlv_1'), [entry(2), entry(3), entry(4)], 'the newest 3, oldest first');
+    t.equal(await store.webhooks.updateDelivery('dlv_x', { attempts: 1 }, { attempt: { ...entry(1), deliveryId: 'dlv_x' }, keep: 3 }), null);
+    t.same(await store.webhooks.listAttempts('dlv_x'), [], 'nothing logged for a missing delivery');
+  });
+
   // ───────────────────────────── jobs
 
   test('queue.enqueue is idempotent while a job is queued or leased', async (t, { store }) => {

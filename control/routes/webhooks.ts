@@ -2,6 +2,8 @@
  * Area B webhook management (spec "Area B: webhook management"). Thin: validation here, rules in
  * webhooks/WebhookService. Statuses the spec leaves "not shown" are chosen in docs/api.md:
  * create 201, delete 200 with `{ success, id }`, a rejected URL 422, the 11th endpoint 409.
+ * Beyond the spec: recover and resend answer 202 (the sends happen later, from the queue); the
+ * attempts log 200. A delivery id the route did not get from us is simply not found.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';

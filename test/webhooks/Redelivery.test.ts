@@ -9,7 +9,7 @@ import Stripe from 'stripe';
 import { RedisStore } from '../../store/index.ts';
 import type { Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { createWebhooks, DELIVER_QUEUE, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { createWebhooks, DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { DeliveryEngineOptions, WebhookEndpointView, WebhookEvent, WebhooksOptions } from '../../webhooks/index.ts';
 import { makeTls, ManualClock, openStore, testLogger, TestReceiver, waitUntil } from './helpers.ts';
 import type { ReceivedRequest } from './helpers.ts';
@@ -164,7 +164,8 @@ for (const kind of ['embedded', 'redis'] as const) {
 }
 
 void t.test('resend sends one delivery again (once, no schedule); a pending one is refused; the log keeps network errors', { timeout: 60_000 }, async (t) => {
-  const { clock, store, receiver, service } = await setup(t, 'embedded', { engine: { timeoutMs: 1_000, leaseMs: 5_000 } });
+  // The spec's schedule: a failed manual send must still not be retried on it.
+  const { clock, store, receiver, service } = await setup(t, 'embedded', { engine: { timeoutMs: 1_000, leaseMs: 5_000, retryDelaysMs: RETRY_DELAYS_MS } });
   receiver.reply = () => ({ status: 200, body: 'ok' });
   const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
   const { event, delivery } = await deliverOne(store, clock, e);
@@ -185,7 +186,7 @@ void t.test('resend sends one delivery again (once, no schedule); a pending one 
   await t.rejects(service.resend('acc_1', e.id, delivery.id), { code: 'WEBHOOKS/DELIVERY_PENDING', httpStatus: 409 });
   const timedOut = await finished(store, e, event.id, 3);
   t.equal(timedOut.status, 'failed', 'a failed resend ends the delivery failed');
-  t.equal(timedOut.nextAttemptAt, null, 'with no retry scheduled');
+  t.equal(timedOut.nextAttemptAt, null, 'with no retry scheduled, though the schedule has sends left');
   t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
   t.equal((await service.get('acc_1', e.id)).consecutive_failures, 0, 'a manual send does not count toward health');
 

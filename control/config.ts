@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
 import { DELETED_STATUS_TTL_MS } from '../streams/index.ts';
+import { ATTEMPTS_KEPT, OPERATIONAL_EVENT_DEFAULTS, REDELIVERY_DEFAULTS, WEBHOOK_SERVICE_DEFAULTS } from '../webhooks/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
 export type Role = 'api' | 'media' | 'worker';
@@ -222,6 +223,32 @@ export const ConfigEnvSchema = z.object({
    * against PATCH's 300 a minute per account.
    */
   CONTROL_INBOUND_MESSAGES_PER_S: z.coerce.number().int().min(1).max(100_000).default(20),
+  /**
+   * Webhook resends (`POST …/deliveries/{id}/resend`) per account in any 60 s. Each is one request
+   * to the account's own endpoint: 60 is clicking through deliveries by hand; beyond, 429.
+   */
+  WEBHOOK_RESENDS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(WEBHOOK_SERVICE_DEFAULTS.resendsPerMinute),
+  /**
+   * Webhook recover calls (`POST /v1/webhooks/{id}/recover`) per account in any 60 s. Each may
+   * queue WEBHOOK_RECOVER_MAX_DELIVERIES sends: 5 pages through a large outage; beyond, 429.
+   */
+  WEBHOOK_RECOVERS_PER_MINUTE: z.coerce.number().int().min(1).max(10_000).default(WEBHOOK_SERVICE_DEFAULTS.recoversPerMinute),
+  /**
+   * Failed deliveries one recover call queues again at most (the answer's `has_more` says to call
+   * again with the same window). Bounds one call's store work and the burst at the receiver. 1000.
+   */
+  WEBHOOK_RECOVER_MAX_DELIVERIES: z.coerce.number().int().min(1).max(100_000).default(REDELIVERY_DEFAULTS.maxPerRecover),
+  /**
+   * Sends kept in each webhook delivery's attempts log, newest kept (records live 14 days like
+   * their delivery). 20: the 8 scheduled sends and 12 resends or recovers; older entries go.
+   */
+  WEBHOOK_ATTEMPTS_KEPT: z.coerce.number().int().min(8).max(1000).default(ATTEMPTS_KEPT),
+  /**
+   * Operational events (`webhook.delivery.exhausted`, `.endpoint.disabled`, `.endpoint.recovered`)
+   * one endpoint may cause per type in any rolling hour, to the account's other endpoints; the
+   * rest are dropped (logged). 10: enough to say something is wrong, never a flood. 0: none.
+   */
+  WEBHOOK_OPERATIONAL_EVENTS_PER_HOUR: z.coerce.number().int().min(0).max(100_000).default(OPERATIONAL_EVENT_DEFAULTS.maxPerHour),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -282,6 +309,17 @@ export interface Config {
     inboundBytesPerS: number;
     /** Messages a second, sustained, per socket. */
     inboundMessagesPerS: number;
+  };
+  /** Webhook management and delivery limits (WEBHOOK_*; docs/webhooks.md). */
+  webhooks: {
+    /** Per account in any 60 s. */
+    resendsPerMinute: number;
+    recoversPerMinute: number;
+    maxPerRecover: number;
+    /** Entries per delivery's attempts log. */
+    attemptsKept: number;
+    /** Per endpoint and type in any rolling hour. */
+    operationalEventsPerHour: number;
   };
 }
 
@@ -360,6 +398,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxMessageBytes: e.CONTROL_MAX_MESSAGE_BYTES,
       inboundBytesPerS: e.CONTROL_INBOUND_BYTES_PER_S,
       inboundMessagesPerS: e.CONTROL_INBOUND_MESSAGES_PER_S,
+    }),
+    webhooks: Object.freeze({
+      resendsPerMinute: e.WEBHOOK_RESENDS_PER_MINUTE,
+      recoversPerMinute: e.WEBHOOK_RECOVERS_PER_MINUTE,
+      maxPerRecover: e.WEBHOOK_RECOVER_MAX_DELIVERIES,
+      attemptsKept: e.WEBHOOK_ATTEMPTS_KEPT,
+      operationalEventsPerHour: e.WEBHOOK_OPERATIONAL_EVENTS_PER_HOUR,
     }),
   });
 }

@@ -14,6 +14,7 @@ import type {
   PageRequest,
   SongRecord,
   StreamRecord,
+  WebhookAttemptRecord,
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
 } from './records.ts';
@@ -214,18 +215,23 @@ async function pageIndex<T>(
   recordKey: (id: string) => string,
   page: PageRequest,
   filter?: (record: T) => boolean,
+  /** Lex bounds on the index (ZRANGEBYLEX syntax): only members within them are read. */
+  bounds: { min?: string; max?: string } = {},
 ): Promise<Page<T>> {
   const limit = pageLimit(page.limit);
-  let max = '+';
+  let max = bounds.max ?? '+';
+  const min = bounds.min ?? '-';
   if (page.cursor) {
     const { ms, id } = decodeCursor(page.cursor);
-    max = `(${sortMember(ms, id)}`;
+    const after = `(${sortMember(ms, id)}`;
+    // Both exclusive bounds of one format: the smaller string is the tighter one.
+    if (max === '+' || after.slice(1) < max.slice(1)) max = after;
   }
   const items: { member: string; record: T }[] = [];
   let more = false;
   for (;;) {
     const batch = filter ? 200 : limit + 1 - items.length;
-    const members = await ctx.redis.zrevrangebylex(indexKey, max, '-', 'LIMIT', 0, batch);
+    const members = await ctx.redis.zrevrangebylex(indexKey, max, min, 'LIMIT', 0, batch);
     if (members.length === 0) break;
     const records = await loadAll<T>(ctx, members.map((m) => recordKey(m.slice(16))));
     for (let i = 0; i < members.length; i++) {
@@ -515,14 +521,22 @@ class Webhooks implements WebhookRepo {
   }
 
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
+    if (!isRecordId('dlv', id)) return null;
     return load<WebhookDeliveryRecord>(this.ctx, this.deliveryKey(id));
   }
 
   async updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    if (log && log.attempt.deliveryId === id) {
+      const keep = Math.max(1, Math.floor(log.keep));
+      return decodeRecord<WebhookDeliveryRecord>(
+        await this.ctx.run(scripts.deliveryUpdateLogged, [id, ...fieldArgs(clean), JSON.stringify(log.attempt), keep]),
+      );
+    }
     return decodeRecord<WebhookDeliveryRecord>(
       await this.ctx.run(scripts.update, [this.deliveryKey(id), ...fieldArgs(clean)]),
     );
@@ -541,6 +555,11 @@ class Webhooks implements WebhookRepo {
             (filter.eventType === undefined || d.eventType === filter.eventType) &&
             (filter.streamId === undefined || d.streamId === filter.streamId)
         : undefined,
+      {
+        // Members are `sortMember(ms, id)`: `<15-digit ms>|<id>`, so `<ms>|` sorts before every id of that ms.
+        ...(filter.createdFrom !== undefined ? { min: `[${sortMember(createdMs(filter.createdFrom), '')}` } : {}),
+        ...(filter.createdBefore !== undefined ? { max: `(${sortMember(createdMs(filter.createdBefore), '')}` } : {}),
+      },
     );
   }
 
@@ -553,6 +572,26 @@ class Webhooks implements WebhookRepo {
       total += removed;
       if (removed < batch) return total;
     }
+  }
+
+  async requeueDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    jobs: NewJob[],
+  ): Promise<WebhookDeliveryRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    return decodeRecord<WebhookDeliveryRecord>(
+      await this.ctx.run(scripts.deliveryRequeue, [id, ...fieldArgs(clean), ...jobArgs(jobs, this.ctx.now())]),
+    );
+  }
+
+  async addAttempt(attempt: WebhookAttemptRecord, keep: number): Promise<void> {
+    await this.ctx.run(scripts.attemptAdd, [attempt.deliveryId, JSON.stringify(attempt), Math.max(1, Math.floor(keep))]);
+  }
+
+  async listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]> {
+    const docs = await this.ctx.redis.lrange(`${this.ctx.prefix}dlvatt:${deliveryId}`, 0, -1);
+    return docs.map((d) => JSON.parse(d) as WebhookAttemptRecord);
   }
 }
 

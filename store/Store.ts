@@ -6,6 +6,7 @@ import type {
   PageRequest,
   SongRecord,
   StreamRecord,
+  WebhookAttemptRecord,
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
   DeliveryStatus,
@@ -139,6 +140,10 @@ export interface DeliveryFilter {
   status?: DeliveryStatus;
   eventType?: string;
   streamId?: string;
+  /** Only deliveries created at or after this ISO time. */
+  createdFrom?: string;
+  /** Only deliveries created before this ISO time. */
+  createdBefore?: string;
 }
 
 export interface WebhookRepo {
@@ -169,14 +174,36 @@ export interface WebhookRepo {
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
   ): Promise<WebhookDeliveryRecord[]>;
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
+  /**
+   * Merges `patch`; with `log`, also appends `log.attempt` to the delivery's attempts log (kept to
+   * its newest `log.keep`) in the same transaction, so a send costs one commit, not two.
+   */
   updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null>;
   /** Newest first. */
   listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>>;
-  /** Deletes deliveries created before `beforeIso`; returns how many. */
+  /** Deletes deliveries created before `beforeIso` (with their attempts logs); returns how many. */
   purgeDeliveries(beforeIso: string): Promise<number>;
+  /**
+   * Compare-and-set for a resend: applies `patch` (which sets status `pending`) to a delivery
+   * that is not `pending` and writes `jobs` with it, atomically. Null when the delivery is
+   * missing or already pending (so two resends at once queue one send).
+   */
+  requeueDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    jobs: NewJob[],
+  ): Promise<WebhookDeliveryRecord | null>;
+  /**
+   * Appends one send to the delivery's attempts log and keeps only its newest `keep` entries.
+   * Nothing is written when the delivery no longer exists (purged, or its endpoint deleted).
+   */
+  addAttempt(attempt: WebhookAttemptRecord, keep: number): Promise<void>;
+  /** The delivery's attempts log, oldest first (at most the `keep` last written). */
+  listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]>;
 }
 
 // ───────────────────────────── jobs

@@ -11,7 +11,7 @@
  * no record, and repositories answer null for it without building a store key from it (in Redis
  * `str:bykey:…` is another record's key, and reading it as a hash would fail).
  */
-export function isRecordId(prefix: 'str' | 'sng' | 'whk', id: string): boolean {
+export function isRecordId(prefix: 'str' | 'sng' | 'whk' | 'dlv', id: string): boolean {
   return id.length <= prefix.length + 65 && id.startsWith(`${prefix}_`) && /^[A-Za-z0-9_-]+$/.test(id.slice(prefix.length + 1));
 }
 
@@ -209,6 +209,31 @@ export interface WebhookDeliveryRecord {
   updatedAt: string;
   lastAttemptAt: string | null;
   nextAttemptAt: string | null;
+}
+
+/**
+ * Why a send of a delivery was made:
+ * - `scheduled`: the first send or a retry of the schedule (at most 8 in all);
+ * - `resend`: `POST …/deliveries/{id}/resend`;
+ * - `recover`: `POST /v1/webhooks/{id}/recover`.
+ */
+export type AttemptTrigger = 'scheduled' | 'resend' | 'recover';
+
+/** One send of one delivery, as its attempts log keeps it (deleted with the delivery). */
+export interface WebhookAttemptRecord {
+  deliveryId: string;
+  /** The delivery's send count after this send (1 for the first). */
+  attempt: number;
+  trigger: AttemptTrigger;
+  startedAt: string;
+  /** Round trip of the request, ms (until the response body was read, or until it failed). */
+  durationMs: number;
+  /** HTTP status, or null when no response came (timeout, connection, TLS, blocked address). */
+  responseStatus: number | null;
+  /** The response body's first 1 KiB (UTF-8), or null without a response. */
+  responseBody: string | null;
+  /** Why the send failed (`http_status: 500`, `timeout: …`), or null on a 2xx. */
+  error: string | null;
 }
 
 /** A page of results, newest first; `nextCursor` is opaque and null on the last page. */

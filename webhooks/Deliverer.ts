@@ -8,9 +8,17 @@
  *   (and is disabled at 20 in a row).
  * The body is the frozen payload of the record; it is signed at send time with the endpoint's
  * CURRENT secret, so after rotate-secret no attempt, queued retries included, uses the old one.
+ *
+ * A job queued by resend or recover (`trigger` in its payload) makes ONE send: success →
+ * `succeeded`, failure → `failed` again, with no retry schedule and no count toward the
+ * endpoint's health (the delivery was counted when its schedule ran out). Every send is appended
+ * to the delivery's attempts log. Operational events (a delivery exhausted, the endpoint
+ * disabled or recovered) go out through OperationalNotifier.
  */
 import type { Logger } from 'pino';
-import type { LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { AttemptTrigger, LeasedJob, Store, WebhookAttemptRecord, WebhookDeliveryRecord } from '../store/index.ts';
+import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
+import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
 import { SafeHttpError } from './SafeHttpClient.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
@@ -20,6 +28,13 @@ import { signedHeaders } from './Signature.ts';
 export const RESPONSE_BODY_LIMIT = 4096;
 /** Consecutive failed deliveries that disable an endpoint (spec "Limits"). */
 export const DISABLE_AFTER_FAILURES = 20;
+/** Response body bytes kept per entry of the attempts log (the first 1 KiB). */
+export const ATTEMPT_BODY_LIMIT = 1024;
+/**
+ * Sends kept in one delivery's attempts log, newest kept: the 8 of the schedule plus 12 resends
+ * or recovers; older entries are dropped (the record's `attempts` still counts every send).
+ */
+export const ATTEMPTS_KEPT = 20;
 
 export interface AttemptResult {
   ok: boolean;
@@ -82,11 +97,24 @@ export interface DelivererOptions {
   random?: () => number;
   /** Default 20. */
   disableAfter?: number;
+  /** Entries kept in each delivery's attempts log; default ATTEMPTS_KEPT (20). */
+  attemptsKept?: number;
+  /** Where operational events go; none are sent without it. */
+  notifier?: OperationalNotifier;
 }
 
 /** Payload of a job in queue `webhooks.deliver`: only the id, never the secret or the body. */
 export interface DeliverJobPayload {
   deliveryId: string;
+  /** Absent on scheduled sends; `resend` or `recover` for a manual one-send job. */
+  trigger?: Exclude<AttemptTrigger, 'scheduled'>;
+}
+
+/** The first `limit` bytes of `body` as UTF-8 (a character cut in two becomes U+FFFD). */
+function headBytes(body: string | null, limit: number): string | null {
+  if (body === null) return null;
+  const bytes = Buffer.from(body, 'utf8');
+  return bytes.length <= limit ? body : bytes.subarray(0, limit).toString('utf8');
 }
 
 export class Deliverer {
@@ -100,7 +128,9 @@ export class Deliverer {
 
   async handle(job: LeasedJob): Promise<void> {
     const { store, now } = this.#o;
-    const deliveryId = (job.payload as Partial<DeliverJobPayload> | null)?.deliveryId;
+    const payload = job.payload as Partial<DeliverJobPayload> | null;
+    const deliveryId = payload?.deliveryId;
+    const trigger: AttemptTrigger = payload?.trigger === 'resend' || payload?.trigger === 'recover' ? payload.trigger : 'scheduled';
     if (typeof deliveryId !== 'string') {
       this.#log.error({ jobId: job.id }, `handle() | malformed deliver job, dropped [jobId:${job.id}]`);
       await store.queue.ack(job);
@@ -139,6 +169,20 @@ export class Deliverer {
       timeoutMs: this.#o.timeoutMs ?? 10_000,
     });
     const doneMs = now();
+    // Written with the record update below, in the same store transaction.
+    const log = {
+      attempt: {
+        deliveryId,
+        attempt,
+        trigger,
+        startedAt: new Date(startedMs).toISOString(),
+        durationMs: Math.round(result.roundTripMs * 10) / 10,
+        responseStatus: result.status,
+        responseBody: headBytes(result.body, ATTEMPT_BODY_LIMIT),
+        error: result.error,
+      },
+      keep: this.#o.attemptsKept ?? ATTEMPTS_KEPT,
+    };
     const base = {
       attempts: attempt,
       responseStatus: result.status,
@@ -148,13 +192,22 @@ export class Deliverer {
     };
 
     if (result.ok) {
-      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null });
+      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null }, log);
       // Resetting a count that is already 0 is a write we can skip (the common case).
       if (endpoint.consecutiveFailures !== 0) {
         await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+        await this.#o.notifier?.emit(endpoint.accountId, endpointRecoveredEvent(endpoint, deliveryId, attempt, doneMs));
       }
       await store.queue.ack(job);
       this.#log.debug({ deliveryId, attempt }, `handle() | delivered [deliveryId:${deliveryId}] [attempt:${attempt}]`);
+      return;
+    }
+
+    if (trigger !== 'scheduled') {
+      // A manual send has no schedule and was counted toward health already: it just ends.
+      await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
+      await store.queue.ack(job);
+      this.#log.info({ deliveryId, attempt, trigger, error: result.error }, `handle() | manual send failed [deliveryId:${deliveryId}] [trigger:${trigger}]`);
       return;
     }
 
@@ -165,7 +218,7 @@ export class Deliverer {
     });
     if (delay !== null) {
       const runAtMs = doneMs + delay;
-      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() });
+      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, log);
       await store.queue.retry(job, runAtMs);
       this.#log.info(
         { deliveryId, attempt, error: result.error, delayMs: delay },
@@ -174,8 +227,20 @@ export class Deliverer {
       return;
     }
 
-    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null });
-    const ep = await store.webhooks.recordOutcome(endpoint.id, false, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+    const disableAt = this.#o.disableAfter ?? DISABLE_AFTER_FAILURES;
+    // Emitted before the record is final, so a worker killed in between emits again on the
+    // next lease (same derived event id: dispatched once). Deliveries of operational events
+    // never cause one: two failing endpoints must not feed each other.
+    if (!delivery.eventType.startsWith('webhook.')) {
+      const final: WebhookDeliveryRecord = { ...delivery, ...base, status: 'failed', nextAttemptAt: null };
+      await this.#o.notifier?.emit(endpoint.accountId, deliveryExhaustedEvent(final, doneMs));
+    }
+    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
+    const ep = await store.webhooks.recordOutcome(endpoint.id, false, disableAt);
+    // Only the outcome that reached the threshold sees the count equal to it: one event per episode.
+    if (ep && !ep.isActive && ep.consecutiveFailures === disableAt) {
+      await this.#o.notifier?.emit(ep.accountId, endpointDisabledEvent(ep, deliveryId, doneMs));
+    }
     await store.queue.ack(job);
     this.#log.warn(
       { deliveryId, endpointId: endpoint.id, error: result.error, disabled: ep !== null && !ep.isActive },
@@ -186,7 +251,8 @@ export class Deliverer {
   async #update(
     delivery: WebhookDeliveryRecord,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<void> {
-    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() });
+    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() }, log);
   }
 }

@@ -42,8 +42,10 @@ export class Dispatcher {
       return [];
     }
     const { accountId, event } = parsed;
+    // An operational event is never sent to the endpoint it is about (no loops).
+    const about = 'endpoint_id' in event.data ? event.data.endpoint_id : null;
     const endpoints = (await store.webhooks.listEndpoints(accountId)).filter(
-      (e) => e.isActive && e.events.includes(event.type),
+      (e) => e.isActive && e.events.includes(event.type) && e.id !== about,
     );
     let created: WebhookDeliveryRecord[] = [];
     if (endpoints.length > 0) {
@@ -58,7 +60,7 @@ export class Dispatcher {
           accountId,
           eventId: event.id,
           eventType: event.type,
-          streamId: event.data.stream_id,
+          streamId: 'stream_id' in event.data ? event.data.stream_id : null,
           payload,
           status: 'pending',
           attempts: 0,

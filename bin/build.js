@@ -134,10 +134,19 @@ export async function build({ root = ROOT, out = DEFAULT_OUT, log = (line) => pr
   writeFileSync(stamp, `${JSON.stringify({ builtAt: new Date(started).toISOString(), node: process.version, files: roots.length })}\n`);
   // The stamp dates from the start: a source saved while the build ran leaves the build stale.
   utimesSync(stamp, started / 1000, started / 1000);
+  // Two builds at once (two starts): each swaps in its own complete folder; the later one wins.
   const old = `${out}.old-${process.pid}`;
-  if (existsSync(out)) renameSync(out, old);
-  renameSync(next, out);
+  const ignore = (codes, fn) => {
+    try {
+      fn();
+    } catch (err) {
+      if (!codes.includes(err.code)) throw err;
+    }
+  };
+  ignore(['ENOENT'], () => renameSync(out, old));
+  ignore(['ENOTEMPTY', 'EEXIST'], () => renameSync(next, out));
   rmSync(old, { recursive: true, force: true });
+  rmSync(next, { recursive: true, force: true });
   log(`build: ${roots.length} modules → ${relative(root, out) || out} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return { files: roots.length, out };
 }

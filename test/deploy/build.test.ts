@@ -17,6 +17,7 @@ import { buildState, SOURCE_DIRS } from '../../bin/build.js';
 import type * as Native from '../../native/index.ts';
 import { freePort } from '../helpers/net.ts';
 import { until } from '../helpers/until.ts';
+import { PARTS } from '../structure/importGraph.ts';
 
 const run = promisify(execFile);
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -54,6 +55,8 @@ t.test('the build emits every server module as JavaScript importing .js files, w
   const r = await run(process.execPath, [join(ROOT, 'bin/build.js'), '--out', OUT], { cwd: ROOT, env: { ...process.env, NODE_OPTIONS: '' } });
   t.match(r.stderr, /build: \d+ modules/, 'the script says what it built');
   t.ok(sources.length > 100, `${sources.length} sources`);
+  // web/ is plain JavaScript served as is (copied whole); every other part is compiled.
+  t.same(PARTS.filter((p) => p !== 'web' && !SOURCE_DIRS.includes(p)), [], 'the build covers every top-level part of the sources');
   const missing = sources.filter((s) => !existsSync(built(s)));
   t.same(missing.map((s) => relative(ROOT, s)), [], 'every source has its .js');
   const tsImports = sources.flatMap((s) => {

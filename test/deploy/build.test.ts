@@ -114,7 +114,7 @@ t.test('the built server starts without tsx: /readyz, its pages, and a song rend
   const { id } = (await created.json()) as { id: string };
   const song = await until(
     'the song to finish on the built render thread',
-    async () => (await (await get(`/music/v1/songs/${id}`, auth))?.json()) as { status: string; takes?: { mp3_url: string }[] } | undefined,
+    async () => (await (await get(`/music/v1/songs/${id}`, auth))?.json()) as { status: string; error?: unknown; takes?: { mp3_url: string }[] } | undefined,
     (s) => s?.status === 'done' || s?.status === 'failed',
     120_000,
     250,

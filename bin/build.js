@@ -31,15 +31,15 @@ export const SOURCE_DIRS = ['control', 'errors', 'images', 'media', 'native', 's
 export const ASSETS = ['web', 'songs/data', 'streams/data', 'media/gst/build/Release/reverie_gst.node'];
 /** Written last into a finished build; its mtime is the time the build started. */
 const STAMP = '.build.json';
-/** Also inputs: the compiler options and this recipe. */
-const CONFIG_FILES = ['tsconfig.json', 'bin/build.js'];
+/** Also inputs: the compiler options, package.json (its "type" makes NodeNext emit ESM) and this recipe. */
+const CONFIG_FILES = ['tsconfig.json', 'package.json', 'bin/build.js'];
 
 /**
  * The newest modification time (ms) among the build's inputs under `root`: every file and folder
  * of the sources and assets (a folder's mtime moves when a file in it is added, removed or
- * renamed), the compiler options and this recipe. The addon's build folder counts only through
- * the addon itself. 0 when there are no sources: an image that ships dist/ alone has nothing to
- * rebuild from (and its copied files' times say nothing about the build's).
+ * renamed), the compiler options, package.json and this recipe. The addon's build folder counts
+ * only through the addon itself. 0 when there are no sources: an image that ships dist/ alone has
+ * nothing to rebuild from (and its copied files' times say nothing about the build's).
  */
 export function newestInput(root = ROOT) {
   if (!SOURCE_DIRS.some((d) => existsSync(join(root, d)))) return 0;

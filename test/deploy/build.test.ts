@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import t from 'tap';
-import { buildState, SOURCE_DIRS } from '../../bin/build.js';
+import { build, buildState, SOURCE_DIRS } from '../../bin/build.js';
 import type * as Native from '../../native/index.ts';
 import { freePort } from '../helpers/net.ts';
 import { until } from '../helpers/until.ts';
@@ -175,4 +175,23 @@ t.test('a build is current until an input is newer; without sources (an image) t
   writeFileSync(join(root, 'bin/build.js'), 'x');
   at('bin/build.js', T + 30);
   t.equal(buildState(root, out).current, true, 'an image with dist/ and bin/ but no sources runs its build whatever the copied files say');
+});
+
+t.test('a syntax error fails the build with TypeScript\'s message and leaves the previous build in place', { timeout: 180_000 }, async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'rv-broken-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  const out = join(root, 'dist');
+  // Our compiler options; no @types/node here (nothing to resolve it from) and none needed.
+  writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ extends: join(ROOT, 'tsconfig.json'), compilerOptions: { types: [] }, files: [], include: [] }));
+  writeFileSync(join(root, 'package.json'), '{ "type": "module" }'); // NodeNext emits ESM by it
+  mkdirSync(join(root, 'control'));
+  writeFileSync(join(root, 'control/main.ts'), "import { two } from './two.ts';\nexport const one: number = two - 1;\n");
+  writeFileSync(join(root, 'control/two.ts'), 'export const two = 2;\n');
+  const quiet = () => undefined;
+  await build({ root, out, log: quiet });
+  t.match(readFileSync(join(out, 'control/main.js'), 'utf8'), /from ['"]\.\/two\.js['"]/, 'the first build is there, importing .js');
+  writeFileSync(join(root, 'control/two.ts'), 'export const two = ;\n');
+  await t.rejects(build({ root, out, log: quiet }), /the build failed:[\s\S]*two\.ts/, 'the error names the file');
+  t.match(readFileSync(join(out, 'control/two.js'), 'utf8'), /two = 2/, 'the previous build stays');
+  t.same(readdirSync(root).filter((f) => f.startsWith('dist.')), [], 'no half-built folder left behind');
 });

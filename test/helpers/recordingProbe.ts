@@ -44,15 +44,18 @@ export function increasing(values: readonly number[]): boolean {
   return values.every((v, i) => i === 0 || v > (values[i - 1] as number));
 }
 
-/** Each video frame's darkest and brightest luma (ffmpeg signalstats YMIN/YMAX, limited range 16…235), in order. */
+/** Side of the square each frame is scaled to for frameLuma, px (fits any size change mid-file). */
+const LUMA_SIDE = 96;
+
+/** Each video frame's darkest and brightest luma (its Y plane scaled to 96², limited range 16…235), in order. */
 export async function frameLuma(file: string): Promise<{ min: number; max: number }[]> {
-  // The movie source takes a filter-graph string: quote the path for it.
-  const graph = `movie='${file.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}',signalstats`;
-  const { stdout } = await run('ffprobe', ['-v', 'error', '-f', 'lavfi', '-i', graph, '-show_entries', 'frame_tags=lavfi.signalstats.YMIN,lavfi.signalstats.YMAX', '-of', 'csv=p=0'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  return stdout
-    .trim()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => l.split(',').map(Number))
-    .map(([min, max]) => ({ min: min ?? NaN, max: max ?? NaN }));
+  const args = ['-v', 'error', '-i', file, '-map', '0:v', '-fps_mode', 'passthrough', '-vf', `scale=${LUMA_SIDE}:${LUMA_SIDE}`, '-pix_fmt', 'yuv420p', '-f', 'rawvideo', '-'];
+  const { stdout } = await run('ffmpeg', args, { encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 });
+  const frame = (LUMA_SIDE * LUMA_SIDE * 3) / 2;
+  const out: { min: number; max: number }[] = [];
+  for (let o = 0; o + frame <= stdout.length; o += frame) {
+    const y = stdout.subarray(o, o + LUMA_SIDE * LUMA_SIDE);
+    out.push({ min: Math.min(...y), max: Math.max(...y) });
+  }
+  return out;
 }

@@ -17,6 +17,12 @@
  * continuing where the last frame ended. (Timestamps that jumped by the gap left a hole in the
  * players' buffers: hls.js froze up to 4 s at every publish, leave and resolution change.)
  *
+ * Slate: the slate (decision 0011) comes through the same encoder as live frames, so each access
+ * unit says which it is. Players get both alike; recordings keep live frames only, so a segment
+ * records where its leading live run ends (a part ends there), and the first live keyframe after
+ * the slate starts a segment of its own (one is asked for at once): a recording loses at most the
+ * few live frames before that keyframe, which reference the slate.
+ *
  * Audio: one AAC track, contiguous (1024-sample frames) from the first keyframe. Frames are
  * placed by arrival time; gaps over `audioGapMs` are filled with silent frames, and frames more
  * than `audioAheadMs` ahead of their arrival time are dropped, so A/V stays within ≈ 200 ms. When
@@ -64,6 +70,14 @@ export interface CompletedSegment {
   wallStartMs: number;
   /** The publisher was away before this segment (a gap in media time). */
   discontinuity: boolean;
+  /**
+   * Bytes of `bytes` from its start that hold live frames only (whole parts): all of them for a
+   * live segment, fewer when the slate followed within it, 0 when it starts on the slate. Its
+   * live frames after a slate frame are not counted: they reference the slate.
+   */
+  liveBytes: number;
+  /** Media time of those live bytes, ms. */
+  liveDurationMs: number;
 }
 
 /** ms without any HLS request after which the stream counts as not watched over HLS. */
@@ -82,6 +96,8 @@ interface Segment {
   startTicks: number;
   initId: number;
   discontinuity: boolean;
+  /** Parts before its first slate frame (each holds live frames only); null while it has none. */
+  liveParts: number | null;
   /** ms epoch of the first sample (EXT-X-PROGRAM-DATE-TIME). */
   wallStartMs: number;
   parts: Part[];
@@ -93,6 +109,8 @@ interface Segment {
 interface Held {
   nals: Uint8Array[];
   keyframe: boolean;
+  /** A slate frame (not the publisher's). */
+  slate: boolean;
   t: number;
   wallMs: number;
 }
@@ -189,8 +207,8 @@ export class HlsPackager {
     return Math.round((atMs - (this.#epochMs ?? atMs)) * (VIDEO_TIMESCALE / 1000));
   }
 
-  /** One encoder access unit (Annex B NALs, as EncoderBin emits them). */
-  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }): void {
+  /** One encoder access unit (Annex B NALs, as EncoderBin emits them); `slate`: a slate frame, not the publisher's. */
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }, slate = false): void {
     if (this.#closed) return;
     const nals: Uint8Array[] = [];
     let sps: Uint8Array | undefined;
@@ -246,7 +264,7 @@ export class HlsPackager {
     this.#resumeTicks = undefined;
     const wallMs = Date.now() - (performance.now() - au.atMs);
     const held = this.#held;
-    this.#held = { nals, keyframe: au.keyframe, t, wallMs };
+    this.#held = { nals, keyframe: au.keyframe, slate, t, wallMs };
     if (held) this.#place(held, Math.max(1, t - held.t));
   }
 
@@ -305,12 +323,18 @@ export class HlsPackager {
     const seg = this.#current;
     if (!seg) return;
     const segTicks = seg.ticks + this.#partTicks;
-    if (segTicks > 0 && (s.keyframe ? segTicks >= target / 2 : segTicks + dur > cap)) {
+    // Back from the slate: the first live keyframe starts a segment (recordings keep it whole).
+    const backLive = !s.slate && seg.liveParts !== null;
+    if (backLive && !s.keyframe) this.#askKeyUnit();
+    if (segTicks > 0 && (s.keyframe ? segTicks >= target / 2 || backLive : segTicks + dur > cap)) {
       this.#closeSegment();
       this.#startSegment(s);
-    } else if (this.#partTicks + dur > this.partTargetTicks) {
+    } else if (this.#partTicks + dur > this.partTargetTicks || (s.slate && seg.liveParts === null && this.#samples.length > 0)) {
+      // The first slate frame starts a part: the live run before it is whole parts.
       this.#closePart();
     }
+    const placed = this.#current;
+    if (placed && s.slate && placed.liveParts === null) placed.liveParts = placed.parts.length;
     if (this.#samples.length === 0) this.#partStart = s.t;
     this.#samples.push({ nals: s.nals, duration: dur, keyframe: s.keyframe });
     this.#partTicks += dur;
@@ -332,6 +356,7 @@ export class HlsPackager {
       startTicks: s.t,
       initId: this.#initId,
       discontinuity: this.#pendingDiscontinuity,
+      liveParts: null,
       wallStartMs: s.wallMs,
       parts: [],
       ticks: 0,
@@ -377,6 +402,7 @@ export class HlsPackager {
     this.#segments.push(seg);
     const init = this.#inits.get(seg.initId)?.bytes;
     if (this.#opts.onSegment && init) {
+      const live = seg.parts.slice(0, seg.liveParts ?? seg.parts.length);
       const segment: CompletedSegment = {
         msn: seg.msn,
         initId: seg.initId,
@@ -386,6 +412,8 @@ export class HlsPackager {
         durationMs: (seg.ticks / VIDEO_TIMESCALE) * 1000,
         wallStartMs: seg.wallStartMs,
         discontinuity: seg.discontinuity,
+        liveBytes: live.reduce((n, p) => n + (p.bytes?.length ?? 0), 0),
+        liveDurationMs: (live.reduce((n, p) => n + p.ticks, 0) / VIDEO_TIMESCALE) * 1000,
       };
       try {
         this.#opts.onSegment(segment);

@@ -429,7 +429,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#landings.accessUnit(au.pts, this.#outRate.count, ts);
     const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
     this.#viewers.sendH264(nals, ts, au.keyframe);
-    this.#outputs.pushVideo(au);
+    this.#outputs.pushVideo(au, slate);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();

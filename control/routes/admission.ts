@@ -38,7 +38,7 @@ const JwtRule = z
   })
   .strict();
 
-export const AdmissionRuleInputSchema = z.discriminatedUnion('type', [HookRule, JwtRule]).meta({ id: 'AdmissionRuleInput' });
+export const AdmissionRuleInputSchema = z.discriminatedUnion('type', [HookRule, JwtRule]).meta({ id: 'AdmissionRuleBody' });
 
 const RuleView = z
   .discriminatedUnion('type', [

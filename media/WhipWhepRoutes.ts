@@ -17,6 +17,11 @@
  * key → 401, and the session runs on. A viewer's session URL is its only credential (a viewer
  * has no key, and ending a viewer ends no stream).
  *
+ * Admission (MediaNodeOptions.admit): once the stream key (WHIP) or the playback id (WHEP) has
+ * resolved, the stream's or its account's admission rule (an HTTP hook or a JWT rule) is asked
+ * before any session, peer connection or slot exists; a refusal is 401 (with a Bearer challenge)
+ * or 403. The token it sees is `?jwt=`, or a viewer's `Authorization: Bearer`; never a stream key.
+ *
  * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
  * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity
  * answers a publisher 503 + Retry-After and builds nothing, while viewers (keyless) never take a

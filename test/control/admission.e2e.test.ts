@@ -8,7 +8,8 @@
  *   stream key; a hook that hangs is cut at ADMISSION_HOOK_TIMEOUT_MS and refuses; an LL-HLS
  *   player's many requests make one hook call (decisions cached per client and query).
  * - A JWT rule: no token, an expired one, one for another playback id, one signed by another key
- *   → 401; a good one (Authorization or ?jwt=) admits; `?jwt=` is carried into the playlist's URIs.
+ *   → 401; a good one (Authorization or ?jwt=) admits viewers, and publishers (?jwt=) under a
+ *   `publish` rule; `?jwt=` is carried into the playlist's URIs.
  *   A JWKS URL is fetched through the outbound rules and cached; the account's default rule
  *   applies to a stream that has none.
  * - Rules are validated when set, naming the field: hook and JWKS URLs obey the webhooks' address
@@ -210,10 +211,16 @@ t.test('a JWT rule: no, expired, misnamed or badly signed token → 401; a good 
   t.ok(ok.location, 'with a session URL');
   t.equal((await offer({}, `?jwt=${good}`)).status, 201, 'and as ?jwt=');
 
-  // The publisher needs no token (actions: read only); LL-HLS needs it, and carries it on.
+  // A rule for `publish` too: the publisher brings the token as ?jwt= (its Bearer stays the stream key).
+  t.equal((await api('PUT', `/v1/streams/${stream.id}/admission`, { type: 'jwt', public_key: pair.pem, actions: ['publish', 'read'] })).status, 200);
   const pubs = startObsPublishers(t);
-  const pub = await pubs.publish({ url: `${live.url}/live/${stream.id}/whip`, token: stream.stream_key, source: await stampedH264({ size: 256, frames: 600, gop: 30 }) });
-  t.equal(pub.status, 201, 'the publisher is not gated by a read-only rule');
+  const source = await stampedH264({ size: 256, frames: 600, gop: 30 });
+  const whip = `${live.url}/live/${stream.id}/whip`;
+  t.equal((await pubs.publish({ url: whip, token: stream.stream_key, source })).status, 401, 'a publisher without a token → 401');
+  t.equal((await pubs.publish({ url: `${whip}?jwt=${signJwt(other, { sub: pb, exp: nowS() + 60 })}`, token: stream.stream_key, source })).status, 401, 'one signed by another key → 401');
+  const pub = await pubs.publish({ url: `${whip}?jwt=${good}`, token: stream.stream_key, source });
+  t.equal(pub.status, 201, 'a publisher with a good ?jwt= is admitted');
+  // LL-HLS needs the token too, and carries it on.
   const hls = `${live.url}/hls/${pb}`;
   const text = await until('the playlist with the token', async () => {
     const r = await fetch(`${hls}/index.m3u8?jwt=${good}`);

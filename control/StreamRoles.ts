@@ -188,7 +188,21 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   if (has('api') || has('media')) {
     service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000, ...(deps.now ? { now: deps.now } : {}) });
     const gate = new AdmissionGate({ client: overrides.admissionClient ?? null, settings: config.admission, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
-    admission = new AdmissionService({ store: deps.store, gate, policy: overrides.admissionClient?.policy ?? outboundPolicy, settings: config.admission, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+    // Requests a rule decided (served from the decision cache or not), and the hook calls made: their ratio is the cache's worth.
+    const checks = deps.metrics.counter('reverie_admission_checks_total', 'Publish and play requests an admission rule decided.', ['action', 'protocol', 'rule', 'result']);
+    deps.metrics.counter('reverie_admission_hook_calls_total', 'Admission hook calls made (decisions not served from the cache).', [], (c) => {
+      c.reset();
+      c.inc(gate.hookCalls);
+    });
+    admission = new AdmissionService({
+      store: deps.store,
+      gate,
+      policy: overrides.admissionClient?.policy ?? outboundPolicy,
+      settings: config.admission,
+      logger: deps.logger,
+      onDecision: (d) => checks.inc({ action: d.action, protocol: d.protocol, rule: d.rule, result: d.admitted ? 'admitted' : 'refused' }),
+      ...(deps.now ? { now: deps.now } : {}),
+    });
     if (has('api')) {
       services.streams = service;
       services.admission = admission;

@@ -40,6 +40,14 @@ export interface AdmissionView {
   source: AdmissionSource;
 }
 
+/** One request a rule decided (AdmissionServiceOptions.onDecision): for metrics. */
+export interface AdmissionDecision {
+  action: AdmissionRequest['action'];
+  protocol: AdmissionRequest['protocol'];
+  rule: AdmissionRule['type'];
+  admitted: boolean;
+}
+
 export interface AdmissionServiceOptions {
   store: Store;
   gate: AdmissionGate;
@@ -48,6 +56,8 @@ export interface AdmissionServiceOptions {
   settings: AdmissionSettings;
   logger: Logger;
   now?: () => number;
+  /** Called for every request a rule applied to (not for streams without one); must not throw. */
+  onDecision?: (d: AdmissionDecision) => void;
 }
 
 /** Streams whose rule is remembered at most (the oldest go first). */
@@ -124,8 +134,10 @@ export class AdmissionService {
   /** Whether the request may go on: the stream's rule, else its account's, else admitted. */
   async admit(req: AdmissionRequest): Promise<AdmissionVerdict> {
     const found = await this.#ruleOf(req.streamId);
-    if (!found) return { admitted: true };
-    return this.#o.gate.decide(found.rule, { ...req, playbackId: found.playbackId });
+    if (!found?.rule || !found.rule.actions.includes(req.action)) return { admitted: true };
+    const verdict = await this.#o.gate.decide(found.rule, { ...req, playbackId: found.playbackId });
+    this.#o.onDecision?.({ action: req.action, protocol: req.protocol, rule: found.rule.type, admitted: verdict.admitted });
+    return verdict;
   }
 
   #ruleOf(streamId: string): Promise<{ rule: AdmissionRule | null; playbackId: string } | null> {

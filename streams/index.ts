@@ -11,7 +11,7 @@
  * (routes, schemas of bodies, error replies), the CLI and process wiring.
  */
 export { ADMISSION_DEFAULTS, AdmissionGate, type AdmissionSettings } from './AdmissionGate.ts';
-export { AdmissionService, type AdmissionRuleInput, type AdmissionRuleView, type AdmissionSource, type AdmissionView } from './AdmissionService.ts';
+export { AdmissionService, type AdmissionDecision, type AdmissionRuleInput, type AdmissionRuleView, type AdmissionSource, type AdmissionView } from './AdmissionService.ts';
 export { describeCapabilities, CapabilitiesSchema } from './Capabilities.ts';
 export { CLIPS_PER_MINUTE, ClipService } from './ClipService.ts';
 export { ControlTokens } from './ControlTokens.ts';

@@ -144,6 +144,10 @@ t.test('an HTTP hook admits and refuses WHIP, WHEP and LL-HLS before anything is
   t.ok(fetched > 0, `parts were served (${fetched})`);
   const hlsCalls = receiver.requests.slice(callsBefore).filter((r) => hookBody(r)?.['protocol'] === 'hls');
   t.equal(hlsCalls.length, 1, `one hook call for ${12 + fetched + 1} LL-HLS requests of one player`);
+  const metrics = await (await fetch(`${live.url}/metrics`)).text();
+  const hlsAdmitted = metrics.split('\n').find((l) => l.startsWith('reverie_admission_checks_total{') && l.includes('protocol="hls"') && l.includes('result="admitted"'));
+  t.ok(Number(hlsAdmitted?.split(' ').at(-1)) >= 12 + fetched + 1, `/metrics counts every admitted LL-HLS request (${hlsAdmitted})`);
+  t.equal(Number(/^reverie_admission_hook_calls_total (\d+)/m.exec(metrics)?.[1]), receiver.requests.length, 'and the hook calls made');
 
   // The outbound address rules hold for hook URLs, loopback allowed or not; the field is named.
   for (const [url, why] of [

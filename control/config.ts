@@ -9,7 +9,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
-import { DELETED_STATUS_TTL_MS } from '../streams/index.ts';
+import { ADMISSION_DEFAULTS, DELETED_STATUS_TTL_MS, type AdmissionSettings } from '../streams/index.ts';
 import { ATTEMPTS_KEPT, OPERATIONAL_EVENT_DEFAULTS, REDELIVERY_DEFAULTS, WEBHOOK_SERVICE_DEFAULTS } from '../webhooks/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
@@ -118,6 +118,15 @@ export const ConfigEnvSchema = z.object({
   RECORDING_MAX_BYTES: z.coerce.number().int().min(1).optional(),
   /** Caps the age of every account's recorded segments, hours (below the plan's limit). */
   RECORDING_MAX_AGE_HOURS: z.coerce.number().min(0.001).optional(),
+  /**
+   * Admission rules (docs/api.md "Admission"): ms an admission hook call may take before it
+   * counts as a refusal (the publisher or viewer waits on it; WHIP clients give up after ≈ 10 s).
+   */
+  ADMISSION_HOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(ADMISSION_DEFAULTS.hookTimeoutMs),
+  /** Seconds a hook's decision (per client and token) and a stream's rule are reused: an LL-HLS player asks ≈ 10 times a second. 0: never reused. */
+  ADMISSION_CACHE_TTL: z.coerce.number().min(0).max(300).default(ADMISSION_DEFAULTS.decisionTtlMs / 1000),
+  /** Seconds a fetched JWKS of a JWT rule is used before it is fetched again. */
+  ADMISSION_JWKS_CACHE_TTL: z.coerce.number().min(1).max(86_400).default(ADMISSION_DEFAULTS.jwksTtlMs / 1000),
   /** Seconds between retention sweeps of recordings (api role). */
   RECORDING_SWEEP_INTERVAL: z.coerce.number().min(0.1).max(86_400).default(60),
   /**
@@ -278,6 +287,8 @@ export interface Config {
   trustedProxies: readonly string[];
   /** Operator settings of the media node (WHEP_WAITING_*), merged over its defaults. */
   media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
+  /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
+  admission: Readonly<AdmissionSettings>;
   /** Seconds a deleted stream's status still reads OFFLINE (DELETED_STREAM_STATUS_TTL). */
   deletedStreamStatusTtlS: number;
   recording: {
@@ -380,6 +391,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
       maxWaitingSlates: e.WHEP_WAITING_SLATES,
     }),
+    admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),
     deletedStreamStatusTtlS: e.DELETED_STREAM_STATUS_TTL,
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({

@@ -366,6 +366,14 @@ class Accounts implements AccountRepo {
     })();
   }
 
+  async setAdmission(id: string, admission: Account['admission']): Promise<void> {
+    this.db.transaction(() => {
+      const account = parseDoc<Account>(this.db.prepare('SELECT doc FROM accounts WHERE id = ?').get(id) as Row | undefined);
+      if (!account) return;
+      this.db.prepare('UPDATE accounts SET doc = ? WHERE id = ?').run(JSON.stringify({ ...account, admission: admission ?? null }), id);
+    })();
+  }
+
   async addKey(key: ApiKeyRecord): Promise<void> {
     try {
       this.db

@@ -289,6 +289,10 @@ class Accounts implements AccountRepo {
     await this.ctx.run(scripts.update, [`${this.ctx.prefix}acct:${id}`, ...fieldArgs({ plan })]);
   }
 
+  async setAdmission(id: string, admission: Account['admission']): Promise<void> {
+    await this.ctx.run(scripts.update, [`${this.ctx.prefix}acct:${id}`, ...fieldArgs({ admission: admission ?? null })]);
+  }
+
   async addKey(key: ApiKeyRecord): Promise<void> {
     const ok = await this.ctx.run(scripts.insert, [`${this.ctx.prefix}apikey:${key.digest}`, '', '', ...fieldArgs(key)]);
     if (ok !== 1) throw conflict(`key digest exists [accountId:${key.accountId}]`);

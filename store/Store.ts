@@ -61,6 +61,8 @@ export interface AccountRepo {
   create(account: Account): Promise<void>;
   get(id: string): Promise<Account | null>;
   setPlan(id: string, plan: Account['plan']): Promise<void>;
+  /** Sets (null: removes) the account's default admission rule. */
+  setAdmission(id: string, rule: Account['admission']): Promise<void>;
   addKey(key: ApiKeyRecord): Promise<void>;
   /** Looks a key up by its SHA-256 digest (hex). */
   findKey(digest: string): Promise<ApiKeyRecord | null>;

@@ -25,7 +25,23 @@ export interface Account {
   plan: Plan;
   name: string;
   createdAt: string;
+  /** The admission rule of the account's streams that set none of their own (absent or null: none). */
+  admission?: AdmissionRule | null;
 }
+
+/** What an admission rule gates: `publish` (WHIP) and `read` (WHEP and LL-HLS). */
+export type AdmissionAction = 'publish' | 'read';
+
+/**
+ * Who may publish or play beyond the stream key and the playback id:
+ * - `hook`: we POST the request to the operator's HTTPS `url`; a 2xx admits;
+ * - `jwt`: the client brings a JWT signed by `publicKey` (PEM) or by a key of the JWKS at `jwksUrl`
+ *   (exactly one of the two), whose `sub` is the playback id.
+ * `actions` are the actions it gates; the others are admitted as without a rule.
+ */
+export type AdmissionRule =
+  | { type: 'hook'; url: string; actions: AdmissionAction[] }
+  | { type: 'jwt'; publicKey: string | null; jwksUrl: string | null; actions: AdmissionAction[] };
 
 /** An API key as stored: only the SHA-256 digest of the secret is kept; the secret is shown once. */
 export interface ApiKeyRecord {
@@ -152,6 +168,8 @@ export interface StreamRecord {
   rtmpOutputs?: RtmpOutputRecord[];
   /** Record the output (absent on records made before recording existed: off). */
   record?: boolean;
+  /** The stream's own admission rule (absent or null: the account's, if any). */
+  admission?: AdmissionRule | null;
   fromPlayground: boolean;
   isSmokeTest: boolean;
   gatewayHost: string;

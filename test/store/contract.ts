@@ -157,6 +157,15 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     await store.accounts.setPlan('acc_missing', 'pro');
     t.equal(await store.accounts.get('acc_missing'), null, 'setPlan on a missing account creates nothing');
 
+    const rule = { type: 'hook' as const, url: 'https://hooks.example.com/admit', actions: ['read' as const] };
+    await store.accounts.setAdmission('acc_a', rule);
+    t.same((await store.accounts.get('acc_a'))?.admission, rule, 'an admission rule round-trips');
+    t.equal((await store.accounts.get('acc_a'))?.plan, 'pro', 'and leaves the plan as it was');
+    await store.accounts.setAdmission('acc_a', null);
+    t.equal((await store.accounts.get('acc_a'))?.admission, null, 'null removes it');
+    await store.accounts.setAdmission('acc_missing', rule);
+    t.equal(await store.accounts.get('acc_missing'), null, 'setAdmission on a missing account creates nothing');
+
     const key = { digest: 'ab'.repeat(32), accountId: 'acc_a', preview: 'rv_live_ab12', createdAt: iso(T0) };
     await store.accounts.addKey(key);
     t.same(await store.accounts.findKey(key.digest), key);

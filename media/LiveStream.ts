@@ -335,6 +335,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = session;
     // A new publisher has its own RTP clock.
     this.#ingest.reset();
+    // Its decoder now, while its ICE and DTLS run under the slate, not at its first frame.
+    this.#ingest.prepare(session);
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';

@@ -7,7 +7,7 @@
  * on a loaded one) held the JS thread that long: every stream of the node stopped, and a viewer
  * that waited on the slate saw it freeze for that long at the switch to live (the slate's ticks
  * run on the same thread). Loading them here, before any stream exists, costs that once at start;
- * later bins are built in a few ms (docs/performance.md, "The switch from slate to live").
+ * later decoders are built in ≈ 15 ms (docs/performance.md, "The switch from slate to live").
  */
 import type { Logger } from 'pino';
 import { loadGst } from './gst.ts';

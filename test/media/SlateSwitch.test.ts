@@ -25,8 +25,9 @@ const INTERVAL_MS = 1000 / OUTPUT_FPS;
  * the viewer within ±10 ms of their interval (packet arrival times), and the first live frame
  * costs the encoder 10–25 ms more than a still slate frame (a whole new picture); 50 ms covers
  * both with room and stays far below the 0.5–1.2 s freeze this guards against. On a heavily loaded
- * machine (load 15 on 2 cores) the switch measured 70–170 ms: a failure there says to read the
- * node's log printed with it before blaming the switch.
+ * machine (load 12–22 on 2 cores) the switch measured 64–348 ms over 6 runs (median ≈ 130 ms),
+ * against 1056 and 1178 ms before the fix: a failure there says to read the node's log printed
+ * with it (its builds and the switch, with times) before blaming the switch.
  */
 const JITTER_MS = 50;
 /** Frames on each side of the first live frame whose gaps count as "across the switch". */

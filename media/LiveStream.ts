@@ -196,7 +196,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         return opts.slateAllowed ? opts.slateAllowed(watched) : watched;
       },
       processing: () => this.#slot.processing,
-      size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
+      size: () => this.#slateSize(),
       push: (frame) => this.#pushToEncoders(frame),
       ...(opts.slateImagePath && opts.images ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, images: opts.images }) } : {}),
       logger: opts.logger,
@@ -287,6 +287,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#slot.ready();
   }
 
+  /**
+   * The size slate frames are built at, px. While a publisher's first frame is awaited: the size
+   * its frames will have (the stream's params), so the encoder is rebuilt for it under the still
+   * slate and not when motion starts (a rebuild there held the first live frame back by its close,
+   * its build and its first key frame: ≈ 30 ms idle, up to 350 ms on a loaded machine). Otherwise
+   * the running encoder's size (the slate of a publisher that left needs no new encoder).
+   */
+  #slateSize(): { width: number; height: number } {
+    if (this.#publisher && !this.#livePushed) return { width: this.#width, height: this.#height };
+    return { width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height };
+  }
+
   /** True when the current params leave every frame unchanged: no processor, I420 end to end. */
   #passthrough(): boolean {
     return this.#opts.createProcessor.passthrough?.(this.#params) ?? false;
@@ -335,6 +347,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = session;
     // A new publisher has its own RTP clock.
     this.#ingest.reset();
+    // Its decoder now, while its ICE and DTLS run under the slate, not at its first frame.
+    this.#ingest.prepare(session);
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';

@@ -11,6 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
+import { loadCodecPlugins } from './CodecPlugins.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { SLATE_IMAGE_FILE } from './SlateImage.ts';
 import { ImageDecoder } from '../images/index.ts';
@@ -237,6 +238,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
     this.#images = opts.images ?? new ImageDecoder();
+    // Now, not inside the first publisher's frame path: see CodecPlugins.ts.
+    loadCodecPlugins(logger);
     this.#releaseEgress = holdWebRtcEgress();
     this.memoryTrim = new MemoryTrim({ afterCloseMs: this.settings.memoryTrimAfterCloseMs, intervalMs: this.settings.memoryTrimIntervalMs, logger });
     const minute = (max: number) => ({ max, windowMs: 60_000 });

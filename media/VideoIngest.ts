@@ -71,15 +71,21 @@ export class VideoIngest {
     this.#capture.reset();
   }
 
+  /**
+   * Builds the decoder for a publisher that just attached, before its first frame: the build holds
+   * the JS thread (its pipeline's start waits on streaming threads that run below it: 15 ms idle,
+   * 100–300 ms on a loaded machine), better spent while its ICE and DTLS run than when its first
+   * key frame arrives (everything the node sends waits meanwhile).
+   */
+  prepare(session: WhipSession): void {
+    if (this.#closed) return;
+    this.#ensureDecoder(session);
+  }
+
   /** One frame of the current publisher `session`. */
   push(session: WhipSession, frame: DepacketizedFrame): void {
     if (this.#closed) return;
-    if (!this.#decoder || this.#decoder.codec !== session.codec) {
-      this.#decoder?.close();
-      this.#decoder = this.#createDecoder(session);
-      this.#needsKey = true;
-      this.#waitingSinceMs = undefined;
-    }
+    const decoder = this.#ensureDecoder(session);
     if (this.#needsKey) {
       // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
       if (!frame.keyframe) {
@@ -99,7 +105,17 @@ export class VideoIngest {
     this.#lastInMs = now;
     this.inRate.mark(now);
     this.#capture.frameIn(frame.timestamp);
-    this.#decoder.push(frame.data);
+    decoder.push(frame.data);
+  }
+
+  /** A decoder for the session's codec (a new one starts at a key frame). */
+  #ensureDecoder(session: WhipSession): DecoderBin {
+    if (this.#decoder && this.#decoder.codec === session.codec) return this.#decoder;
+    this.#decoder?.close();
+    this.#decoder = this.#createDecoder(session);
+    this.#needsKey = true;
+    this.#waitingSinceMs = undefined;
+    return this.#decoder;
   }
 
   /** The decoder goes; the next frame builds a new one, which starts at the key frame asked for here. */

@@ -6,12 +6,12 @@
  * changes land by capture, not by jitter; the window follows a publisher whose clock drifts or
  * falls behind (a starved sender whose RTP time runs ahead of its sending).
  *
- * Output frames are stamped from a steadier copy of the same mapping (`ptsMs`, on the node's
+ * Output frames are stamped from a fixed copy of the same mapping (`ptsMs`, on the node's
  * monotonic clock): the window's least delay moves by a few ms as frames arrive, which must not
- * show in the intervals between output frames. The steady offset stays put while it is within
- * STEADY_DEADBAND_MS of the window's and otherwise slews towards it by STEADY_SLEW_MS a frame, so
- * intervals stay the publisher's own (within a tenth of a millisecond) and the output follows a
- * publisher clock that drifts from ours; it jumps only for a publisher whose RTP time jumped.
+ * show in the intervals between output frames, so `ptsMs` is the RTP time plus the offset of the
+ * publisher's first frame: exactly the publisher's intervals. The output clock (OutputClock) keeps
+ * the output near `capturedAt` against drift; the offset is taken again only when RTP time jumped
+ * (STEADY_RESET_MS from the window's: a publisher that restarted its clock).
  *
  * It also holds the capture times of the frames inside the decoder, oldest first (the decoder
  * emits in order), so a decoded frame gets the time of the frame that went in.
@@ -21,21 +21,14 @@
 const CAPTURE_WINDOW_MS = 2000;
 /** A decoder holds a few frames at most: more means it dropped some (the newest are kept). */
 const MAX_IN_DECODER = 16;
-/** The steady offset follows the window's only when they differ by more than this, ms (network jitter stays below). */
-const STEADY_DEADBAND_MS = 20;
-/**
- * How far the steady offset moves per frame towards the window's, ms: 3 ms/s at 30 fps, ten times
- * any crystal's drift (≤ 0.2 ms/s), and too little to see in a frame interval.
- */
-const STEADY_SLEW_MS = 0.1;
-/** Further apart than this the steady offset jumps to the window's (a publisher whose RTP time jumped), ms. */
+/** Further apart than this the fixed offset is taken again from the window's (a publisher whose RTP time jumped), ms. */
 const STEADY_RESET_MS = 1000;
 
 /** When a frame was captured, on two clocks. */
 export interface CaptureTime {
   /** Capture time, ms epoch (params landings are timed in epoch ms). */
   capturedAt: number;
-  /** Capture time on the node's monotonic clock (performance.now()), ms, from the steady mapping: output frames are stamped with it. */
+  /** RTP time on the node's monotonic clock (performance.now()) by the publisher's first frame, ms: the publisher's own intervals. */
   ptsMs: number;
 }
 
@@ -47,7 +40,7 @@ export class CaptureClock {
    * monotonic queue whose head is the least: maps RTP time to the node's clock.
    */
   #offsets: { at: number; offset: number }[] = [];
-  /** The steady (arrival − RTP time) output frames are stamped with, ms; null before the publisher's first frame. */
+  /** The fixed (arrival − RTP time) `ptsMs` uses, ms; null before the publisher's first frame. */
   #steady: number | null = null;
   /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
   #rtpLast: number | null = null;
@@ -89,9 +82,7 @@ export class CaptureClock {
     q.push({ at: now, offset });
     while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
     const least = q[0]!.offset;
-    const drift = least - (this.#steady ?? least);
-    if (this.#steady === null || Math.abs(drift) > STEADY_RESET_MS) this.#steady = least;
-    else if (Math.abs(drift) > STEADY_DEADBAND_MS) this.#steady += Math.sign(drift) * STEADY_SLEW_MS;
+    if (this.#steady === null || Math.abs(least - this.#steady) > STEADY_RESET_MS) this.#steady = least;
     return { capturedAt: rtpMs + least + (Date.now() - now), ptsMs: rtpMs + this.#steady };
   }
 }

@@ -33,10 +33,10 @@ export interface FrameSlotOptions {
   noOutput: (marks: ParamsMark[]) => void;
   /**
    * A processed frame; the callee copies what it keeps (the engine may reuse the buffer after).
-   * `ptsMs` is the capture time of the frame it was made from (its source's `ptsMs`), whatever
-   * the processor set on it.
+   * `ptsMs` and `capturedAt` are those of the frame it was made from (its source's RTP time on
+   * the node's clock, and its capture time, ms epoch), whatever the processor set on it.
    */
-  output: (frame: Frame, inputAtMs: number, marks: ParamsMark[], ptsMs: number) => void;
+  output: (frame: Frame, inputAtMs: number, marks: ParamsMark[], ptsMs: number, capturedAt: number) => void;
   /** The processor could not be built, or failed a frame (the stream's lastError). */
   onError: (message: string) => void;
   logger: Logger;
@@ -49,7 +49,7 @@ interface SlotItem {
   decodeMs: number;
   /** Capture time on the node's clock, ms epoch. */
   capturedAt: number;
-  /** The source frame's `ptsMs` (capture time on the node's monotonic clock), which its output keeps. */
+  /** The source frame's `ptsMs` (its RTP time on the node's monotonic clock), which its output keeps. */
   ptsMs: number;
 }
 
@@ -180,7 +180,7 @@ export class FrameSlot {
           // No output for this frame (dropped by the processor): the next output frame carries them.
           if (!out) this.#opts.noOutput(marks);
           if (out && !this.#isClosed()) {
-            this.#opts.output(out, item.decodedAtMs - item.decodeMs, marks, item.ptsMs);
+            this.#opts.output(out, item.decodedAtMs - item.decodeMs, marks, item.ptsMs, item.capturedAt);
             // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
             if (out !== item.frame) processor.release?.(out);
           }

@@ -189,7 +189,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       params: () => this.#params,
       before: (capturedAt) => this.#landings.atFrame(capturedAt),
       noOutput: (marks) => this.#landings.noOutput(marks),
-      output: (frame, inputAtMs, marks, ptsMs) => this.#encode(frame, inputAtMs, marks, ptsMs),
+      output: (frame, inputAtMs, marks, ptsMs, capturedAt) => this.#encode(frame, inputAtMs, marks, ptsMs, capturedAt),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -364,7 +364,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
       const marks = this.#landings.atFrame(capturedAt);
-      this.#encode(frame, now - decodeMs, marks, frame.ptsMs);
+      this.#encode(frame, now - decodeMs, marks, frame.ptsMs, capturedAt);
       return;
     }
     this.#slot.push(frame, now, decodeMs, capturedAt);
@@ -386,13 +386,17 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#landings.cancel(id);
   }
 
-  /** A live frame captured at `captureMs` (the node's monotonic clock) to the encoders. */
-  #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[], captureMs: number): void {
+  /**
+   * A live frame to the encoders, stamped on the output timeline from its source's RTP time on the
+   * node's clock (`mediaMs`, CaptureClock's `ptsMs`) and capture time (`capturedAt`, ms epoch).
+   */
+  #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[], mediaMs: number, capturedAt: number): void {
     this.#livePushed = true;
     this.#lastPushedDecodedAtMs = inputAtMs;
     const now = performance.now();
     this.#slate.live(frame, now);
-    this.#landings.pushed(marks, this.#pushToEncoders(frame, this.#clock.live(captureMs, now)));
+    const ptsMs = this.#clock.live(mediaMs, capturedAt - (Date.now() - now), now);
+    this.#landings.pushed(marks, this.#pushToEncoders(frame, ptsMs));
   }
 
   /**

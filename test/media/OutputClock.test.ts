@@ -20,31 +20,60 @@ import { OutputClock } from '../../media/OutputClock.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';
-import { STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
+import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 const run = promisify(execFile);
 const FRAME_MS = 1000 / 30;
 
-t.test('OutputClock: live frames keep their capture intervals; restarts and the slate never go backwards', async (t) => {
+t.test('OutputClock: live frames keep their RTP intervals; restarts and the slate never go backwards', async (t) => {
+  const near = (a: number, b: number) => Math.abs(a - b) < 1e-6;
   const clock = new OutputClock(FRAME_MS);
-  // First publisher: capture times on the node's clock, 50 ms behind now (its pipeline latency).
-  const a = [1000, 1000 + FRAME_MS, 1000 + 3 * FRAME_MS].map((c) => clock.live(c, c + 50));
-  t.same(a, [1000, 1000 + FRAME_MS, 1000 + 3 * FRAME_MS], 'capture times as they are, a dropped frame a gap');
+  // First publisher: RTP time = capture time on the node's clock, pushed 50 ms later (its pipeline latency).
+  const a = [1000, 1000 + FRAME_MS, 1000 + 3 * FRAME_MS].map((m) => clock.live(m, m, m + 50));
+  t.same(a, [1000, 1000 + FRAME_MS, 1000 + 3 * FRAME_MS], 'RTP times as they are, a dropped frame a gap');
+  // Capture time wobbles within 20 ms (the window's least delay moving): intervals stay the RTP ones.
+  const w = [4, 5, 6].map((i) => clock.live(1000 + i * FRAME_MS, 1000 + i * FRAME_MS + (i % 2 ? 15 : -15), 1050 + i * FRAME_MS));
+  t.ok(near(w[0]! - a[2]!, FRAME_MS) && near(w[2]! - w[1]!, FRAME_MS), 'capture-time jitter does not show in the intervals');
   // The slate continues the timeline at the live frames' lag behind the node's clock.
-  const s1 = clock.slate(1000 + 3 * FRAME_MS + 50 + 500);
-  t.equal(s1, 1000 + 3 * FRAME_MS + 500, 'slate at the node clock minus the last lag');
-  // Slate ticks that come late or in a burst still advance.
-  const s2 = clock.slate(1000 + 3 * FRAME_MS + 50 + 500);
-  t.ok(s2 > s1, 'a second slate frame at the same instant still advances');
-  // A new publisher whose capture clock is behind the last output: its run starts after it.
-  const b0 = clock.live(900, 1700);
-  t.ok(b0 > s2, `the new publisher's first frame (${b0}) follows the last output (${s2})`);
-  const b1 = clock.live(900 + FRAME_MS, 1700 + FRAME_MS);
-  t.ok(Math.abs(b1 - b0 - FRAME_MS) < 1e-6, 'and its frames keep their capture intervals');
+  const s1 = clock.slate(1000 + 6 * FRAME_MS + 50 + 500);
+  t.ok(near(s1, 1000 + 6 * FRAME_MS + 500), 'slate at the node clock minus the last lag');
+  const s2 = clock.slate(1000 + 6 * FRAME_MS + 50 + 500);
+  t.ok(near(s2, s1 + FRAME_MS), 'a second slate frame at the same instant still advances, by a whole frame');
+  // A new publisher whose RTP clock starts at 0 and whose capture time is behind the last output.
+  clock.restart();
+  const b0 = clock.live(0, s2 - 100, s2);
+  t.ok(near(b0, s2 + FRAME_MS), `the new publisher's first frame (${b0}) is a frame after the last output (${s2})`);
+  const b1 = clock.live(FRAME_MS, s2 - 100 + FRAME_MS, s2 + FRAME_MS);
+  t.ok(near(b1 - b0, FRAME_MS), 'its frames keep their RTP intervals, though later than capture');
   // Its RTP time jumps back (a restarted encoder): a new run, still forwards.
-  const b2 = clock.live(100, 1800);
-  t.ok(b2 > b1, 'a capture clock that jumps back does not take the output back');
-  t.ok(Math.abs(clock.live(100 + 2 * FRAME_MS, 1800 + 2 * FRAME_MS) - b2 - 2 * FRAME_MS) < 1e-6, 'intervals kept after it');
+  const b2 = clock.live(-5000, s2 - 100 + 2 * FRAME_MS, s2 + 2 * FRAME_MS);
+  t.ok(b2 > b1, 'RTP time that jumps back does not take the output back');
+  t.ok(near(clock.live(-5000 + FRAME_MS, s2 - 100 + 3 * FRAME_MS, s2 + 3 * FRAME_MS) - b2, FRAME_MS), 'intervals kept after it');
+
+  // Later than capture (here by ≈ 167 ms): every frame present, nothing changes (no interval shorter than the RTP one)…
+  let m = -5000 + FRAME_MS;
+  let c = s2 - 100 + 3 * FRAME_MS;
+  let prev = clock.live((m += FRAME_MS), (c += FRAME_MS), c + 50);
+  const late0 = prev - c;
+  for (let i = 0; i < 300; i++) {
+    const p = clock.live((m += FRAME_MS), (c += FRAME_MS), c + 50);
+    if (!near(p - prev, FRAME_MS)) t.fail(`interval ${p - prev} ms with every frame present`);
+    prev = p;
+  }
+  // …across gaps (dropped frames) it moves back towards capture time, < 1 ms per gap.
+  for (let i = 0; i < 400; i++) {
+    const p = clock.live((m += 2 * FRAME_MS), (c += 2 * FRAME_MS), c + 50);
+    if (p - prev > 2 * FRAME_MS + 1e-6 || p - prev < 2 * FRAME_MS - 1) t.fail(`interval ${p - prev} ms across a dropped frame`);
+    prev = p;
+  }
+  t.ok(late0 > 100 && prev - c <= 20 + 1e-6, `${late0.toFixed(1)} ms late became ${(prev - c).toFixed(1)} ms across the gaps`);
+  // Earlier than capture (a publisher clock that runs slow): later by ≤ 0.1 ms a frame, never a shorter interval.
+  for (let i = 0; i < 1200; i++) {
+    const p = clock.live((m += FRAME_MS), (c += FRAME_MS + 0.05), c + 50);
+    if (p - prev < FRAME_MS - 1e-6 || p - prev > FRAME_MS + 0.1 + 1e-6) t.fail(`interval ${p - prev} ms following a slow clock`);
+    prev = p;
+  }
+  t.ok(Math.abs(prev - c) <= 20 + 0.1, `a clock 0.05 ms a frame slow is followed (${(prev - c).toFixed(1)} ms off after 1200 frames, 60 ms of drift)`);
 });
 
 /** Passes frames through after an irregular wait (1–70 ms, a fixed sequence): a jittery model. */
@@ -105,11 +134,12 @@ t.test('a clip made while the node is loaded reads in ffmpeg without a complaint
   await until('live output', () => stream?.status().state, (s) => s === 'live', 30_000);
   const msn0 = stream?.status().hls?.msn ?? -1;
 
-  // Load for as long as the packager takes to complete 7 more segments (≈ 7 s), 20 s at most.
-  const load = loadNode(2, 20_000);
+  // Load until the segments begun under it hold 5 s of media (30 s at most).
+  const load = loadNode(2, 30_000);
   t.teardown(() => load.stop());
+  const underLoadMs = () => (stream?.clip(60)?.segments ?? []).filter((s) => s.msn > msn0).reduce((sum, s) => sum + s.durationMs, 0);
   try {
-    await until('7 segments under load', () => stream?.status().hls?.msn ?? -1, (msn) => msn >= msn0 + 7, 30_000, 200);
+    await until('5 s of output under load', underLoadMs, (ms) => ms >= 5000, 40_000, 200);
   } finally {
     await load.stop();
   }
@@ -130,4 +160,41 @@ t.test('a clip made while the node is loaded reads in ffmpeg without a complaint
   const off = deltas.filter((d) => d < FRAME_MS - 1 || Math.abs(d - Math.round(d / FRAME_MS) * FRAME_MS) > 1);
   t.same(off, [], 'every frame interval is a whole number of 33.3 ms frames, within 1 ms');
   t.ok(deltas.some((d) => Math.abs(d - FRAME_MS) <= 1), 'and consecutive frames are 33.3 ms apart');
+});
+
+t.test('across the slate and a new publisher with its own RTP clock, the output timeline goes on forwards and ffmpeg reads it silently', { timeout: 180_000 }, async (t) => {
+  const srv = await startMediaServer(t, { params: { width: 256, height: 256 }, createProcessor: jitteryProcessor() });
+  const pubs = startObsPublishers(t);
+  const source = await stampedH264({ size: 256, frames: 300 });
+  const first = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source });
+  t.equal(first.status, 201, 'first publisher accepted');
+  const stream = await until('the stream', () => srv.node.getStream(STREAM_ID), (s) => s !== undefined, 20_000);
+  await until('live output', () => stream?.status().state, (s) => s === 'live', 30_000);
+  // An HLS player watches, so the outputs carry the slate while the publisher is away.
+  const playlist = `${srv.baseUrl}/hls/${PLAYBACK_ID}/plain.m3u8`;
+  t.equal((await fetch(playlist)).status, 200, 'an HLS player reads the playlist');
+  const msn0 = stream?.status().hls?.msn ?? -1;
+  await until('2 live segments', () => stream?.status().hls?.msn ?? -1, (msn) => msn >= msn0 + 2, 20_000, 200);
+
+  await pubs.stop(first.id);
+  const slate0 = stream?.status().slate.framesOut ?? 0;
+  await until('slate frames out', () => stream?.status().slate.framesOut ?? 0, (n) => n >= slate0 + 10, 20_000, 100);
+  // The next publisher's RTP time starts again at 0 (its own clock), behind everything output so far.
+  const second = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source });
+  t.equal(second.status, 201, 'second publisher accepted');
+  await until('live again', () => stream?.status(), (s) => s?.state === 'live' && s.output === 'live', 30_000, 100);
+  const msn1 = stream?.status().hls?.msn ?? -1;
+  await until('2 more live segments', () => stream?.status().hls?.msn ?? -1, (msn) => msn >= msn1 + 2, 20_000, 200);
+  t.equal((await fetch(playlist)).status, 200, 'the player still reads the playlist');
+
+  const dir = mkdtempSync(join(tmpdir(), 'rv-clock-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'clip.mp4');
+  const clip = await srv.node.clip(STREAM_ID, 60, file);
+  t.ok(clip, `a clip of everything held (${clip?.durationMs} ms)`);
+  const { stderr } = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', file, '-f', 'null', '-']);
+  t.equal(stderr.trim(), '', 'ffmpeg reads live, slate and live again without a complaint');
+  const pts = await videoPts(file);
+  const deltas = pts.slice(1).map((p, i) => p - (pts[i] as number));
+  t.same(deltas.filter((d) => d < FRAME_MS - 1), [], `${pts.length} frames, each at least one 33.3 ms frame after the one before`);
 });

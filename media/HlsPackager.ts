@@ -9,9 +9,11 @@
  * CAN-BLOCK-RELOAD=YES and PART-HOLD-BACK; `plain` (plain.m3u8) lists whole segments only, for
  * players without LL-HLS. `waitFor(msn, part)` implements blocking playlist reload.
  *
- * Timing: media time is the node's monotonic clock (performance.now) since the first keyframe,
- * 90 kHz, with every gap cut out: the timeline never has a hole. Each AU is held until the next
- * one arrives, so every sample's duration is the real inter-frame gap (one frame of added latency,
+ * Timing: media time is the stream's output timeline (OutputClock: a live frame's capture time on
+ * the node's monotonic clock, not when it was encoded) since the first keyframe, 90 kHz, with
+ * every gap cut out: the timeline never has a hole. Each AU is held until the next one arrives,
+ * so every sample's duration is the interval between their output times — the publisher's own
+ * frame intervals, however late or bunched the encoder gave them out (one frame of added latency,
  * ≈ 33 ms), at most a part. A gap over `stallMs`, the publisher leaving (flush) and a new encoder
  * configuration end the segment; the next one starts after EXT-X-DISCONTINUITY, its timestamps
  * continuing where the last frame ended. (Timestamps that jumped by the gap left a hole in the
@@ -24,7 +26,7 @@
  * few live frames before that keyframe, which reference the slate.
  *
  * Audio: one AAC track, contiguous (1024-sample frames) from the first keyframe. Frames are
- * placed by arrival time; gaps over `audioGapMs` are filled with silent frames, and frames more
+ * placed by arrival time (the same monotonic clock); gaps over `audioGapMs` are filled with silent frames, and frames more
  * than `audioAheadMs` ahead of their arrival time are dropped, so A/V stays within ≈ 200 ms. When
  * the publisher has no audio, each part is padded with silence up to its end, so players that
  * buffer audio and video together never wait for audio.
@@ -207,8 +209,8 @@ export class HlsPackager {
     return Math.round((atMs - (this.#epochMs ?? atMs)) * (VIDEO_TIMESCALE / 1000));
   }
 
-  /** One encoder access unit (Annex B NALs, as EncoderBin emits them); `slate`: a slate frame, not the publisher's. */
-  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }, slate = false): void {
+  /** One encoder access unit (Annex B NALs, as EncoderBin emits them) at `ptsMs` on the output timeline; `slate`: a slate frame, not the publisher's. */
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; ptsMs: number }, slate = false): void {
     if (this.#closed) return;
     const nals: Uint8Array[] = [];
     let sps: Uint8Array | undefined;
@@ -228,7 +230,7 @@ export class HlsPackager {
       this.#endOnGap();
       this.#sps = sps;
       this.#pps = pps;
-      this.#epochMs ??= au.atMs;
+      this.#epochMs ??= au.ptsMs;
       this.#initId++;
       const { width, height } = spsSize(sps);
       this.#inits.set(this.#initId, {
@@ -237,10 +239,10 @@ export class HlsPackager {
       });
       this.#logger.debug(`pushVideo() | new init segment [initId:${this.#initId}] [size:${width}x${height}]`);
     }
-    // AUs reach Node in bursts when the event loop is busy (two within 1 ms); real frames are
-    // ≥ 1/outputFps apart, so timestamps keep at least half a nominal frame between them. They
-    // never run ahead of arrival by more than a burst's worth (the source is ≤ outputFps).
-    const arrival = this.#ticks(au.atMs) - this.#offsetTicks;
+    // Output times, not arrival: AUs reach Node late or in bursts when the node is busy, and the
+    // samples keep their frames' intervals all the same. The output clock never goes backwards;
+    // a tick more keeps decode times strictly increasing whatever a caller gives.
+    const arrival = this.#ticks(au.ptsMs) - this.#offsetTicks;
     if (this.#held && arrival - this.#held.t > (STALL_MS / 1000) * VIDEO_TIMESCALE) {
       // Stalled: the segment ends with the held frame, the next one follows a discontinuity.
       this.#endOnGap();
@@ -252,7 +254,7 @@ export class HlsPackager {
       this.#askKeyUnit();
       return;
     }
-    let t = this.#held ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
+    let t = this.#held ? Math.max(arrival, this.#held.t + 1) : arrival;
     // A frame may not outlast a part (PART-TARGET is a hard upper bound, §4.4.4.9): a short freeze
     // is cut out of the media timeline, and so is every longer gap after a segment ended on one;
     // audio follows the same offset.
@@ -262,7 +264,7 @@ export class HlsPackager {
       t = from;
     }
     this.#resumeTicks = undefined;
-    const wallMs = Date.now() - (performance.now() - au.atMs);
+    const wallMs = Date.now() - (performance.now() - au.ptsMs);
     const held = this.#held;
     this.#held = { nals, keyframe: au.keyframe, slate, t, wallMs };
     if (held) this.#place(held, Math.max(1, t - held.t));

@@ -25,7 +25,10 @@ export interface VideoIngestOptions {
   /** The size (px) and layout frames are decoded to now (the stream's params). */
   size: () => { width: number; height: number };
   format: () => PixelFormat;
-  /** A decoded frame, lent for this call only; `decodedAtMs` is performance.now(), `capturedAt` ms epoch. */
+  /**
+   * A decoded frame, lent for this call only; `decodedAtMs` is performance.now(), `capturedAt` ms
+   * epoch; the frame's `ptsMs` is its capture time on the node's monotonic clock (CaptureClock).
+   */
   onFrame: (frame: Frame, decodedAtMs: number, decodeMs: number, capturedAt: number) => void;
   /** The decoder failed (the stream's lastError). */
   onError: (message: string) => void;
@@ -165,8 +168,9 @@ export class VideoIngest {
     // A frame's layout follows from its size (the decoder switches layout between two frames).
     const format: PixelFormat | null = buf.length === frameBytes(width, height, 'RGB') ? 'RGB' : buf.length === frameBytes(width, height, 'I420') ? 'I420' : null;
     if (format === null) return; // a bin being resized
-    const capturedAt = this.#capture.frameOut();
-    this.#opts.onFrame({ width, height, data: buf, ptsMs: now, format }, now, decodeMs, capturedAt);
+    // Stamped with its capture time, not its decode time: the output keeps the publisher's intervals.
+    const { capturedAt, ptsMs } = this.#capture.frameOut();
+    this.#opts.onFrame({ width, height, data: buf, ptsMs, format }, now, decodeMs, capturedAt);
   }
 
   /** The publisher left: its decoder goes (the next publisher's first frame builds one). */

@@ -67,7 +67,7 @@ t.test('segments start on keyframes, parts stay within PART-TARGET, the window s
   const aus = await encode(300, 30); // 10 s at 30 fps, IDR each second
   const { hls, keyRequests } = packager();
   t.teardown(() => hls.close());
-  aus.forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   const pl = hls.playlist('ll');
   const segs = [...pl.matchAll(/#EXTINF:([\d.]+),\nseg(\d+)\.m4s/g)].map((m) => ({ dur: Number(m[1]), msn: Number(m[2]) }));
   t.equal(segs.length, 4, 'windowSegments complete segments listed');
@@ -95,9 +95,9 @@ t.test('without publisher audio, parts carry silent AAC covering the video; afte
   const { hls } = packager({ windowSegments: 6 });
   t.teardown(() => hls.close());
   hls.audioExpected = false;
-  aus.slice(0, 60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 60).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   hls.flush(); // the publisher left
-  aus.slice(60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 20_000 + i * frameMs }));
+  aus.slice(60).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 20_000 + i * frameMs }));
   const pl = hls.playlist('ll');
   t.match(pl, /seg1\.m4s\n#EXT-X-DISCONTINUITY\n/, 'discontinuity before the first segment of the new publisher');
   // ≈ 2 s of video before the gap → ≈ 94 AAC frames of 21.3 ms of silence.
@@ -142,12 +142,12 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
   const { hls } = packager({ windowSegments: 30 });
   t.teardown(() => hls.close());
   hls.audioExpected = false;
-  aus.slice(0, 35).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 35).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   // A 3 s stall of the same encoder; it resumes mid-GOP (frames 40–59 wait for the key frame at 60).
-  aus.slice(40).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + 35 * frameMs + 3000 + i * frameMs }));
+  aus.slice(40).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + 35 * frameMs + 3000 + i * frameMs }));
   hls.flush(); // the publisher left
   // 5 s later a new encoder at another size.
-  bigger.forEach((au, i) => hls.pushVideo({ ...au, atMs: 30_000 + i * frameMs }));
+  bigger.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 30_000 + i * frameMs }));
   hls.flush();
   const pl = hls.playlist('ll');
   const msns = [...pl.matchAll(/^seg(\d+)\.m4s$/gm)].map((m) => Number(m[1]));
@@ -167,14 +167,14 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
 t.test('blocking waits resolve when the part appears and fail on close', { timeout: 60_000 }, async (t) => {
   const aus = await encode(40, 30);
   const { hls } = packager();
-  aus.slice(0, 20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 20).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   const parts = hls.playlist('ll').match(/#EXT-X-PART:/g)?.length ?? 0;
   const waiting = hls.waitFor(0, parts, 5000);
   let settled = false;
   void waiting.then(() => (settled = true));
   await new Promise((r) => setImmediate(r));
   t.notOk(settled, 'held while the part does not exist');
-  aus.slice(20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + (20 + i) * frameMs }));
+  aus.slice(20).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + (20 + i) * frameMs }));
   t.equal(await waiting, true, 'resolved once the part was produced');
   const never = hls.waitFor(50, undefined, 5000);
   hls.close();
@@ -194,7 +194,7 @@ t.test('slate frames: players get them alike; each segment says which leading by
   let asked = -1;
   aus.forEach((au, i) => {
     const before = keyRequests();
-    hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }, slate(i));
+    hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }, slate(i));
     if (asked < 0 && i >= 45 && keyRequests() > before) asked = i;
   });
   hls.flush();

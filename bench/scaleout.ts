@@ -34,6 +34,7 @@ import { MediaNode } from '../media/index.ts';
 import { SongService } from '../songs/index.ts';
 import { createStore, RedisStore, type Store } from '../store/index.ts';
 import { freePort } from '../test/helpers/net.ts';
+import { startRedis } from '../test/helpers/redis.ts';
 import { printTable, progress, summarize, writeResult, type Summary } from './lib.ts';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -112,26 +113,6 @@ function startChild(args: string[], env: Record<string, string> = {}, ready: Reg
   });
 }
 
-async function startRedisServer(dir: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Ready to accept connections')) resolve();
-    });
-    proc.once('exit', () => reject(new Error(`redis-server exited: ${out}`)));
-  });
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      proc.kill('SIGTERM');
-      await once(proc, 'exit');
-    },
-  };
-}
-
 /** Sequential hot PATCHes over HTTP against an app on `store` + `media`; returns latencies. */
 async function patchLatency(label: string, store: Store, media: MediaNodeClient, n: number, hold: (streamId: string) => Promise<void>): Promise<Summary> {
   const config = loadConfig({}, { DATA_DIR: tmpdir(), LOG_LEVEL: 'silent', PORT: 0, PUBLIC_URL: 'http://127.0.0.1:1' });
@@ -177,7 +158,7 @@ export default async function scaleout(args: Map<string, string>): Promise<void>
   const songs = Number(args.get('songs') ?? 6);
   const duration = Number(args.get('duration') ?? 10);
   const dir = mkdtempSync(join(tmpdir(), 'rv-bench-scaleout-'));
-  const redis = await startRedisServer(dir);
+  const redis = await startRedis();
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
     // ── 1a: one process, direct calls (the embedded default)
@@ -286,7 +267,7 @@ export default async function scaleout(args: Map<string, string>): Promise<void>
     console.log(`wrote ${file}`);
   } finally {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
-    await redis.stop();
+    await redis.teardown();
     rmSync(dir, { recursive: true, force: true });
   }
 }

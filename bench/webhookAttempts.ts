@@ -10,14 +10,12 @@
  * Reports p50/p95 per send and the ratio; also `listAttempts` of a full 20-entry log.
  * Embedded store always; `--redis` adds a Redis store on a redis-server started here.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedStore, RedisStore } from '../store/index.ts';
 import type { Store, WebhookDeliveryRecord } from '../store/index.ts';
+import { startRedis } from '../test/helpers/redis.ts';
 import { printTable, progress, summarize, writeResult } from './lib.ts';
 import type { Row } from './lib.ts';
 
@@ -97,36 +95,6 @@ async function measure(label: string, store: Store, n: number): Promise<Row[]> {
   ];
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const port = (srv.address() as { port: number }).port;
-  srv.close();
-  await once(srv, 'close');
-  return port;
-}
-
-async function startRedisServer(dir: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Ready to accept connections')) resolve();
-    });
-    proc.once('exit', () => reject(new Error(`redis-server exited: ${out}`)));
-  });
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      proc.kill('SIGTERM');
-      await once(proc, 'exit');
-    },
-  };
-}
-
 export default async function main(args: Map<string, string>): Promise<void> {
   const n = Number(args.get('deliveries') ?? 2000);
   const dir = mkdtempSync(join(tmpdir(), 'rv-bench-attempts-'));
@@ -139,13 +107,13 @@ export default async function main(args: Map<string, string>): Promise<void> {
       await embedded.close();
     }
     if (args.has('redis')) {
-      const redis = await startRedisServer(dir);
+      const redis = await startRedis();
       const store = await RedisStore.open({ url: redis.url, prefix: 'bench:' });
       try {
         rows.push(...(await measure('redis', store, n)));
       } finally {
         await store.close();
-        await redis.stop();
+        await redis.teardown();
       }
     }
   } finally {

@@ -5,7 +5,7 @@ import type { EmbeddedStore } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { createWebhooks, DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, streamStartedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { DeliveryEngineOptions, WebhookEndpointView, WebhookEvent } from '../../webhooks/index.ts';
-import { makeTls, ManualClock, openStore, testLogger, TestReceiver, waitUntil } from './helpers.ts';
+import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, testLogger, TestReceiver, waitUntil } from './helpers.ts';
 
 const stripe = new Stripe('sk_test_dummy');
 const tls = makeTls();
@@ -16,33 +16,11 @@ type Teardown = { teardown: (fn: () => unknown) => void };
 async function setup(t: Teardown, engine: Omit<DeliveryEngineOptions, 'store' | 'client' | 'logger' | 'now'> = {}) {
   const clock = new ManualClock(Date.now());
   const { store } = openStore(t, clock.now);
-  const receiver = await TestReceiver.start(tls);
-  const wh = createWebhooks({
-    store,
-    logger: testLogger(),
-    now: clock.now,
-    allowLoopback: true,
-    ca: tls.ca,
-    // No jitter draw surprises: random() = 0.5 puts every wait exactly on the schedule.
-    engine: { idleWaitMs: 10, random: () => 0.5, ...engine },
-  });
-  t.teardown(async () => {
-    await wh.close();
-    await receiver.close();
-  });
-  await wh.engine.start();
+  const { receiver, wh } = await startWebhooks(t, { store, clock, tls, engine });
   return { clock, store, receiver, wh, service: wh.service };
 }
 
-const stream = {
-  id: 'str_1',
-  pipeline: 'streamdiffusion' as const,
-  createdAt: '2026-03-01T11:00:00.000Z',
-  startedAt: '2026-03-01T11:01:00.000Z',
-  endedAt: '2026-03-01T11:31:00.000Z',
-  endReason: 'deleted' as const,
-  gatewayHost: 'gw.example.com',
-};
+const stream = TEST_STREAM;
 
 async function emit(store: EmbeddedStore, clock: ManualClock, accountId = 'acc_1', type: 'stream.started' | 'stream.ended' = 'stream.ended'): Promise<WebhookEvent> {
   const event = type === 'stream.ended' ? streamEndedEvent(stream, { nowMs: clock.ms }) : streamStartedEvent(stream, { nowMs: clock.ms });

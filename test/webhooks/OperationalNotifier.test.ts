@@ -6,11 +6,11 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import Stripe from 'stripe';
-import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE, OPERATIONAL_EVENT_TYPES, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { DELIVER_QUEUE, EVENTS_QUEUE, OPERATIONAL_EVENT_TYPES, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { AnyWebhookEvent, DeliveryEngineOptions, OperationalEvent } from '../../webhooks/index.ts';
 import type { EmbeddedStore } from '../../store/index.ts';
-import { makeTls, ManualClock, openStore, testLogger, TestReceiver, waitUntil } from './helpers.ts';
-import type { ReceivedRequest } from './helpers.ts';
+import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, waitUntil } from './helpers.ts';
+import type { ReceivedRequest, TestReceiver } from './helpers.ts';
 
 const stripe = new Stripe('sk_test_dummy');
 const tls = makeTls();
@@ -19,33 +19,12 @@ t.teardown(() => tls.cleanup());
 async function setup(t: Test, engine: Omit<DeliveryEngineOptions, 'store' | 'client' | 'logger' | 'now'>) {
   const clock = new ManualClock(Date.now());
   const { store } = openStore(t, clock.now);
-  const receiver = await TestReceiver.start(tls);
-  const wh = createWebhooks({
-    store,
-    logger: testLogger(),
-    now: clock.now,
-    allowLoopback: true,
-    ca: tls.ca,
-    // One send per delivery: each failure exhausts its delivery at once (the schedule has its own tests).
-    engine: { idleWaitMs: 10, random: () => 0.5, retryDelaysMs: [], ...engine },
-  });
-  t.teardown(async () => {
-    await wh.close();
-    await receiver.close();
-  });
-  await wh.engine.start();
+  // One send per delivery: each failure exhausts its delivery at once (the schedule has its own tests).
+  const { receiver, wh } = await startWebhooks(t, { store, clock, tls, engine: { retryDelaysMs: [], ...engine } });
   return { clock, store, receiver, service: wh.service };
 }
 
-const stream = {
-  id: 'str_1',
-  pipeline: 'streamdiffusion' as const,
-  createdAt: '2026-03-01T11:00:00.000Z',
-  startedAt: '2026-03-01T11:01:00.000Z',
-  endedAt: '2026-03-01T11:31:00.000Z',
-  endReason: 'timeout' as const,
-  gatewayHost: 'gw.example.com',
-};
+const stream = { ...TEST_STREAM, endReason: 'timeout' as const };
 
 async function emit(store: EmbeddedStore, clock: ManualClock): Promise<string> {
   const event = streamEndedEvent(stream, { nowMs: clock.ms });

@@ -9,9 +9,9 @@ import Stripe from 'stripe';
 import { RedisStore } from '../../store/index.ts';
 import type { Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { createWebhooks, DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { DeliveryEngineOptions, WebhookEndpointView, WebhookEvent, WebhooksOptions } from '../../webhooks/index.ts';
-import { makeTls, ManualClock, openStore, testLogger, TestReceiver, waitUntil } from './helpers.ts';
+import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, waitUntil } from './helpers.ts';
 import type { ReceivedRequest } from './helpers.ts';
 
 const stripe = new Stripe('sk_test_dummy');
@@ -36,34 +36,12 @@ async function setup(t: Test, kind: Kind, options: SetupOptions = {}) {
     t.teardown(() => rs.close());
     store = rs;
   }
-  const receiver = await TestReceiver.start(tls);
-  const wh = createWebhooks({
-    store,
-    logger: testLogger(),
-    now: clock.now,
-    allowLoopback: true,
-    ca: tls.ca,
-    // One scheduled send per delivery: a failure is final at once (the schedule has its own tests).
-    engine: { idleWaitMs: 10, random: () => 0.5, retryDelaysMs: [], ...options.engine },
-    ...(options.service ? { service: options.service } : {}),
-  });
-  t.teardown(async () => {
-    await wh.close();
-    await receiver.close();
-  });
-  await wh.engine.start();
+  // One scheduled send per delivery: a failure is final at once (the schedule has its own tests).
+  const { receiver, wh } = await startWebhooks(t, { store, clock, tls, engine: { retryDelaysMs: [], ...options.engine }, ...(options.service ? { service: options.service } : {}) });
   return { clock, store, receiver, wh, service: wh.service };
 }
 
-const stream = {
-  id: 'str_1',
-  pipeline: 'streamdiffusion' as const,
-  createdAt: '2026-03-01T11:00:00.000Z',
-  startedAt: '2026-03-01T11:01:00.000Z',
-  endedAt: '2026-03-01T11:31:00.000Z',
-  endReason: 'deleted' as const,
-  gatewayHost: 'gw.example.com',
-};
+const stream = TEST_STREAM;
 
 /** Stripe's verifier at the time the request was signed (its own header), so clock moves do not matter. */
 function verified(req: ReceivedRequest | undefined, secret: string | undefined): WebhookEvent {

@@ -12,6 +12,9 @@ import { join } from 'node:path';
 import pino from 'pino';
 import type { Logger } from 'pino';
 import { EmbeddedStore } from '../../store/index.ts';
+import type { Store } from '../../store/index.ts';
+import { createWebhooks } from '../../webhooks/index.ts';
+import type { DeliveryEngineOptions, Webhooks, WebhooksOptions } from '../../webhooks/index.ts';
 
 export interface TestTls {
   ca: string;
@@ -156,3 +159,47 @@ export async function waitUntil(cond: () => boolean | Promise<boolean>, what: st
     await new Promise((r) => setTimeout(r, 5));
   }
 }
+
+export interface WebhooksSetup {
+  store: Store;
+  clock: ManualClock;
+  tls: TestTls;
+  /** Engine options over the tests' defaults (10 ms idle wait, jitter at the schedule's middle). */
+  engine?: Omit<DeliveryEngineOptions, 'store' | 'client' | 'logger' | 'now'>;
+  service?: WebhooksOptions['service'];
+}
+
+/**
+ * A started webhook worker over `store` on the test clock (loopback allowed, the test CA trusted)
+ * and a fresh HTTPS receiver; both closed at teardown.
+ */
+export async function startWebhooks(t: { teardown: (fn: () => unknown) => void }, o: WebhooksSetup): Promise<{ receiver: TestReceiver; wh: Webhooks }> {
+  const receiver = await TestReceiver.start(o.tls);
+  const wh = createWebhooks({
+    store: o.store,
+    logger: testLogger(),
+    now: o.clock.now,
+    allowLoopback: true,
+    ca: o.tls.ca,
+    // random() = 0.5 puts every wait exactly on the schedule: no jitter draw surprises.
+    engine: { idleWaitMs: 10, random: () => 0.5, ...o.engine },
+    ...(o.service ? { service: o.service } : {}),
+  });
+  t.teardown(async () => {
+    await wh.close();
+    await receiver.close();
+  });
+  await wh.engine.start();
+  return { receiver, wh };
+}
+
+/** The ended stream the tests' events are about. */
+export const TEST_STREAM = {
+  id: 'str_1',
+  pipeline: 'streamdiffusion' as const,
+  createdAt: '2026-03-01T11:00:00.000Z',
+  startedAt: '2026-03-01T11:01:00.000Z',
+  endedAt: '2026-03-01T11:31:00.000Z',
+  endReason: 'deleted' as const,
+  gatewayHost: 'gw.example.com',
+};

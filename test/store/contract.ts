@@ -466,6 +466,59 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.equal(await store.webhooks.updateDelivery('dlv_x', { status: 'failed' }), null);
   });
 
+  test('webhooks.createDeliveries acks the event job with the fan-out; findDelivery and settleDeliveries', async (t, { store, clock }) => {
+    await store.queue.enqueue({ queue: 'events', id: 'evt_1', payload: 1 });
+    const event = (await store.queue.lease('events', 1000)) as LeasedJob;
+    const jobsFor = (d: WebhookDeliveryRecord) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }];
+    await store.webhooks.createDeliveries(
+      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_3', 'evt_1', T0)],
+      jobsFor,
+      { ack: event },
+    );
+    t.equal(await store.queue.has('events', 'evt_1'), false, 'the event job went with the fan-out');
+    t.equal(await store.queue.has('deliveries', 'dlv_1'), true);
+    t.match(await store.webhooks.findDelivery('evt_1', 'whk_2'), { id: 'dlv_2' });
+    t.equal(await store.webhooks.findDelivery('evt_1', 'whk_9'), null);
+    t.equal(await store.webhooks.findDelivery('evt_9', 'whk_1'), null);
+
+    const [a, b, c] = await store.queue.leaseMany('deliveries', 10, 1000);
+    t.same([a?.id, b?.id, c?.id], ['dlv_1', 'dlv_2', 'dlv_3'], 'leaseMany hands out the due jobs in order');
+    t.same(await store.queue.leaseMany('deliveries', 10, 1000), [], 'none left');
+    await store.webhooks.settleDeliveries([
+      { deliveryId: 'dlv_1', patch: { status: 'succeeded', attempts: 1 }, job: a as LeasedJob },
+      { deliveryId: 'dlv_2', patch: { attempts: 1, error: 'http_status: 500' }, job: b as LeasedJob, release: { atMs: T0 + 100, counted: true } },
+      { deliveryId: 'dlv_3', patch: { nextAttemptAt: iso(T0 + 100) }, job: c as LeasedJob, release: { atMs: T0 + 100, counted: false, payload: { deliveryId: 'dlv_3', slot: 7 } } },
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...(a as LeasedJob), id: 'nope' } },
+    ]);
+    t.match(await store.webhooks.getDelivery('dlv_1'), { status: 'succeeded', attempts: 1 });
+    t.match(await store.webhooks.getDelivery('dlv_2'), { status: 'pending', error: 'http_status: 500' });
+    t.equal(await store.webhooks.getDelivery('dlv_gone'), null, 'a missing delivery is not created');
+    t.same(await store.queue.stats('deliveries'), { ready: 0, delayed: 2, leased: 0 });
+    clock.advance(100);
+    const again = await store.queue.leaseMany('deliveries', 10, 1000);
+    t.same(
+      again.map((j) => [j.id, j.attempts, j.payload]),
+      [
+        ['dlv_2', 2, { deliveryId: 'dlv_2' }],
+        ['dlv_3', 1, { deliveryId: 'dlv_3', slot: 7 }],
+      ],
+      'a counted release counts the lease; a deferred one does not and takes the new payload',
+    );
+    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), true);
+    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), false, 'a deferred lease is no longer ours');
+    t.match(await store.queue.lease('deliveries', 1000), { id: 'dlv_2', attempts: 2, payload: { deliveryId: 'dlv_2' } }, 'defer without payload keeps it');
+  });
+
+  test('rateLimits.reserve hands out slots an interval apart, starting now when idle', async (t, { store, clock }) => {
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 200);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 400);
+    t.equal(await store.rateLimits.reserve('ep:2', 200), T0, 'keys are apart');
+    clock.advance(1000);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 1000, 'idle again: the slot starts now, no saved-up burst');
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 1200);
+  });
+
   test('webhooks.listDeliveries filters and pages newest first; deleteEndpoint and purge remove logs', async (t, { store }) => {
     await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
     const all: WebhookDeliveryRecord[] = [];

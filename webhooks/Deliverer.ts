@@ -8,9 +8,19 @@
  *   (and is disabled at 20 in a row).
  * The body is the frozen payload of the record; it is signed at send time with the endpoint's
  * CURRENT secret, so after rotate-secret no attempt, queued retries included, uses the old one.
+ *
+ * Before sending, two rules may hold a delivery back, unsent and without spending an attempt
+ * (`queue.defer`), so the send slot goes to the next job at once:
+ * - order: a delivery with `afterEventId` (a `stream.ended`) waits while that event's delivery
+ *   to the same endpoint (its `stream.started`) is still pending;
+ * - rate: an endpoint with `rateLimit` gets one send slot every 1/rateLimit s from the store
+ *   (`rateLimits.reserve`, shared by every worker); a delivery whose slot is in the future
+ *   waits for it, holding it (the job's payload records the slot for that lease).
+ * Outcomes are written in batches (`webhooks.settleDeliveries`): every attempt finishing in the
+ * same turn of the event loop shares one store transaction.
  */
 import type { Logger } from 'pino';
-import type { LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { DeliverySettlement, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
 import { SafeHttpError } from './SafeHttpClient.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
@@ -82,16 +92,33 @@ export interface DelivererOptions {
   random?: () => number;
   /** Default 20. */
   disableAfter?: number;
+  /** How long a delivery waiting for its predecessor waits before looking again, ms; default 250. */
+  orderRecheckMs?: number;
+  /** Asks the job loop to look again when a deferred job is due (JobLoop.wakeIn). */
+  wakeIn?: (delayMs: number) => void;
 }
 
-/** Payload of a job in queue `webhooks.deliver`: only the id, never the secret or the body. */
+/**
+ * Payload of a job in queue `webhooks.deliver`: the delivery id, never the secret or the body.
+ * `slotLease`: set when the job was deferred to a rate-limit slot it reserved; the lease number
+ * (`LeasedJob.attempts`, which a deferral does not count) that may use it.
+ */
 export interface DeliverJobPayload {
   deliveryId: string;
+  slotLease?: number;
 }
+
+/** The store key of an endpoint's send schedule (`rateLimits.reserve`). */
+export function rateKey(endpointId: string): string {
+  return `webhooks.endpoint:${endpointId}`;
+}
+
+type DeliveryPatch = DeliverySettlement['patch'];
 
 export class Deliverer {
   readonly #o: DelivererOptions;
   readonly #log: Logger;
+  #batch: { item: DeliverySettlement; resolve: () => void; reject: (err: unknown) => void }[] = [];
 
   constructor(options: DelivererOptions) {
     this.#o = options;
@@ -100,7 +127,8 @@ export class Deliverer {
 
   async handle(job: LeasedJob): Promise<void> {
     const { store, now } = this.#o;
-    const deliveryId = (job.payload as Partial<DeliverJobPayload> | null)?.deliveryId;
+    const payload = job.payload as Partial<DeliverJobPayload> | null;
+    const deliveryId = payload?.deliveryId;
     if (typeof deliveryId !== 'string') {
       this.#log.error({ jobId: job.id }, `handle() | malformed deliver job, dropped [jobId:${job.id}]`);
       await store.queue.ack(job);
@@ -120,9 +148,31 @@ export class Deliverer {
     }
     if (!endpoint.isActive) {
       // A disabled endpoint "stops receiving events": its queued retries end here, unsent.
-      await this.#update(delivery, { status: 'failed', error: 'endpoint_disabled: not sent', nextAttemptAt: null });
-      await store.queue.ack(job);
+      await this.#settle(delivery, job, { status: 'failed', error: 'endpoint_disabled: not sent', nextAttemptAt: null });
       return;
+    }
+
+    // Order: wait while the event this one follows is still being delivered to this endpoint
+    // (none: that endpoint never got it, or its record is gone; then nothing to wait for).
+    if (delivery.afterEventId) {
+      const first = await store.webhooks.findDelivery(delivery.afterEventId, endpoint.id);
+      if (first && first.status === 'pending') {
+        const due = first.nextAttemptAt === null ? 0 : Date.parse(first.nextAttemptAt);
+        const atMs = Math.max(now(), due) + (this.#o.orderRecheckMs ?? 250);
+        this.#log.debug({ deliveryId, after: first.id }, `handle() | waits for [deliveryId:${first.id}] [deliveryId:${deliveryId}]`);
+        await this.#defer(delivery, job, atMs, { deliveryId });
+        return;
+      }
+    }
+
+    // Rate: one send per slot; a slot in the future is held by deferring to it.
+    const rate = endpoint.rateLimit ?? null;
+    if (rate !== null && rate > 0 && payload?.slotLease !== job.attempts) {
+      const slotMs = await store.rateLimits.reserve(rateKey(endpoint.id), 1000 / rate);
+      if (slotMs > now()) {
+        await this.#defer(delivery, job, slotMs, { deliveryId, slotLease: job.attempts });
+        return;
+      }
     }
 
     // The job is leased once per send and keeps its lease count across retries, so a send cut
@@ -148,12 +198,11 @@ export class Deliverer {
     };
 
     if (result.ok) {
-      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null });
+      await this.#settle(delivery, job, { ...base, status: 'succeeded', nextAttemptAt: null });
       // Resetting a count that is already 0 is a write we can skip (the common case).
       if (endpoint.consecutiveFailures !== 0) {
         await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
       }
-      await store.queue.ack(job);
       this.#log.debug({ deliveryId, attempt }, `handle() | delivered [deliveryId:${deliveryId}] [attempt:${attempt}]`);
       return;
     }
@@ -165,8 +214,7 @@ export class Deliverer {
     });
     if (delay !== null) {
       const runAtMs = doneMs + delay;
-      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() });
-      await store.queue.retry(job, runAtMs);
+      await this.#settle(delivery, job, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, { atMs: runAtMs, counted: true });
       this.#log.info(
         { deliveryId, attempt, error: result.error, delayMs: delay },
         `handle() | attempt failed, retrying [deliveryId:${deliveryId}] [attempt:${attempt}]`,
@@ -174,19 +222,46 @@ export class Deliverer {
       return;
     }
 
-    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null });
+    await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null });
     const ep = await store.webhooks.recordOutcome(endpoint.id, false, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
-    await store.queue.ack(job);
     this.#log.warn(
       { deliveryId, endpointId: endpoint.id, error: result.error, disabled: ep !== null && !ep.isActive },
       `handle() | delivery failed for good [deliveryId:${deliveryId}] [endpointId:${endpoint.id}]`,
     );
   }
 
-  async #update(
-    delivery: WebhookDeliveryRecord,
-    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
-  ): Promise<void> {
-    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() });
+  /** Holds the delivery back, unsent and uncounted, until `atMs` (shown as its next attempt). */
+  async #defer(delivery: WebhookDeliveryRecord, job: LeasedJob, atMs: number, payload: DeliverJobPayload): Promise<void> {
+    this.#o.wakeIn?.(atMs - this.#o.now());
+    await this.#settle(delivery, job, { nextAttemptAt: new Date(atMs).toISOString() }, { atMs, counted: false, payload });
+  }
+
+  /**
+   * Patches the record and acks (no `release`) or releases the job, batched with every other
+   * outcome of this turn of the event loop into one `settleDeliveries` call. Rejects when that
+   * call fails (the job then stays leased and is leased again when its lease runs out).
+   */
+  #settle(delivery: WebhookDeliveryRecord, job: LeasedJob, patch: DeliveryPatch, release?: DeliverySettlement['release']): Promise<void> {
+    const item: DeliverySettlement = {
+      deliveryId: delivery.id,
+      patch: { ...patch, updatedAt: new Date(this.#o.now()).toISOString() },
+      job,
+      ...(release !== undefined ? { release } : {}),
+    };
+    return new Promise<void>((resolve, reject) => {
+      this.#batch.push({ item, resolve, reject });
+      if (this.#batch.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#batch;
+    this.#batch = [];
+    try {
+      await this.#o.store.webhooks.settleDeliveries(batch.map((b) => b.item));
+      for (const b of batch) b.resolve();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
   }
 }

@@ -21,8 +21,11 @@ export interface JobLoopOptions {
   /** Longest sleep when the queue looks empty, ms. */
   idleWaitMs: number;
   /**
-   * Jobs leased per store round trip when several slots are free (default 1). Above 1 the loop
-   * uses `queue.leaseMany`, so a busy queue costs one lease transaction per batch, not per job.
+   * Jobs leased per store round trip (default 1). Above 1 the loop leases up to `batch` due jobs
+   * at once with `queue.leaseMany` and starts them as handler slots free up, so a busy queue
+   * costs one lease transaction per batch, not per job. A job may then wait, leased, for one
+   * round of handlers before it starts: keep `leaseMs` above twice the slowest handler (`batch`
+   * is capped at `concurrency`). Jobs still waiting at `close()` are given back uncounted.
    */
   batch?: number;
 }
@@ -33,6 +36,8 @@ export class JobLoop {
   readonly #abort = new AbortController();
   #running: Promise<void> | null = null;
   #closing: Promise<void> | null = null;
+  /** Leased in the last batch, not started yet (at most `batch`; see JobLoopOptions.batch). */
+  readonly #ready: LeasedJob[] = [];
   /** performance.now() by which the idle loop must look again (see `wakeIn`); Infinity: none. */
   #wakeAt = Number.POSITIVE_INFINITY;
 
@@ -71,17 +76,21 @@ export class JobLoop {
 
   async #run(): Promise<void> {
     const { store, queue, logger, concurrency, leaseMs, idleWaitMs } = this.#o;
-    const batch = Math.max(1, this.#o.batch ?? 1);
+    const batch = Math.max(1, Math.min(this.#o.batch ?? 1, concurrency));
     const signal = this.#abort.signal;
     while (!signal.aborted) {
       if (this.#inflight.size >= concurrency) {
         await Promise.race(this.#inflight);
         continue;
       }
+      const next = this.#ready.shift();
+      if (next) {
+        this.#start(next);
+        continue;
+      }
       let jobs: LeasedJob[];
       try {
-        const room = Math.min(batch, concurrency - this.#inflight.size);
-        if (room > 1) jobs = await store.queue.leaseMany(queue, room, leaseMs);
+        if (batch > 1) jobs = await store.queue.leaseMany(queue, batch, leaseMs);
         else {
           const job = await store.queue.lease(queue, leaseMs);
           jobs = job ? [job] : [];
@@ -105,18 +114,25 @@ export class JobLoop {
         }
         continue;
       }
-      for (const leased of jobs) {
-        const p: Promise<void> = this.#o
-          .handler(leased)
-          .then(
-            () => undefined,
-            (err: unknown) => {
-              logger.error({ err, queue, jobId: leased.id }, `run() | handler failed, job left to its lease [jobId:${leased.id}]`);
-            },
-          )
-          .finally(() => this.#inflight.delete(p));
-        this.#inflight.add(p);
-      }
+      this.#ready.push(...jobs);
     }
+    // Leased but never started: give them back at once, uncounted, rather than leave them to
+    // their leases.
+    const left = this.#ready.splice(0);
+    await Promise.allSettled(left.map((job) => store.queue.defer(job, 0)));
+  }
+
+  #start(leased: LeasedJob): void {
+    const { queue, logger } = this.#o;
+    const p: Promise<void> = this.#o
+      .handler(leased)
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          logger.error({ err, queue, jobId: leased.id }, `run() | handler failed, job left to its lease [jobId:${leased.id}]`);
+        },
+      )
+      .finally(() => this.#inflight.delete(p));
+    this.#inflight.add(p);
   }
 }

@@ -27,8 +27,9 @@ export const DELIVERY_ENGINE_DEFAULTS = {
   /** Longest idle sleep, ms; also the latency with which a retry that became due is picked up. */
   idleWaitMs: 1_000,
   /**
-   * Deliver jobs leased per store round trip (up to the free send slots): one lease transaction
-   * per batch instead of per send.
+   * Jobs leased per store round trip (capped at the loop's concurrency; see JobLoop `batch`):
+   * one lease transaction per batch instead of per send. A leased job waits at most one round of
+   * sends (one request deadline) before its own, well within the lease (three deadlines).
    */
   leaseBatch: 16,
   /**
@@ -114,6 +115,7 @@ export class DeliveryEngine {
         ...common,
         queue: EVENTS_QUEUE,
         concurrency: options.dispatchConcurrency ?? d.dispatchConcurrency,
+        batch: options.leaseBatch ?? d.leaseBatch,
         handler: (job) => this.dispatcher.handle(job),
       }),
       new JobLoop({

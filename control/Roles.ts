@@ -37,6 +37,7 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
     allowLoopback: config.allowLoopbackTargets,
     ...(config.extraCaFile ? { ca: readFileSync(config.extraCaFile) } : {}),
     ...(deps.now ? { now: deps.now } : {}),
+    engine: { leaseBatch: config.webhookLeaseBatch, orderRecheckMs: config.webhookOrderRecheckMs },
   });
   closers.push(() => webhooks.close());
   if (has('api')) services.webhooks = webhooks.service;

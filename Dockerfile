@@ -6,8 +6,9 @@
 #   docker run -p 8080:8080 -p 40000-40099:40000-40099/udp -v reverie-data:/data reverie
 #
 # Debian 12 (bookworm) like our machines, so setup/debian-packages.txt is the package list here
-# too: the build stage installs `run` + `build` packages and compiles the native addons (our
-# GStreamer addon, better-sqlite3); the runtime stage has only the `run` packages.
+# too: the build stage installs `run` + `build` packages, compiles the native addons (our
+# GStreamer addon, better-sqlite3) and the server (TypeScript → dist/, `npm run build`); the
+# runtime stage has only the `run` packages, the runtime dependencies and dist/, no sources.
 ARG NODE_IMAGE=node:22-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
@@ -18,8 +19,13 @@ RUN apt-get update -q \
  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json .npmrc ./
 COPY media/gst/ media/gst/
-# Runtime dependencies only (tsx included: the server runs its TypeScript through it).
-RUN npm ci --omit=dev --no-audit --no-fund
+# Every dependency: the build needs TypeScript (a dev dependency); pruned after the build.
+RUN npm ci --no-audit --no-fund
+COPY . .
+# dist/: the server as JavaScript with its pages, word lists and the addon (bin/build.js), so no
+# process or worker thread loads tsx at start. Then runtime dependencies only.
+RUN npm run build \
+ && npm prune --omit=dev --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
 WORKDIR /app
@@ -28,8 +34,9 @@ RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(setup/packages run) \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /app/node_modules node_modules/
-COPY --from=build /app/media/gst/build media/gst/build/
-COPY . .
+COPY --from=build /app/dist dist/
+COPY package.json ./
+COPY bin/ bin/
 # The image's user `node` (uid 1000) owns only the data volume.
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'build/**', 'data/**', 'web/vendor/**', 'bench/results/**', '.tap/**', 'test/artifacts/**'] },
+  { ignores: ['node_modules/**', 'build/**', 'dist/**', 'dist.*/**', 'data/**', 'web/vendor/**', 'bench/results/**', '.tap/**', 'test/artifacts/**'] },
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.base],

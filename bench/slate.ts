@@ -1,15 +1,29 @@
 /**
- * The slate's cost (decision 0011): node CPU (this process: JS thread and every GStreamer thread,
- * from process.cpuUsage) of streams whose outputs are on slate, watched over LL-HLS (a playlist
- * request every 5 s keeps a stream "watched", as a player does) with no publisher. Baseline in the
- * same run: the same streams held unwatched (no slate: nothing encoded). Real MediaNode, real x264.
+ * The slate (decision 0011), two parts:
  *
- *   npm run bench -- slate [--streams 1,4] [--size 512] [--seconds 20]
+ * - `cpu`: node CPU (this process: JS thread and every GStreamer thread, from process.cpuUsage) of
+ *   streams whose outputs are on slate, watched over LL-HLS (a playlist request every 5 s keeps a
+ *   stream "watched", as a player does) with no publisher. Baseline in the same run: the same
+ *   streams held unwatched (no slate: nothing encoded). Real MediaNode, real x264.
+ * - `switch`: the switch from the slate to live as a waiting viewer sees it. Per switch, a new
+ *   stream: a Chromium WHEP viewer joins before its publisher, an OBS-like publisher
+ *   (libdatachannel, stamped H.264) starts, and the page logs every frame's arrival: the switch gap
+ *   (last slate frame → first live frame), and the largest gap within 5 frames either side of the
+ *   first live frame (what test/media/SlateSwitch.test.ts bounds). Baseline in the same run: the
+ *   gaps between the slate's own frames before the publish (its cadence).
+ *
+ *   npm run bench -- slate [--part cpu,switch] [--streams 1,4] [--size 512] [--seconds 20]
+ *                          [--switches 5] [--slate-fps 10,30]
  */
 import Fastify from 'fastify';
 import pino from 'pino';
 import { MediaNode, registerMediaRoutes } from '../media/index.ts';
-import { printTable, writeResult, type Row } from './lib.ts';
+import { launchChromium } from '../test/helpers/chromium.ts';
+import { stampedH264 } from '../test/helpers/h264Source.ts';
+import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
+import { until } from '../test/helpers/until.ts';
+import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from '../test/media/harness.ts';
+import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
 async function cpuOver(ms: number, during: () => Promise<void>): Promise<number> {
   const c0 = process.cpuUsage();
@@ -20,6 +34,12 @@ async function cpuOver(ms: number, during: () => Promise<void>): Promise<number>
 }
 
 export default async function slate(args: Map<string, string>): Promise<void> {
+  const parts = (args.get('part') ?? 'cpu,switch').split(',');
+  if (parts.includes('cpu')) await slateCpu(args);
+  if (parts.includes('switch')) await slateSwitch(args);
+}
+
+async function slateCpu(args: Map<string, string>): Promise<void> {
   const counts = (args.get('streams') ?? '1,4').split(',').map(Number);
   const size = Number(args.get('size') ?? 512);
   const seconds = Number(args.get('seconds') ?? 20);
@@ -71,4 +91,76 @@ export default async function slate(args: Map<string, string>): Promise<void> {
   }
   printTable('slate: node CPU of slate-only streams (HLS-watched, no publisher) vs the same streams unwatched', rows);
   console.log(`wrote ${writeResult('slate', { size, seconds, rows })}`);
+}
+
+/** Frames either side of the first live frame whose gaps count as the switch (as test/media/SlateSwitch.test.ts). */
+const AROUND = 5;
+const OUTPUT_FPS = 30;
+
+async function slateSwitch(args: Map<string, string>): Promise<void> {
+  const switches = Number(args.get('switches') ?? 5);
+  const slateFpsList = (args.get('slate-fps') ?? '10,30').split(',').map(Number);
+  const cleanups: (() => unknown)[] = [];
+  const t = { teardown: (fn: () => unknown) => void cleanups.push(fn) };
+  const rows: Row[] = [];
+  const raw: Record<string, { switchGaps: number[]; windowGaps: number[]; slateGaps: number[] }> = {};
+  try {
+    const ctx = await launchChromium(t, { fakeMedia: false });
+    const pubs = new ObsPublishers();
+    t.teardown(() => pubs.close());
+    const source = await stampedH264({ size: 256, frames: 150 });
+    for (const slateFps of slateFpsList) {
+      // One node per row; the viewer makes each stream at the default 512², its publisher brings 256².
+      const srv = await startMediaServer(t, { params: { width: 256, height: 256 }, settings: { outputFps: OUTPUT_FPS, slateFps } });
+      const switchGaps: number[] = [];
+      const windowGaps: number[] = [];
+      const slateGaps: number[] = [];
+      for (let i = 0; i < switches; i++) {
+        const page = await ctx.newPage();
+        await page.goto(`${srv.baseUrl}/peer.html`);
+        await page.evaluate(() => (window as unknown as Window & PeerPage).trackFrames());
+        await page.evaluate((url) => (window as unknown as Window & PeerPage).play({ url }), srv.whepUrl.replace('play_test', `play_test_sw${i}`));
+        await page.evaluate((n) => (window as unknown as Window & PeerPage).waitFrames(n, 30_000), slateFps * 2);
+        const p = await pubs.publish({ url: srv.whipUrl.replace(STREAM_ID, `${STREAM_ID}_sw${i}`), token: STREAM_KEY, source });
+        if (p.status !== 201) throw new Error(`publish ${i}: ${p.status} ${p.body}`);
+        const log = await until(
+          'the viewer plays the publisher',
+          () => page.evaluate(() => (window as unknown as Window & PeerPage).frameLog ?? []),
+          (l) => l.filter((f) => f[1]).length >= 2 * AROUND,
+          60_000,
+        );
+        const first = log.findIndex((f) => f[1]);
+        const gaps = log.slice(1).map((f, k) => f[0] - log[k]![0]);
+        // Gap k lies between frames k and k+1: the switch window spans frames first-AROUND … first+AROUND.
+        switchGaps.push(gaps[first - 1] ?? Number.NaN);
+        windowGaps.push(Math.max(...gaps.slice(Math.max(0, first - AROUND), first + AROUND)));
+        // The slate's cadence, away from the switch and from the player's start.
+        slateGaps.push(...gaps.slice(2, Math.max(2, first - 2 * AROUND)));
+        await pubs.stop(p.id);
+        await page.close();
+        srv.node.endStream(`${STREAM_ID}_sw${i}`);
+      }
+      raw[String(slateFps)] = { switchGaps, windowGaps, slateGaps };
+      const sw = summarize(switchGaps);
+      const win = summarize(windowGaps);
+      const sl = summarize(slateGaps);
+      rows.push({
+        'slate fps': slateFps,
+        switches: sw.n,
+        'switch gap p50 (ms)': Math.round(sw.p50),
+        'switch gap p95 (ms)': Math.round(sw.p95),
+        'switch gap max (ms)': Math.round(sw.max),
+        [`largest gap ±${AROUND} frames p50 (ms)`]: Math.round(win.p50),
+        [`largest gap ±${AROUND} frames max (ms)`]: Math.round(win.max),
+        'slate gap p50 (ms)': Math.round(sl.p50),
+        'slate gap p95 (ms)': Math.round(sl.p95),
+        'switch p50 / slate p50': +(sw.p50 / sl.p50).toFixed(2),
+        'switch p50 / output interval': +(sw.p50 / (1000 / OUTPUT_FPS)).toFixed(2),
+      });
+    }
+  } finally {
+    for (const fn of cleanups.reverse()) await fn();
+  }
+  printTable(`slate → live at a waiting WHEP viewer (frame arrival): the switch gap and the largest gap ±${AROUND} frames around it, vs the slate's own gaps`, rows);
+  console.log(`wrote ${writeResult('slate-switch', { switches, slateFpsList, outputFps: OUTPUT_FPS, rows, raw })}`);
 }

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Store } from '../store/index.ts';
 import type { FetchImage } from '../media/index.ts';
-import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
+import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE, SafeHttpClient } from '../webhooks/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './Metrics.ts';
@@ -37,7 +37,13 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
     allowLoopback: config.allowLoopbackTargets,
     ...(config.extraCaFile ? { ca: readFileSync(config.extraCaFile) } : {}),
     ...(deps.now ? { now: deps.now } : {}),
-    engine: { leaseBatch: config.webhookLeaseBatch, orderRecheckMs: config.webhookOrderRecheckMs },
+    service: { resendsPerMinute: config.webhooks.resendsPerMinute, recoversPerMinute: config.webhooks.recoversPerMinute, maxPerRecover: config.webhooks.maxPerRecover },
+    engine: {
+      leaseBatch: config.webhookLeaseBatch,
+      orderRecheckMs: config.webhookOrderRecheckMs,
+      attemptsKept: config.webhooks.attemptsKept,
+      operationalEventsPerHour: config.webhooks.operationalEventsPerHour,
+    },
   });
   closers.push(() => webhooks.close());
   if (has('api')) services.webhooks = webhooks.service;
@@ -54,7 +60,11 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
     if (res.truncated || res.body.length > maxBytes) throw new Error(`style image ${url}: larger than ${maxBytes} bytes`);
     return res.body;
   };
-  const streams = await startStreamRoles(config, deps, { fetchImage, ...(deps.mediaSettings ? { mediaSettings: deps.mediaSettings } : {}) });
+  // Admission hooks and JWKS fetches: the webhooks' address policy and CA, in a pool of their own
+  // (a slow webhook receiver must not hold the sockets a viewer's admission waits for).
+  const admissionClient = new SafeHttpClient({ policy: webhooks.policy, ...(config.extraCaFile ? { ca: readFileSync(config.extraCaFile) } : {}), userAgent: 'Reverie-Admission/1.0' });
+  closers.push(async () => admissionClient.close());
+  const streams = await startStreamRoles(config, deps, { fetchImage, admissionClient, ...(deps.mediaSettings ? { mediaSettings: deps.mediaSettings } : {}) });
   closers.push(() => streams.close());
   Object.assign(services, streams.services);
 

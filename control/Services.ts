@@ -9,7 +9,7 @@ import type { SongService } from '../songs/index.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
-import type { ClipService, RecordingService, RtmpOutputService, SlateImageService, StreamService } from '../streams/index.ts';
+import type { AdmissionService, ClipService, RecordingService, RtmpOutputService, SlateImageService, StreamService } from '../streams/index.ts';
 
 export interface Services {
   /** Area A. Without it only /usage answers (503). */
@@ -26,6 +26,8 @@ export interface Services {
   recordings?: RecordingService;
   /** Streams' slate images; mounted with `streams`. */
   slates?: SlateImageService;
+  /** Admission rules of streams and accounts; mounted with `streams`. */
+  admission?: AdmissionService;
   /** Extra RTMP destinations of streams; mounted with `streams`. */
   rtmpOutputs?: RtmpOutputService;
   /** Area B webhook management. */

@@ -11,8 +11,10 @@
 import type { Logger } from 'pino';
 import { ImageDecoder } from '../images/index.ts';
 import { MediaNode, registerMediaRoutes, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
-import { AddressPolicy } from '../webhooks/index.ts';
+import { AddressPolicy, type SafeHttpClient } from '../webhooks/index.ts';
 import {
+  AdmissionGate,
+  AdmissionService,
   ClipService,
   InProcessMediaNodeClient,
   mediaNodeId,
@@ -45,6 +47,8 @@ export interface StreamRoleOverrides {
   capacity?: number;
   /** Fetches IP-Adapter style images (the SSRF-safe client); without it only data: URLs work. */
   fetchImage?: FetchImage;
+  /** The outbound client of admission hooks and JWKS fetches (the webhooks' address rules); without it those rules refuse. */
+  admissionClient?: SafeHttpClient;
 }
 
 export interface StreamRoles {
@@ -98,6 +102,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   const images = new ImageDecoder(config.images);
   let service: StreamService | null = null;
   let recordings: RecordingService | null = null;
+  let admission: AdmissionService | null = null;
 
   const outboundPolicy = new AddressPolicy({ allowLoopback: config.allowLoopbackTargets });
   if (has('media')) {
@@ -131,6 +136,8 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       // store-backed resolver refuses every publisher.
       resolveIngest: (streamId, bearer) => service?.resolveIngest(streamId, bearer) ?? Promise.resolve(null),
       resolvePlayback: (playbackId) => service?.resolvePlayback(playbackId) ?? Promise.resolve(null),
+      // Admission rules (hooks, JWTs) of the stream or its account, asked before any session exists.
+      admit: (request) => admission?.admit(request) ?? Promise.resolve({ admitted: true }),
     });
     if (demo) deps.logger.warn(`startStreamRoles() | media node serves DEMO models (tiny, random weights) for some of ${models.join(', ')}`);
     local = new InProcessMediaNodeClient({
@@ -180,8 +187,25 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
     service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000, ...(deps.now ? { now: deps.now } : {}) });
+    const gate = new AdmissionGate({ client: overrides.admissionClient ?? null, settings: config.admission, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
+    // Requests a rule decided (served from the decision cache or not), and the hook calls made: their ratio is the cache's worth.
+    const checks = deps.metrics.counter('reverie_admission_checks_total', 'Publish and play requests an admission rule decided.', ['action', 'protocol', 'rule', 'result']);
+    deps.metrics.counter('reverie_admission_hook_calls_total', 'Admission hook calls made (decisions not served from the cache).', [], (c) => {
+      c.reset();
+      c.inc(gate.hookCalls);
+    });
+    admission = new AdmissionService({
+      store: deps.store,
+      gate,
+      policy: overrides.admissionClient?.policy ?? outboundPolicy,
+      settings: config.admission,
+      logger: deps.logger,
+      onDecision: (d) => checks.inc({ action: d.action, protocol: d.protocol, rule: d.rule, result: d.admitted ? 'admitted' : 'refused' }),
+      ...(deps.now ? { now: deps.now } : {}),
+    });
     if (has('api')) {
       services.streams = service;
+      services.admission = admission;
       services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });
       if (deps.links) {
         recordings = new RecordingService({

@@ -25,6 +25,7 @@ import { controlRoutes } from './routes/control.ts';
 import { clipRoutes } from './routes/clips.ts';
 import { recordingRoutes } from './routes/recordings.ts';
 import { slateRoutes } from './routes/slate.ts';
+import { admissionRoutes } from './routes/admission.ts';
 import { musicRoutes } from './routes/music.ts';
 import { outputRoutes } from './routes/outputs.ts';
 import { systemRoutes } from './routes/system.ts';
@@ -161,6 +162,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     await area.register(clipRoutes(config, areaCtx));
     await area.register(recordingRoutes(config, areaCtx));
     await area.register(slateRoutes(config, areaCtx));
+    await area.register(admissionRoutes(config, areaCtx));
     await area.register(outputRoutes(config, areaCtx));
     await area.register(capabilitiesRoutes(config, areaCtx));
     await area.register(controlRoutes(config, areaCtx));

@@ -9,7 +9,8 @@ import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
-import { DELETED_STATUS_TTL_MS } from '../streams/index.ts';
+import { ADMISSION_DEFAULTS, DELETED_STATUS_TTL_MS, type AdmissionSettings } from '../streams/index.ts';
+import { ATTEMPTS_KEPT, OPERATIONAL_EVENT_DEFAULTS, REDELIVERY_DEFAULTS, WEBHOOK_SERVICE_DEFAULTS } from '../webhooks/index.ts';
 
 /** The roles a process can run (design.md "One codebase, three roles"). */
 export type Role = 'api' | 'media' | 'worker';
@@ -127,6 +128,15 @@ export const ConfigEnvSchema = z.object({
   RECORDING_MAX_BYTES: z.coerce.number().int().min(1).optional(),
   /** Caps the age of every account's recorded segments, hours (below the plan's limit). */
   RECORDING_MAX_AGE_HOURS: z.coerce.number().min(0.001).optional(),
+  /**
+   * Admission rules (docs/api.md "Admission"): ms an admission hook call may take before it
+   * counts as a refusal (the publisher or viewer waits on it; WHIP clients give up after ≈ 10 s).
+   */
+  ADMISSION_HOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(ADMISSION_DEFAULTS.hookTimeoutMs),
+  /** Seconds a hook's decision (per client and token) and a stream's rule are reused: an LL-HLS player asks ≈ 10 times a second. 0: never reused. */
+  ADMISSION_CACHE_TTL: z.coerce.number().min(0).max(300).default(ADMISSION_DEFAULTS.decisionTtlMs / 1000),
+  /** Seconds a fetched JWKS of a JWT rule is used before it is fetched again. */
+  ADMISSION_JWKS_CACHE_TTL: z.coerce.number().min(1).max(86_400).default(ADMISSION_DEFAULTS.jwksTtlMs / 1000),
   /** Seconds between retention sweeps of recordings (api role). */
   RECORDING_SWEEP_INTERVAL: z.coerce.number().min(0.1).max(86_400).default(60),
   /**
@@ -232,6 +242,32 @@ export const ConfigEnvSchema = z.object({
    * against PATCH's 300 a minute per account.
    */
   CONTROL_INBOUND_MESSAGES_PER_S: z.coerce.number().int().min(1).max(100_000).default(20),
+  /**
+   * Webhook resends (`POST …/deliveries/{id}/resend`) per account in any 60 s. Each is one request
+   * to the account's own endpoint: 60 is clicking through deliveries by hand; beyond, 429.
+   */
+  WEBHOOK_RESENDS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(WEBHOOK_SERVICE_DEFAULTS.resendsPerMinute),
+  /**
+   * Webhook recover calls (`POST /v1/webhooks/{id}/recover`) per account in any 60 s. Each may
+   * queue WEBHOOK_RECOVER_MAX_DELIVERIES sends: 5 pages through a large outage; beyond, 429.
+   */
+  WEBHOOK_RECOVERS_PER_MINUTE: z.coerce.number().int().min(1).max(10_000).default(WEBHOOK_SERVICE_DEFAULTS.recoversPerMinute),
+  /**
+   * Failed deliveries one recover call queues again at most (the answer's `has_more` says to call
+   * again with the same window). Bounds one call's store work and the burst at the receiver. 1000.
+   */
+  WEBHOOK_RECOVER_MAX_DELIVERIES: z.coerce.number().int().min(1).max(100_000).default(REDELIVERY_DEFAULTS.maxPerRecover),
+  /**
+   * Sends kept in each webhook delivery's attempts log, newest kept (records live 14 days like
+   * their delivery). 20: the 8 scheduled sends and 12 resends or recovers; older entries go.
+   */
+  WEBHOOK_ATTEMPTS_KEPT: z.coerce.number().int().min(8).max(1000).default(ATTEMPTS_KEPT),
+  /**
+   * Operational events (`webhook.delivery.exhausted`, `.endpoint.disabled`, `.endpoint.recovered`)
+   * one endpoint may cause per type in any rolling hour, to the account's other endpoints; the
+   * rest are dropped (logged). 10: enough to say something is wrong, never a flood. 0: none.
+   */
+  WEBHOOK_OPERATIONAL_EVENTS_PER_HOUR: z.coerce.number().int().min(0).max(100_000).default(OPERATIONAL_EVENT_DEFAULTS.maxPerHour),
 });
 
 export type ConfigEnv = z.input<typeof ConfigEnvSchema>;
@@ -265,6 +301,8 @@ export interface Config {
   trustedProxies: readonly string[];
   /** Operator settings of the media node (WHEP_WAITING_*), merged over its defaults. */
   media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
+  /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
+  admission: Readonly<AdmissionSettings>;
   /** Seconds a deleted stream's status still reads OFFLINE (DELETED_STREAM_STATUS_TTL). */
   deletedStreamStatusTtlS: number;
   recording: {
@@ -296,6 +334,17 @@ export interface Config {
     inboundBytesPerS: number;
     /** Messages a second, sustained, per socket. */
     inboundMessagesPerS: number;
+  };
+  /** Webhook management and delivery limits (WEBHOOK_*; docs/webhooks.md). */
+  webhooks: {
+    /** Per account in any 60 s. */
+    resendsPerMinute: number;
+    recoversPerMinute: number;
+    maxPerRecover: number;
+    /** Entries per delivery's attempts log. */
+    attemptsKept: number;
+    /** Per endpoint and type in any rolling hour. */
+    operationalEventsPerHour: number;
   };
 }
 
@@ -358,6 +407,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
       maxWaitingSlates: e.WHEP_WAITING_SLATES,
     }),
+    admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),
     deletedStreamStatusTtlS: e.DELETED_STREAM_STATUS_TTL,
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),
     webrtc: Object.freeze({
@@ -376,6 +426,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxMessageBytes: e.CONTROL_MAX_MESSAGE_BYTES,
       inboundBytesPerS: e.CONTROL_INBOUND_BYTES_PER_S,
       inboundMessagesPerS: e.CONTROL_INBOUND_MESSAGES_PER_S,
+    }),
+    webhooks: Object.freeze({
+      resendsPerMinute: e.WEBHOOK_RESENDS_PER_MINUTE,
+      recoversPerMinute: e.WEBHOOK_RECOVERS_PER_MINUTE,
+      maxPerRecover: e.WEBHOOK_RECOVER_MAX_DELIVERIES,
+      attemptsKept: e.WEBHOOK_ATTEMPTS_KEPT,
+      operationalEventsPerHour: e.WEBHOOK_OPERATIONAL_EVENTS_PER_HOUR,
     }),
   });
 }

@@ -56,7 +56,10 @@ export const STREAM_ERRORS = {
   'WEBHOOKS/NOT_FOUND': { status: 404, message: 'No such webhook endpoint on this account.' },
   'WEBHOOKS/LIMIT_REACHED': { status: 409, message: 'An account can have at most 10 webhook endpoints.' },
   'WEBHOOKS/URL_REJECTED': { status: 422, message: 'The webhook URL is not allowed.' },
-  'WEBHOOKS/RATE_LIMITED': { status: 429, message: 'Too many webhook test sends; slow down.' },
+  'WEBHOOKS/RATE_LIMITED': { status: 429, message: 'Too many webhook test sends, resends or recovers; slow down.' },
+  'WEBHOOKS/DELIVERY_NOT_FOUND': { status: 404, message: 'No such delivery on this webhook endpoint.' },
+  'WEBHOOKS/DELIVERY_PENDING': { status: 409, message: 'The delivery is pending: it is being sent already.' },
+  'WEBHOOKS/ENDPOINT_DISABLED': { status: 409, message: 'The webhook endpoint is disabled; re-enable it first (PATCH is_active: true).' },
   'INTERNAL/ERROR': { status: 500, message: 'Something went wrong on our side.' },
   'SERVICE/UNAVAILABLE': { status: 503, message: 'The service is not ready; try again shortly.' },
 } as const satisfies Record<string, { status: number; message: string }>;

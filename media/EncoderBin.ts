@@ -22,6 +22,11 @@ export interface EncodedAccessUnit {
   encodeMs: number;
   /** Which frame this is: the number `EncoderBin.push` returned for it (its PTS, ns; -1: unknown). */
   pts: number;
+  /**
+   * Its time on the stream's output timeline, ms on the node's monotonic clock (OutputClock: the
+   * capture time of a live frame): what every output stamps it with.
+   */
+  ptsMs: number;
 }
 
 export interface EncoderBinOptions extends VideoEncoderBinOptions {
@@ -39,10 +44,10 @@ export class EncoderBin extends VideoEncoderBin {
       'encoder',
       `x264enc name=enc tune=zerolatency speed-preset=ultrafast threads=1 bframes=0 key-int-max=${opts.keyIntFrames} bitrate=${opts.bitrateKbps} ` +
         `! video/x-h264,profile=constrained-baseline ! h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream,alignment=au`,
-      (buf, atMs, encodeMs, pts) => {
+      (buf, atMs, encodeMs, pts, ptsMs) => {
         const nals = splitAnnexB(buf);
         this.accessUnitsOut++;
-        opts.onAccessUnit({ nals, keyframe: isH264Keyframe(nals), atMs, encodeMs, pts });
+        opts.onAccessUnit({ nals, keyframe: isH264Keyframe(nals), atMs, encodeMs, pts, ptsMs });
       },
     );
   }

@@ -33,7 +33,10 @@ export interface Frame {
   /** Pixels. */
   height: number;
   data: Uint8Array;
-  /** Presentation time, ms (monotonic clock of the media node). */
+  /**
+   * Presentation time, ms on the media node's monotonic clock: a decoded frame's capture time (the
+   * publisher's RTP time placed on that clock); processors pass it on unchanged.
+   */
   ptsMs: number;
   /** Default `RGB`. */
   format?: PixelFormat;

@@ -31,8 +31,12 @@ export interface FrameSlotOptions {
   before: (capturedAt: number) => ParamsMark[];
   /** The processor gave no output for a frame: its landings wait for the next output frame. */
   noOutput: (marks: ParamsMark[]) => void;
-  /** A processed frame; the callee copies what it keeps (the engine may reuse the buffer after). */
-  output: (frame: Frame, inputAtMs: number, marks: ParamsMark[]) => void;
+  /**
+   * A processed frame; the callee copies what it keeps (the engine may reuse the buffer after).
+   * `ptsMs` and `capturedAt` are those of the frame it was made from (its source's RTP time on
+   * the node's clock, and its capture time, ms epoch), whatever the processor set on it.
+   */
+  output: (frame: Frame, inputAtMs: number, marks: ParamsMark[], ptsMs: number, capturedAt: number) => void;
   /** The processor could not be built, or failed a frame (the stream's lastError). */
   onError: (message: string) => void;
   logger: Logger;
@@ -45,6 +49,8 @@ interface SlotItem {
   decodeMs: number;
   /** Capture time on the node's clock, ms epoch. */
   capturedAt: number;
+  /** The source frame's `ptsMs` (its RTP time on the node's monotonic clock), which its output keeps. */
+  ptsMs: number;
 }
 
 export class FrameSlot {
@@ -137,7 +143,7 @@ export class FrameSlot {
       return;
     }
     frame.data = Buffer.from(frame.data);
-    const item = { frame, decodedAtMs, decodeMs, capturedAt };
+    const item = { frame, decodedAtMs, decodeMs, capturedAt, ptsMs: frame.ptsMs };
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;
       this.#pending = item;
@@ -174,7 +180,7 @@ export class FrameSlot {
           // No output for this frame (dropped by the processor): the next output frame carries them.
           if (!out) this.#opts.noOutput(marks);
           if (out && !this.#isClosed()) {
-            this.#opts.output(out, item.decodedAtMs - item.decodeMs, marks);
+            this.#opts.output(out, item.decodedAtMs - item.decodeMs, marks, item.ptsMs, item.capturedAt);
             // The encoders copied it: the engine may reuse the buffer (no 786 kB allocation per frame).
             if (out !== item.frame) processor.release?.(out);
           }

@@ -9,16 +9,24 @@
  * CAN-BLOCK-RELOAD=YES and PART-HOLD-BACK; `plain` (plain.m3u8) lists whole segments only, for
  * players without LL-HLS. `waitFor(msn, part)` implements blocking playlist reload.
  *
- * Timing: media time is the node's monotonic clock (performance.now) since the first keyframe,
- * 90 kHz, with every gap cut out: the timeline never has a hole. Each AU is held until the next
- * one arrives, so every sample's duration is the real inter-frame gap (one frame of added latency,
+ * Timing: media time is the stream's output timeline (OutputClock: a live frame's capture time on
+ * the node's monotonic clock, not when it was encoded) since the first keyframe, 90 kHz, with
+ * every gap cut out: the timeline never has a hole. Each AU is held until the next one arrives,
+ * so every sample's duration is the interval between their output times — the publisher's own
+ * frame intervals, however late or bunched the encoder gave them out (one frame of added latency,
  * ≈ 33 ms), at most a part. A gap over `stallMs`, the publisher leaving (flush) and a new encoder
  * configuration end the segment; the next one starts after EXT-X-DISCONTINUITY, its timestamps
  * continuing where the last frame ended. (Timestamps that jumped by the gap left a hole in the
  * players' buffers: hls.js froze up to 4 s at every publish, leave and resolution change.)
  *
+ * Slate: the slate (decision 0011) comes through the same encoder as live frames, so each access
+ * unit says which it is. Players get both alike; recordings keep live frames only, so a segment
+ * records where its leading live run ends (a part ends there), and the first live keyframe after
+ * the slate starts a segment of its own (one is asked for at once): a recording loses at most the
+ * few live frames before that keyframe, which reference the slate.
+ *
  * Audio: one AAC track, contiguous (1024-sample frames) from the first keyframe. Frames are
- * placed by arrival time; gaps over `audioGapMs` are filled with silent frames, and frames more
+ * placed by arrival time (the same monotonic clock); gaps over `audioGapMs` are filled with silent frames, and frames more
  * than `audioAheadMs` ahead of their arrival time are dropped, so A/V stays within ≈ 200 ms. When
  * the publisher has no audio, each part is padded with silence up to its end, so players that
  * buffer audio and video together never wait for audio.
@@ -64,6 +72,14 @@ export interface CompletedSegment {
   wallStartMs: number;
   /** The publisher was away before this segment (a gap in media time). */
   discontinuity: boolean;
+  /**
+   * Bytes of `bytes` from its start that hold live frames only (whole parts): all of them for a
+   * live segment, fewer when the slate followed within it, 0 when it starts on the slate. Its
+   * live frames after a slate frame are not counted: they reference the slate.
+   */
+  liveBytes: number;
+  /** Media time of those live bytes, ms. */
+  liveDurationMs: number;
 }
 
 /** ms without any HLS request after which the stream counts as not watched over HLS. */
@@ -82,6 +98,8 @@ interface Segment {
   startTicks: number;
   initId: number;
   discontinuity: boolean;
+  /** Parts before its first slate frame (each holds live frames only); null while it has none. */
+  liveParts: number | null;
   /** ms epoch of the first sample (EXT-X-PROGRAM-DATE-TIME). */
   wallStartMs: number;
   parts: Part[];
@@ -93,6 +111,8 @@ interface Segment {
 interface Held {
   nals: Uint8Array[];
   keyframe: boolean;
+  /** A slate frame (not the publisher's). */
+  slate: boolean;
   t: number;
   wallMs: number;
 }
@@ -189,8 +209,8 @@ export class HlsPackager {
     return Math.round((atMs - (this.#epochMs ?? atMs)) * (VIDEO_TIMESCALE / 1000));
   }
 
-  /** One encoder access unit (Annex B NALs, as EncoderBin emits them). */
-  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }): void {
+  /** One encoder access unit (Annex B NALs, as EncoderBin emits them) at `ptsMs` on the output timeline; `slate`: a slate frame, not the publisher's. */
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; ptsMs: number }, slate = false): void {
     if (this.#closed) return;
     const nals: Uint8Array[] = [];
     let sps: Uint8Array | undefined;
@@ -210,7 +230,7 @@ export class HlsPackager {
       this.#endOnGap();
       this.#sps = sps;
       this.#pps = pps;
-      this.#epochMs ??= au.atMs;
+      this.#epochMs ??= au.ptsMs;
       this.#initId++;
       const { width, height } = spsSize(sps);
       this.#inits.set(this.#initId, {
@@ -219,10 +239,10 @@ export class HlsPackager {
       });
       this.#logger.debug(`pushVideo() | new init segment [initId:${this.#initId}] [size:${width}x${height}]`);
     }
-    // AUs reach Node in bursts when the event loop is busy (two within 1 ms); real frames are
-    // ≥ 1/outputFps apart, so timestamps keep at least half a nominal frame between them. They
-    // never run ahead of arrival by more than a burst's worth (the source is ≤ outputFps).
-    const arrival = this.#ticks(au.atMs) - this.#offsetTicks;
+    // Output times, not arrival: AUs reach Node late or in bursts when the node is busy, and the
+    // samples keep their frames' intervals all the same. The output clock never goes backwards;
+    // a tick more keeps decode times strictly increasing whatever a caller gives.
+    const arrival = this.#ticks(au.ptsMs) - this.#offsetTicks;
     if (this.#held && arrival - this.#held.t > (STALL_MS / 1000) * VIDEO_TIMESCALE) {
       // Stalled: the segment ends with the held frame, the next one follows a discontinuity.
       this.#endOnGap();
@@ -234,7 +254,7 @@ export class HlsPackager {
       this.#askKeyUnit();
       return;
     }
-    let t = this.#held ? Math.max(arrival, this.#held.t + this.#nominalTicks() / 2) : arrival;
+    let t = this.#held ? Math.max(arrival, this.#held.t + 1) : arrival;
     // A frame may not outlast a part (PART-TARGET is a hard upper bound, §4.4.4.9): a short freeze
     // is cut out of the media timeline, and so is every longer gap after a segment ended on one;
     // audio follows the same offset.
@@ -244,9 +264,9 @@ export class HlsPackager {
       t = from;
     }
     this.#resumeTicks = undefined;
-    const wallMs = Date.now() - (performance.now() - au.atMs);
+    const wallMs = Date.now() - (performance.now() - au.ptsMs);
     const held = this.#held;
-    this.#held = { nals, keyframe: au.keyframe, t, wallMs };
+    this.#held = { nals, keyframe: au.keyframe, slate, t, wallMs };
     if (held) this.#place(held, Math.max(1, t - held.t));
   }
 
@@ -305,12 +325,18 @@ export class HlsPackager {
     const seg = this.#current;
     if (!seg) return;
     const segTicks = seg.ticks + this.#partTicks;
-    if (segTicks > 0 && (s.keyframe ? segTicks >= target / 2 : segTicks + dur > cap)) {
+    // Back from the slate: the first live keyframe starts a segment (recordings keep it whole).
+    const backLive = !s.slate && seg.liveParts !== null;
+    if (backLive && !s.keyframe) this.#askKeyUnit();
+    if (segTicks > 0 && (s.keyframe ? segTicks >= target / 2 || backLive : segTicks + dur > cap)) {
       this.#closeSegment();
       this.#startSegment(s);
-    } else if (this.#partTicks + dur > this.partTargetTicks) {
+    } else if (this.#partTicks + dur > this.partTargetTicks || (s.slate && seg.liveParts === null && this.#samples.length > 0)) {
+      // The first slate frame starts a part: the live run before it is whole parts.
       this.#closePart();
     }
+    const placed = this.#current;
+    if (placed && s.slate && placed.liveParts === null) placed.liveParts = placed.parts.length;
     if (this.#samples.length === 0) this.#partStart = s.t;
     this.#samples.push({ nals: s.nals, duration: dur, keyframe: s.keyframe });
     this.#partTicks += dur;
@@ -332,6 +358,7 @@ export class HlsPackager {
       startTicks: s.t,
       initId: this.#initId,
       discontinuity: this.#pendingDiscontinuity,
+      liveParts: null,
       wallStartMs: s.wallMs,
       parts: [],
       ticks: 0,
@@ -377,6 +404,7 @@ export class HlsPackager {
     this.#segments.push(seg);
     const init = this.#inits.get(seg.initId)?.bytes;
     if (this.#opts.onSegment && init) {
+      const live = seg.parts.slice(0, seg.liveParts ?? seg.parts.length);
       const segment: CompletedSegment = {
         msn: seg.msn,
         initId: seg.initId,
@@ -386,6 +414,8 @@ export class HlsPackager {
         durationMs: (seg.ticks / VIDEO_TIMESCALE) * 1000,
         wallStartMs: seg.wallStartMs,
         discontinuity: seg.discontinuity,
+        liveBytes: live.reduce((n, p) => n + (p.bytes?.length ?? 0), 0),
+        liveDurationMs: (live.reduce((n, p) => n + p.ticks, 0) / VIDEO_TIMESCALE) * 1000,
       };
       try {
         this.#opts.onSegment(segment);

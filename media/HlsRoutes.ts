@@ -10,10 +10,18 @@
  * at most 3 × target duration (then 503); M more than two beyond the newest segment → 400. The part
  * named by EXT-X-PRELOAD-HINT is held the same way. Before the stream's first keyframe a playlist
  * request waits up to `firstMediaWaitMs`, then 404 (players retry).
+ *
+ * Admission: when the stream (or its account) has an admission rule for `read`, every request —
+ * playlists and media files alike, since a part's name is easy to guess — is asked about first
+ * (401/403 before anything is served). The rule caches its decisions per client, token and query,
+ * so a player's ≈ 10 requests a second cost one hook call every few seconds. The playlist's query
+ * (a `?jwt=` token, whatever a hook reads) is carried into every URI the playlist names, as
+ * players do not pass it on to the files themselves; `_HLS_*` parameters are not.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HlsPackager } from './HlsPackager.ts';
 import type { MediaNode } from './MediaNode.ts';
+import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.ts';
 
 const PLAYLIST = 'application/vnd.apple.mpegurl';
 const PUBLIC = { config: { public: true }, schema: { hide: true } } as Record<string, unknown>;
@@ -25,7 +33,26 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
   const { node } = opts;
   const cache = new Map<string, { streamId: string | null; until: number }>();
 
-  const packager = async (playbackId: string): Promise<HlsPackager | null> => {
+  const fail = (reply: FastifyReply, status: number, message: string) => reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+
+  /** The stream's packager when the client may read it; otherwise the reply is sent and null returned. */
+  const packager = async (req: FastifyRequest<{ Params: { playbackId: string } }>, reply: FastifyReply): Promise<HlsPackager | null> => {
+    const streamId = await streamOf(req.params.playbackId);
+    const hls = streamId ? node.getStream(streamId)?.hls : undefined;
+    if (!streamId || !hls || hls.closed) {
+      fail(reply, 404, 'no live HLS for this playback id');
+      return null;
+    }
+    const verdict = await askAdmission(node, req, { action: 'read', protocol: 'hls', streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
+    if (!verdict.admitted) {
+      refuseAdmission(reply, verdict, CORS);
+      return null;
+    }
+    hls.markRequested();
+    return hls;
+  };
+
+  const streamOf = async (playbackId: string): Promise<string | null> => {
     const now = Date.now();
     let hit = cache.get(playbackId);
     if (!hit || hit.until < now) {
@@ -34,21 +61,15 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
       if (cache.size > 10_000) cache.clear();
       cache.set(playbackId, hit);
     }
-    if (!hit.streamId) return null;
-    const hls = node.getStream(hit.streamId)?.hls;
-    if (!hls || hls.closed) return null;
-    hls.markRequested();
-    return hls;
+    return hit.streamId;
   };
-
-  const fail = (reply: FastifyReply, status: number, message: string) => reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
 
   app.options('/hls/*', PUBLIC, async (_req, reply) => reply.code(204).headers(CORS).send());
 
   type PlaylistRequest = FastifyRequest<{ Params: { playbackId: string }; Querystring: { _HLS_msn?: string; _HLS_part?: string } }>;
   const playlist = (ll: boolean) => async (req: PlaylistRequest, reply: FastifyReply) => {
-      const hls = await packager(req.params.playbackId);
-      if (!hls) return fail(reply, 404, 'no live HLS for this playback id');
+      const hls = await packager(req, reply);
+      if (!hls) return reply;
       const blockMs = 3 * hls.targetDuration * 1000;
       if (!hls.hasMedia && !(await hls.waitForMedia(opts.firstMediaWaitMs ?? blockMs))) return fail(reply.header('retry-after', '1'), 404, 'stream not live yet');
       const msn = req.query._HLS_msn !== undefined ? Number(req.query._HLS_msn) : undefined;
@@ -58,14 +79,17 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
         if (msn > hls.lastMsn + 2) return fail(reply, 400, `_HLS_msn ${msn} is too far ahead of ${hls.lastMsn}`);
         if (!(await hls.waitFor(msn, part, blockMs))) return fail(reply, 503, 'playlist update did not come in time');
       }
-      return reply.code(200).headers({ ...CORS, 'cache-control': 'no-cache' }).type(PLAYLIST).send(hls.playlist(ll ? 'll' : 'plain'));
+      const text = hls.playlist(ll ? 'll' : 'plain');
+      const q = req.url.indexOf('?');
+      const carried = q < 0 ? '' : req.url.slice(q + 1).split('&').filter((p) => p !== '' && !p.startsWith('_HLS_')).join('&');
+      return reply.code(200).headers({ ...CORS, 'cache-control': 'no-cache' }).type(PLAYLIST).send(carried === '' ? text : withQuery(text, carried));
   };
   app.get('/hls/:playbackId/index.m3u8', PUBLIC, playlist(true));
   app.get('/hls/:playbackId/plain.m3u8', PUBLIC, playlist(false));
 
   app.get<{ Params: { playbackId: string; file: string } }>('/hls/:playbackId/:file', PUBLIC, async (req, reply) => {
-    const hls = await packager(req.params.playbackId);
-    if (!hls) return fail(reply, 404, 'no live HLS for this playback id');
+    const hls = await packager(req, reply);
+    if (!hls) return reply;
     const { file } = req.params;
     let body: Buffer | undefined;
     let m: RegExpExecArray | null;
@@ -76,4 +100,13 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
     // Media files never change once published; the window moves past them within seconds.
     return reply.code(200).headers({ ...CORS, 'cache-control': 'public, max-age=60' }).type('video/mp4').send(body);
   });
+}
+
+/** The playlist with `query` (already URL-encoded) added to every URI it names (segment lines and URI="…" attributes). */
+export function withQuery(playlist: string, query: string): string {
+  const add = (uri: string) => `${uri}${uri.includes('?') ? '&' : '?'}${query}`;
+  return playlist
+    .split('\n')
+    .map((line) => (line === '' ? line : line.startsWith('#') ? line.replace(/URI="([^"]*)"/g, (_m, uri: string) => `URI="${add(uri)}"`) : add(line)))
+    .join('\n');
 }

@@ -9,6 +9,7 @@
  *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP)
  *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
  *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
+ *   OutputClock: every frame to the encoders stamped on one timeline (live: capture time; slate: node clock)
  *
  * Encode once per codec: HLS and RTMP take the same access units the WHEP viewers get; the VP8
  * branch runs only while VP8 viewers exist. A slow processor lowers fps but never adds latency
@@ -25,6 +26,7 @@ import type { UpdatePlan } from '../native/params/index.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
 import { NAL_AUD, nalType } from './H264Nal.ts';
+import { OutputClock } from './OutputClock.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
@@ -125,6 +127,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #slate: SlateSwitch;
   /** A live frame reached the encoder since the publisher attached (gates `started`). */
   #livePushed = false;
+  /** The output timeline every frame to the encoders is stamped on (live and slate, across publishers). */
+  readonly #clock: OutputClock;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -133,6 +137,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#logger = opts.logger;
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
+    this.#clock = new OutputClock(1000 / opts.settings.outputFps);
     this.#viewers = new ViewerSet({ streamId: this.streamId, settings: opts.settings, transport: opts.transport, logger: opts.logger });
     this.#vp8 = new Vp8Branch({
       streamId: this.streamId,
@@ -140,7 +145,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ssrc: this.#viewers.ssrcs.vp8,
       payloadType: OUTPUT_PT,
       // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
-      rtpTimestamp: (atMs) => this.#viewers.rtpTimestamp(atMs),
+      rtpTimestamp: (ptsMs) => this.#viewers.rtpTimestamp(ptsMs),
       viewers: () => this.#viewers.count('VP8'),
       onPackets: (packets, keyframe) => this.#viewers.fanOut('VP8', packets, keyframe),
       onError: (message) => (this.#lastError = message),
@@ -184,7 +189,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       params: () => this.#params,
       before: (capturedAt) => this.#landings.atFrame(capturedAt),
       noOutput: (marks) => this.#landings.noOutput(marks),
-      output: (frame, inputAtMs, marks) => this.#encode(frame, inputAtMs, marks),
+      output: (frame, inputAtMs, marks, ptsMs, capturedAt) => this.#encode(frame, inputAtMs, marks, ptsMs, capturedAt),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -196,8 +201,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         return opts.slateAllowed ? opts.slateAllowed(watched) : watched;
       },
       processing: () => this.#slot.processing,
-      size: () => ({ width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height }),
-      push: (frame) => this.#pushToEncoders(frame),
+      size: () => this.#slateSize(),
+      // Slate frames are stamped by the node, continuing the live timeline.
+      push: (frame) => this.#pushToEncoders(frame, this.#clock.slate(performance.now())),
       ...(opts.slateImagePath && opts.images ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, images: opts.images }) } : {}),
       logger: opts.logger,
     });
@@ -287,6 +293,18 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#slot.ready();
   }
 
+  /**
+   * The size slate frames are built at, px. While a publisher's first frame is awaited: the size
+   * its frames will have (the stream's params), so the encoder is rebuilt for it under the still
+   * slate and not when motion starts (a rebuild there held the first live frame back by its close,
+   * its build and its first key frame: ≈ 30 ms idle, up to 350 ms on a loaded machine). Otherwise
+   * the running encoder's size (the slate of a publisher that left needs no new encoder).
+   */
+  #slateSize(): { width: number; height: number } {
+    if (this.#publisher && !this.#livePushed) return { width: this.#width, height: this.#height };
+    return { width: this.#encoder?.width ?? this.#width, height: this.#encoder?.height ?? this.#height };
+  }
+
   /** True when the current params leave every frame unchanged: no processor, I420 end to end. */
   #passthrough(): boolean {
     return this.#opts.createProcessor.passthrough?.(this.#params) ?? false;
@@ -333,8 +351,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
     this.#outputs.endPublisherAudio();
     this.#publisher = session;
-    // A new publisher has its own RTP clock.
+    // A new publisher has its own RTP clock: its frames start a new run on the output timeline.
     this.#ingest.reset();
+    this.#clock.restart();
+    // Its decoder now, while its ICE and DTLS run under the slate, not at its first frame.
+    this.#ingest.prepare(session);
     this.#livePushed = false;
     this.#outputs.start();
     this.#state = 'connecting';
@@ -357,7 +378,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
       const marks = this.#landings.atFrame(capturedAt);
-      this.#encode(frame, now - decodeMs, marks);
+      this.#encode(frame, now - decodeMs, marks, frame.ptsMs, capturedAt);
       return;
     }
     this.#slot.push(frame, now, decodeMs, capturedAt);
@@ -379,18 +400,25 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#landings.cancel(id);
   }
 
-  #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[] = []): void {
+  /**
+   * A live frame to the encoders, stamped on the output timeline from its source's RTP time on the
+   * node's clock (`mediaMs`, CaptureClock's `ptsMs`) and capture time (`capturedAt`, ms epoch).
+   */
+  #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[], mediaMs: number, capturedAt: number): void {
     this.#livePushed = true;
     this.#lastPushedDecodedAtMs = inputAtMs;
-    this.#slate.live(frame, performance.now());
-    this.#landings.pushed(marks, this.#pushToEncoders(frame));
+    const now = performance.now();
+    this.#slate.live(frame, now);
+    const ptsMs = this.#clock.live(mediaMs, capturedAt - (Date.now() - now), now);
+    this.#landings.pushed(marks, this.#pushToEncoders(frame, ptsMs));
   }
 
   /**
    * One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and the
-   * VP8 branch. Returns the PTS the H.264 encoder gave it (its access unit carries it; -1: refused).
+   * VP8 branch, at `ptsMs` on the output timeline (OutputClock). Returns the PTS the H.264 encoder
+   * gave it (its access unit carries it; -1: refused).
    */
-  #pushToEncoders(frame: Frame): number {
+  #pushToEncoders(frame: Frame, ptsMs: number): number {
     if (!this.#encoder || this.#encoder.width !== frame.width || this.#encoder.height !== frame.height) {
       this.#encoder?.close();
       this.#encoder = new EncoderBin({
@@ -405,8 +433,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         onAccessUnit: (au) => this.#onAccessUnit(au),
       });
     }
-    const pts = this.#encoder.push(frame);
-    this.#vp8.push(frame);
+    const pts = this.#encoder.push(frame, ptsMs);
+    this.#vp8.push(frame, ptsMs);
     return pts;
   }
 
@@ -424,12 +452,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       if (au.encodeMs >= 0) this.#encodeT.add(au.encodeMs);
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
-    // RTP time from the node's monotonic clock: AUs leave in capture order, 90 kHz.
-    const ts = this.#viewers.rtpTimestamp(au.atMs);
+    // RTP time from the output timeline (capture time for live frames), 90 kHz: the publisher's frame intervals.
+    const ts = this.#viewers.rtpTimestamp(au.ptsMs);
     this.#landings.accessUnit(au.pts, this.#outRate.count, ts);
     const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
     this.#viewers.sendH264(nals, ts, au.keyframe);
-    this.#outputs.pushVideo(au);
+    this.#outputs.pushVideo(au, slate);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();

@@ -11,6 +11,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
+import { loadCodecPlugins } from './CodecPlugins.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { SLATE_IMAGE_FILE } from './SlateImage.ts';
 import { ImageDecoder } from '../images/index.ts';
@@ -54,6 +55,26 @@ export interface IngestRefusal {
 }
 
 /** The stream a WHEP request plays, as the control plane resolved its playback id. */
+/**
+ * A publish or play request the control plane's admission rules see before the node builds
+ * anything (MediaNodeOptions.admit).
+ */
+export interface AdmissionRequest {
+  /** `publish` (WHIP) or `read` (WHEP, LL-HLS). */
+  action: 'publish' | 'read';
+  protocol: 'whip' | 'whep' | 'hls';
+  streamId: string;
+  /** The client's address (an api replica's signed forward, else the TCP peer's). */
+  clientIp: string;
+  /** The request's query parameters, the first value of each (LL-HLS `_HLS_*` left out). */
+  query: Record<string, string>;
+  /** `?jwt=`, else (viewers only) the `Authorization: Bearer` token; null when none. A publisher's Bearer is its stream key, never passed on. */
+  token: string | null;
+}
+
+/** Admitted, or refused with 401 (no or bad credentials) or 403 (refused by the rule, or the rule could not be checked). */
+export type AdmissionVerdict = { admitted: true } | { admitted: false; status: 401 | 403; reason: string };
+
 export interface PlaybackTarget {
   streamId: string;
   /**
@@ -123,6 +144,11 @@ export interface MediaNodeOptions {
    * waiting for that account's streams that are not live); null → 404.
    */
   resolvePlayback(playbackId: string): Promise<PlaybackTarget | null>;
+  /**
+   * The stream's (or its account's) admission rule: asked after the key or playback id resolved
+   * and before any session, peer connection or slot exists. Absent: everyone those admit.
+   */
+  admit?(request: AdmissionRequest): Promise<AdmissionVerdict>;
   /** Builds each stream's frame processor (default: native image chains, no diffusion). */
   createProcessor?: FrameProcessorFactory;
   /** Tuning knobs (defaults in settings.ts). */
@@ -212,6 +238,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     this.settings = { ...DEFAULT_MEDIA_SETTINGS, ...opts.settings };
     this.capacity = opts.capacity ?? DEFAULT_CAPACITY;
     this.#images = opts.images ?? new ImageDecoder();
+    // Now, not inside the first publisher's frame path: see CodecPlugins.ts.
+    loadCodecPlugins(logger);
     this.#releaseEgress = holdWebRtcEgress();
     this.memoryTrim = new MemoryTrim({ afterCloseMs: this.settings.memoryTrimAfterCloseMs, intervalMs: this.settings.memoryTrimIntervalMs, logger });
     const minute = (max: number) => ({ max, windowMs: 60_000 });

@@ -30,6 +30,11 @@ export function recordingRuns(segments: readonly RecordingSegmentFile[]): Record
   return runs;
 }
 
+/** Media time of a run, ms. */
+function runMs(run: readonly RecordingSegmentFile[]): number {
+  return run.reduce((ms, s) => ms + s.durationMs, 0);
+}
+
 /**
  * Writes the segments of the recording in `dir` to `out` (atomically). `tmpDir`: where the
  * per-run inputs go (same filesystem as `out` for the final rename).
@@ -51,7 +56,11 @@ export async function remuxRecordingMp4(opts: { dir: string; segments: readonly 
         for (const f of files) yield* createReadStream(join(opts.dir, f));
       }, sink);
     }
-    await writeFile(list, `ffconcat version 1.0\n${inputs.map((p) => `file '${p.replace(/'/g, "'\\''")}'`).join('\n')}\n`);
+    // Each run's length from its segments: ffmpeg reads a fragmented MP4's length as its last
+    // timestamp, so a run that does not start at media time 0 (a recording turned on mid-stream,
+    // or one resumed after the slate was left out) would push the next run that much later.
+    const entries = inputs.map((p, i) => `file '${p.replace(/'/g, "'\\''")}'\nduration ${(runMs(runs[i] ?? []) / 1000).toFixed(3)}`);
+    await writeFile(list, `ffconcat version 1.0\n${entries.join('\n')}\n`);
     await runRemux(opts.ffmpegPath, [
       '-hide_banner', '-loglevel', 'error', '-nostdin',
       '-f', 'concat', '-safe', '0', '-i', list,

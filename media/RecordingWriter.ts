@@ -5,6 +5,12 @@
  * playable index (see RecordingFiles.ts) — a node killed mid-write leaves the recording playable
  * up to its last complete segment.
  *
+ * A recording holds the publisher's frames only: the slate the outputs carry while the publisher is
+ * away (watched streams, decision 0011) is left out. A segment's live run is written (its slate
+ * tail cut off, see CompletedSegment.liveBytes), a segment of slate is skipped, and the next live
+ * segment written after either is marked as a discontinuity — as when the publisher's leaving
+ * ended the segment on an unwatched stream.
+ *
  * Writes are queued one after another off the media path (`push` never waits). If the disk falls
  * behind by more than `maxQueuedBytes` (default 64 MiB ≈ 3 min at 3 Mbit/s), new segments are
  * dropped and the next one written is marked as a discontinuity: a gap, never a broken file.
@@ -34,7 +40,7 @@ export interface RecordingWriterStats {
   id: string;
   segments: number;
   bytes: number;
-  /** Media time written, ms (gaps between runs not counted). */
+  /** Media time written, ms (gaps between runs and the slate not counted). */
   durationMs: number;
   dropped: number;
   lastError: string | null;
@@ -75,20 +81,27 @@ export class RecordingWriter {
     return { ...this.#stats };
   }
 
-  /** Queues a segment; returns at once. */
+  /** Queues a segment's live frames (nothing of a slate segment); returns at once. */
   push(segment: CompletedSegment): void {
     if (this.#closed) return;
-    if (this.#queued + segment.bytes.length > this.#maxQueued) {
+    if (segment.liveBytes === 0) {
+      this.#gap = true;
+      return;
+    }
+    const data = segment.liveBytes < segment.bytes.length ? segment.bytes.subarray(0, segment.liveBytes) : segment.bytes;
+    if (this.#queued + data.length > this.#maxQueued) {
       this.#stats.dropped++;
       this.#gap = true;
       this.#log.warn(`push() | disk behind, segment dropped [msn:${segment.msn}] [queuedBytes:${this.#queued}]`);
       return;
     }
     const discontinuity = this.#seq > 0 && (this.#gap || segment.discontinuity || segment.initId !== this.#lastInitId);
-    this.#gap = false;
+    // A slate tail cut off: whatever is written next follows a gap.
+    this.#gap = data.length < segment.bytes.length;
     this.#lastInitId = segment.initId;
     const seq = this.#seq++;
-    const bytes = segment.bytes.length;
+    const bytes = data.length;
+    const durationMs = segment.liveDurationMs;
     this.#queued += bytes;
     this.#chain = this.#chain.then(() =>
       this.#run(async () => {
@@ -97,11 +110,11 @@ export class RecordingWriter {
             await this.#atomicWrite(initFileName(segment.initId), segment.init);
             this.#initsWritten.add(segment.initId);
           }
-          const name = segmentFileName({ seq, initId: segment.initId, discontinuity, startMs: segment.startMs, durationMs: segment.durationMs, wallStartMs: segment.wallStartMs, bytes });
-          await this.#atomicWrite(name, segment.bytes);
+          const name = segmentFileName({ seq, initId: segment.initId, discontinuity, startMs: segment.startMs, durationMs, wallStartMs: segment.wallStartMs, bytes });
+          await this.#atomicWrite(name, data);
           this.#stats.segments++;
           this.#stats.bytes += bytes;
-          this.#stats.durationMs += segment.durationMs;
+          this.#stats.durationMs += durationMs;
         } finally {
           this.#queued -= bytes;
         }

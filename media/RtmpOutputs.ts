@@ -101,7 +101,7 @@ export class RtmpOutputs {
     return false;
   }
 
-  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }): void {
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; ptsMs: number }): void {
     for (const slot of this.#slots.values()) slot.push?.pushVideo(au);
   }
 

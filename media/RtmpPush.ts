@@ -232,8 +232,11 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
     return true;
   }
 
-  /** One encoder access unit (Annex B NALs as EncoderBin emits them; AUD/SPS/PPS handled here). */
-  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; atMs: number }): void {
+  /**
+   * One encoder access unit (Annex B NALs as EncoderBin emits them; AUD/SPS/PPS handled here) at
+   * `ptsMs` on the stream's output timeline (the node's monotonic clock, as audio's arrival times).
+   */
+  pushVideo(au: { nals: Uint8Array[]; keyframe: boolean; ptsMs: number }): void {
     if (this.#state === 'closed' || !this.#child) return;
     const nals: Uint8Array[] = [];
     for (const nal of au.nals) {
@@ -247,7 +250,7 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
         this.#framesDropped++;
         return;
       }
-      this.#epochMs = au.atMs;
+      this.#epochMs = au.ptsMs;
       this.#audioNextMs = 0;
       const ok = this.#write(Buffer.concat([flvHeader(), avcSequenceHeader(this.#sps, this.#pps), aacSequenceHeader(AAC_ASC)]));
       if (!ok) return;
@@ -256,10 +259,10 @@ export class RtmpPush extends TypedEmitter<RtmpPushEvents> {
       // Parameter sets may change (encoder rebuilt at a new size): resend the sequence header.
       this.#write(avcSequenceHeader(this.#sps, this.#pps));
     }
-    const ts = au.atMs - this.#epochMs;
+    const ts = au.ptsMs - this.#epochMs;
     // No publisher audio for 500 ms: keep the AAC track going with silence (players and recorders
     // that wait for both tracks would otherwise stall).
-    if (au.atMs - this.#lastAudioAtMs > 500) {
+    if (performance.now() - this.#lastAudioAtMs > 500) {
       while (this.#audioNextMs <= ts) {
         this.#write(aacFrame(AAC_SILENT_FRAME, this.#audioNextMs));
         this.#audioNextMs += AAC_FRAME_MS;

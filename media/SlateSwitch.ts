@@ -32,7 +32,7 @@ export interface SlateSwitchOptions {
   watched: () => boolean;
   /** A frame is inside a working processor (slow, not stalled, for up to slateBusyMs). */
   processing: () => boolean;
-  /** The size slate frames are built at (the running encoder's, else the stream's), px. */
+  /** The size slate frames are built at now, px (read at every tick: a new size rebuilds the frame). */
   size: () => { width: number; height: number };
   /** One slate frame for the encoders; returns the PTS the H.264 encoder gave it (-1: refused). */
   push: (frame: Frame) => number;
@@ -81,8 +81,10 @@ export class SlateSwitch {
       return;
     }
     const { width, height } = this.#opts.size();
-    // A slate image that appeared, changed or went since the frame was built makes it stale.
-    if (!this.#active || !this.#frame || this.#slate.stale(width, height)) {
+    // A slate image that appeared, changed or went since the frame was built makes it stale; so
+    // does a new size (the one a publisher's first frames will have, see LiveStream#slateSize).
+    const resized = this.#frame !== null && (this.#frame.width !== width || this.#frame.height !== height);
+    if (!this.#active || !this.#frame || resized || this.#slate.stale(width, height)) {
       const { frame, source } = this.#slate.build(width, height);
       this.#frame = frame;
       this.#source = source;

@@ -119,6 +119,8 @@ export class StreamOutputs {
   #onSegment(segment: CompletedSegment): void {
     this.#clips.push(segment);
     if (!this.#record || !this.#opts.recordingsDir) return;
+    // A recording starts with the publisher's frames, not the slate shown before them.
+    if (!this.#recorder && segment.liveBytes === 0) return;
     if (!this.#recorder) {
       const id = `rec_${randomBytes(9).toString('base64url')}`;
       this.#recorder = new RecordingWriter({ dir: join(this.#opts.recordingsDir, id), id, streamId: this.#streamId, logger: this.#logger });
@@ -234,9 +236,9 @@ export class StreamOutputs {
     this.#aac?.push(rtp);
   }
 
-  /** One H.264 access unit (live or slate) for HLS and the RTMP pushes. */
-  pushVideo(au: EncodedAccessUnit): void {
-    this.#hls?.pushVideo(au);
+  /** One H.264 access unit for HLS and the RTMP pushes; `slate`: the slate's, not the publisher's (recordings leave it out). */
+  pushVideo(au: EncodedAccessUnit, slate: boolean): void {
+    this.#hls?.pushVideo(au, slate);
     this.#rtmp.pushVideo(au);
   }
 

@@ -5,7 +5,8 @@
  * samples out of a non-dropping appsink (a dropped sample corrupts the references: if Node stops
  * pulling the encoder blocks and the appsrc drops the oldest raw frames instead), rate-limited
  * forced key units, and which push each encoded sample is (every push is stamped with a PTS the
- * encoder carries to its output), with the push→output latency of that very frame.
+ * encoder carries to its output), with the push→output latency of that very frame and the output
+ * time its owner gave the frame (the stream's output timeline, OutputClock).
  */
 import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
@@ -34,21 +35,24 @@ export abstract class VideoEncoderBin {
   readonly #fps: number;
   #format: PixelFormat = 'RGB';
   /**
-   * Frames pushed and not yet out, oldest first: their PTS (ns) and push time (performance.now()).
-   * An output older than the head means the head was dropped (leaky appsrc): it goes.
+   * Frames pushed and not yet out, oldest first: their PTS (ns), push time (performance.now()) and
+   * output time (ms). An output older than the head means the head was dropped (leaky appsrc): it goes.
    */
-  readonly #inFlight: { pts: number; atMs: number }[] = [];
+  readonly #inFlight: { pts: number; atMs: number; ptsMs: number }[] = [];
+  /** Output time of the last sample, ms (a sample whose push is unknown gets 1 ms more: never backwards). */
+  #lastPtsMs = 0;
 
   /**
    * `encode` is the launch fragment from I420 to the encoded caps (ending before the appsink);
    * `onSample` gets each encoded sample with its arrival time, the ms since its frame's push (-1:
-   * unknown) and its PTS, the number `push` returned for that frame (-1: unknown).
+   * unknown), its PTS, the number `push` returned for that frame (-1: unknown), and the output
+   * time `push` was given for that frame (ms).
    */
   protected constructor(
     opts: VideoEncoderBinOptions,
     what: string,
     encode: string,
-    onSample: (buf: Buffer, atMs: number, encodeMs: number, pts: number) => void,
+    onSample: (buf: Buffer, atMs: number, encodeMs: number, pts: number, ptsMs: number) => void,
   ) {
     this.width = opts.width;
     this.height = opts.height;
@@ -67,8 +71,9 @@ export abstract class VideoEncoderBin {
         const atMs = performance.now();
         const q = this.#inFlight;
         while (q.length > 0 && q[0]!.pts < pts) q.shift();
-        const pushedAt = q.length > 0 && q[0]!.pts === pts ? q.shift()!.atMs : undefined;
-        onSample(buf, atMs, pushedAt === undefined ? -1 : atMs - pushedAt, pts);
+        const pushed = q.length > 0 && q[0]!.pts === pts ? q.shift() : undefined;
+        this.#lastPtsMs = pushed ? pushed.ptsMs : this.#lastPtsMs + 1;
+        onSample(buf, atMs, pushed ? atMs - pushed.atMs : -1, pts, this.#lastPtsMs);
       },
     });
     opts.logger.debug(`${new.target.name}() | started [size:${opts.width}x${opts.height}]`);
@@ -90,9 +95,10 @@ export abstract class VideoEncoderBin {
 
   /**
    * Queues one frame (oldest dropped if the encoder is 2 frames behind) and returns its PTS: the
-   * sample it becomes is handed to `onSample` with this number (strictly increasing; -1: refused).
+   * sample it becomes is handed to `onSample` with this number (strictly increasing; -1: refused)
+   * and with `ptsMs`, its time on the stream's output timeline (ms; default the frame's own).
    */
-  push(frame: Frame): number {
+  push(frame: Frame, ptsMs = frame.ptsMs): number {
     if (this.#bin.closed) throw new InvalidStateError(`${this.#what} closed`);
     const format = frame.format ?? 'RGB';
     if (frame.width !== this.width || frame.height !== this.height || frame.data.length !== frameBytes(this.width, this.height, format)) {
@@ -108,7 +114,7 @@ export abstract class VideoEncoderBin {
       // Bounded: the appsrc holds 2 frames and the encoder 1–2, so entries only pile up if the
       // encoder stopped giving output (its error closes the stream's encoder anyway).
       if (this.#inFlight.length >= MAX_IN_FLIGHT) this.#inFlight.shift();
-      this.#inFlight.push({ pts, atMs: performance.now() });
+      this.#inFlight.push({ pts, atMs: performance.now(), ptsMs });
     }
     return pts;
   }

@@ -25,7 +25,10 @@ export interface VideoIngestOptions {
   /** The size (px) and layout frames are decoded to now (the stream's params). */
   size: () => { width: number; height: number };
   format: () => PixelFormat;
-  /** A decoded frame, lent for this call only; `decodedAtMs` is performance.now(), `capturedAt` ms epoch. */
+  /**
+   * A decoded frame, lent for this call only; `decodedAtMs` is performance.now(), `capturedAt` ms
+   * epoch; the frame's `ptsMs` is its capture time on the node's monotonic clock (CaptureClock).
+   */
   onFrame: (frame: Frame, decodedAtMs: number, decodeMs: number, capturedAt: number) => void;
   /** The decoder failed (the stream's lastError). */
   onError: (message: string) => void;
@@ -71,15 +74,21 @@ export class VideoIngest {
     this.#capture.reset();
   }
 
+  /**
+   * Builds the decoder for a publisher that just attached, before its first frame: the build holds
+   * the JS thread (its pipeline's start waits on streaming threads that run below it: 15 ms idle,
+   * 100–300 ms on a loaded machine), better spent while its ICE and DTLS run than when its first
+   * key frame arrives (everything the node sends waits meanwhile).
+   */
+  prepare(session: WhipSession): void {
+    if (this.#closed) return;
+    this.#ensureDecoder(session);
+  }
+
   /** One frame of the current publisher `session`. */
   push(session: WhipSession, frame: DepacketizedFrame): void {
     if (this.#closed) return;
-    if (!this.#decoder || this.#decoder.codec !== session.codec) {
-      this.#decoder?.close();
-      this.#decoder = this.#createDecoder(session);
-      this.#needsKey = true;
-      this.#waitingSinceMs = undefined;
-    }
+    const decoder = this.#ensureDecoder(session);
     if (this.#needsKey) {
       // A new decoder starts at a key frame: P-frames without their references only decode to garbage.
       if (!frame.keyframe) {
@@ -99,7 +108,17 @@ export class VideoIngest {
     this.#lastInMs = now;
     this.inRate.mark(now);
     this.#capture.frameIn(frame.timestamp);
-    this.#decoder.push(frame.data);
+    decoder.push(frame.data);
+  }
+
+  /** A decoder for the session's codec (a new one starts at a key frame). */
+  #ensureDecoder(session: WhipSession): DecoderBin {
+    if (this.#decoder && this.#decoder.codec === session.codec) return this.#decoder;
+    this.#decoder?.close();
+    this.#decoder = this.#createDecoder(session);
+    this.#needsKey = true;
+    this.#waitingSinceMs = undefined;
+    return this.#decoder;
   }
 
   /** The decoder goes; the next frame builds a new one, which starts at the key frame asked for here. */
@@ -149,8 +168,9 @@ export class VideoIngest {
     // A frame's layout follows from its size (the decoder switches layout between two frames).
     const format: PixelFormat | null = buf.length === frameBytes(width, height, 'RGB') ? 'RGB' : buf.length === frameBytes(width, height, 'I420') ? 'I420' : null;
     if (format === null) return; // a bin being resized
-    const capturedAt = this.#capture.frameOut();
-    this.#opts.onFrame({ width, height, data: buf, ptsMs: now, format }, now, decodeMs, capturedAt);
+    // Stamped with its capture time, not its decode time: the output keeps the publisher's intervals.
+    const { capturedAt, ptsMs } = this.#capture.frameOut();
+    this.#opts.onFrame({ width, height, data: buf, ptsMs, format }, now, decodeMs, capturedAt);
   }
 
   /** The publisher left: its decoder goes (the next publisher's first frame builds one). */

@@ -65,9 +65,9 @@ export class ViewerSet {
     return n;
   }
 
-  /** RTP time (90 kHz) of a performance.now() instant, from the node's monotonic clock: the same for every codec. */
-  rtpTimestamp(atMs: number): number {
-    return Math.round((atMs - this.#rtpClockStart) * 90) >>> 0;
+  /** RTP time (90 kHz) of an output time (ms on the node's monotonic clock, OutputClock): the same for every codec. */
+  rtpTimestamp(ptsMs: number): number {
+    return Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0;
   }
 
   /**

@@ -34,8 +34,8 @@ export interface Vp8BranchOptions {
   /** SSRC and payload type the packetizer writes (viewers that negotiated another get a copy). */
   ssrc: number;
   payloadType: number;
-  /** The stream's RTP time (90 kHz) of a performance.now() instant: the same clock as H.264. */
-  rtpTimestamp: (atMs: number) => number;
+  /** The stream's RTP time (90 kHz) of an output time (ms, performance.now() clock): the same clock as H.264. */
+  rtpTimestamp: (ptsMs: number) => number;
   /** VP8 viewers attached now: the branch runs only while there are some. */
   viewers: () => number;
   /** One encoded frame's packets, for every VP8 viewer. */
@@ -68,8 +68,11 @@ export class Vp8Branch {
     return this.#encoder;
   }
 
-  /** Feeds the branch, starting it (or restarting it at a new size) while VP8 viewers exist. */
-  push(frame: Frame): void {
+  /**
+   * Feeds the branch, starting it (or restarting it at a new size) while VP8 viewers exist.
+   * `ptsMs`: the frame's time on the stream's output timeline (its RTP time follows it).
+   */
+  push(frame: Frame, ptsMs: number): void {
     if (this.#closed || this.#failed || this.#opts.viewers() === 0) return;
     if (this.#encoder && (this.#encoder.width !== frame.width || this.#encoder.height !== frame.height)) this.stop('resized');
     if (!this.#encoder) {
@@ -97,7 +100,7 @@ export class Vp8Branch {
       this.#starts++;
       this.#logger.info(`encodeVp8() | VP8 branch started [streamId:${this.#opts.streamId}] [size:${frame.width}x${frame.height}]`);
     }
-    this.#encoder.push(frame);
+    this.#encoder.push(frame, ptsMs);
   }
 
   /** Stops the encoder (the next frame pushed while VP8 viewers exist starts it again). */
@@ -118,7 +121,7 @@ export class Vp8Branch {
     if (this.#closed) return;
     this.#framesOut++;
     if (f.encodeMs >= 0) this.#encodeT.add(f.encodeMs);
-    const packets = this.#packetizer.packetize(f.data, this.#opts.rtpTimestamp(f.atMs));
+    const packets = this.#packetizer.packetize(f.data, this.#opts.rtpTimestamp(f.ptsMs));
     this.#opts.onPackets(packets, f.keyframe);
   }
 

@@ -23,6 +23,8 @@ export interface EncodedVp8Frame {
   atMs: number;
   /** ms from the frame push to this output (valid while the encoder is 1-in-1-out). */
   encodeMs: number;
+  /** Its time on the stream's output timeline, ms (see EncodedAccessUnit.ptsMs). */
+  ptsMs: number;
 }
 
 export interface Vp8EncoderBinOptions extends VideoEncoderBinOptions {
@@ -42,9 +44,9 @@ export class Vp8EncoderBin extends VideoEncoderBin {
       'VP8 encoder',
       `vp8enc deadline=1 cpu-used=${opts.cpuUsed} lag-in-frames=0 error-resilient=default keyframe-mode=auto ` +
         `keyframe-max-dist=${opts.keyIntFrames} end-usage=cbr target-bitrate=${opts.bitrateKbps * 1000} threads=1 ! video/x-vp8`,
-      (buf, atMs, encodeMs) => {
+      (buf, atMs, encodeMs, _pts, ptsMs) => {
         this.framesOut++;
-        opts.onFrame({ data: buf, keyframe: isVp8Keyframe(buf), atMs, encodeMs });
+        opts.onFrame({ data: buf, keyframe: isVp8Keyframe(buf), atMs, encodeMs, ptsMs });
       },
     );
   }

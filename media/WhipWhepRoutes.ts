@@ -17,6 +17,11 @@
  * key → 401, and the session runs on. A viewer's session URL is its only credential (a viewer
  * has no key, and ending a viewer ends no stream).
  *
+ * Admission (MediaNodeOptions.admit): once the stream key (WHIP) or the playback id (WHEP) has
+ * resolved, the stream's or its account's admission rule (an HTTP hook or a JWT rule) is asked
+ * before any session, peer connection or slot exists; a refusal is 401 (with a Bearer challenge)
+ * or 403. The token it sees is `?jwt=`, or a viewer's `Authorization: Bearer`; never a stream key.
+ *
  * Abuse bounds (settings): WHIP and WHEP POSTs are rate-limited per client address (before the
  * key is checked, so keys cannot be guessed fast) and WHEP per playback id; a node at capacity
  * answers a publisher 503 + Retry-After and builds nothing, while viewers (keyless) never take a
@@ -30,7 +35,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MediaError } from './errors.ts';
 import { iceServerLinks, type TurnRole } from './IceServers.ts';
-import { sessionKeyDigest, type MediaNode, type SessionEntry } from './MediaNode.ts';
+import { sessionKeyDigest, type AdmissionRequest, type AdmissionVerdict, type MediaNode, type SessionEntry } from './MediaNode.ts';
 import type { RateLimiter } from './RateLimiter.ts';
 import { parseSdpFrag, refuseRemoteCandidate } from './Sdp.ts';
 
@@ -57,6 +62,38 @@ export function clientAddress(req: FastifyRequest, secret: string | undefined): 
   return req.ip;
 }
 const SDPFRAG = 'application/trickle-ice-sdpfrag';
+/** Query parameters passed to an admission rule at most (the rest are left out). */
+const MAX_ADMISSION_QUERY_PARAMS = 20;
+
+/**
+ * Asks the node's admission rule (MediaNodeOptions.admit) about a request, before anything is
+ * built for it. The token is `?jwt=`; for viewers `Authorization: Bearer` too (a publisher's
+ * Bearer is its stream key, which no rule ever sees).
+ */
+export async function askAdmission(
+  node: MediaNode,
+  req: FastifyRequest,
+  what: Pick<AdmissionRequest, 'action' | 'protocol' | 'streamId' | 'clientIp'>,
+): Promise<AdmissionVerdict> {
+  const admit = node.options.admit;
+  if (!admit) return { admitted: true };
+  const query: Record<string, string> = {};
+  for (const [k, v] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
+    if (Object.keys(query).length >= MAX_ADMISSION_QUERY_PARAMS) break;
+    // Blocking-reload parameters change with every LL-HLS request; they say nothing about the client.
+    if (k.startsWith('_HLS_')) continue;
+    const first = Array.isArray(v) ? v[0] : v;
+    if (typeof first === 'string') query[k] = first;
+  }
+  const token = query['jwt'] ?? (what.action === 'read' ? (bearer(req) ?? null) : null);
+  return admit({ ...what, query, token });
+}
+
+/** The reply of a refused admission: 401 with a Bearer challenge, or 403. */
+export function refuseAdmission(reply: FastifyReply, verdict: { status: 401 | 403; reason: string }, cors: Record<string, string>): FastifyReply {
+  if (verdict.status === 401) reply.header('www-authenticate', 'Bearer error="invalid_token"');
+  return reply.code(verdict.status).headers(cors).type('text/plain; charset=utf-8').send(`${verdict.reason}\n`);
+}
 
 const CORS = {
   'access-control-allow-origin': '*',
@@ -147,6 +184,9 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if (!ingest) return fail(reply.header('www-authenticate', 'Bearer error="invalid_token"'), 401, 'invalid stream key');
     // OBS shows the status line and body: a valid key that may not stream now is not a 401.
     if ('refused' in ingest) return fail(reply, ingest.status ?? 402, ingest.refused);
+    // The stream's admission rule, before any session or slot exists.
+    const verdict = await askAdmission(node, req, { action: 'publish', protocol: 'whip', streamId: ingest.streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
+    if (!verdict.admitted) return refuseAdmission(reply, verdict, CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, 'publisher', await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record }, ingest.paramsStoredAt, token));
   });
@@ -158,6 +198,8 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     const playback = await node.options.resolvePlayback(req.params.playbackId);
     if (!playback) return fail(reply, 404, 'unknown playback id');
     limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
+    const verdict = await askAdmission(node, req, { action: 'read', protocol: 'whep', streamId: playback.streamId, clientIp: address });
+    if (!verdict.admitted) return refuseAdmission(reply, verdict, CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }, playback.accountId));
   });

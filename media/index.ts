@@ -4,7 +4,7 @@
  * creates one MediaNode per process, registers its routes on the fastify app, and listens for
  * `started` / `live` / `ended`.
  */
-export { MediaNode, DEFAULT_CAPACITY, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions, type PlaybackTarget } from './MediaNode.ts';
+export { MediaNode, DEFAULT_CAPACITY, type AdmissionRequest, type AdmissionVerdict, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions, type PlaybackTarget } from './MediaNode.ts';
 export { FORWARDED_HEADER, WHIP_POST, forwardedFor } from './WhipWhepRoutes.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';

@@ -55,11 +55,12 @@ const LEVELS: Record<number, 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fa
 const loggedOnce = new Set<string>();
 
 /**
- * Starts EngineWorker. Our sources always run through tsx (no build step), and `--import tsx` in
- * execArgv does not register tsx's hooks inside a worker on Node 20, so a bootstrap registers tsx's
- * ESM API first (as songs/RenderPool.ts does).
+ * Starts EngineWorker: the compiled module when built (dist/), else through a bootstrap that
+ * registers tsx's ESM API first (`--import tsx` in execArgv does not register tsx's hooks inside a
+ * worker on Node 20), as songs/RenderPool.ts does.
  */
 function startWorker(): Worker {
+  if (import.meta.url.endsWith('.js')) return new Worker(new URL('./EngineWorker.js', import.meta.url), { execArgv: [] });
   const url = new URL('./EngineWorker.ts', import.meta.url);
   const api = import.meta.resolve('tsx/esm/api');
   const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;

@@ -55,11 +55,13 @@ type WorkerMessage =
   | { id: number; type: 'error'; message: string; stack?: string };
 
 /**
- * Starts a worker on RenderWorker. Our sources always run as TypeScript through tsx (there is no
- * build step), and `--import tsx` in a worker's execArgv does not register tsx's hooks on Node 20,
- * so a small bootstrap registers tsx's ESM API inside the worker and then imports the worker module.
+ * Starts a worker on RenderWorker. Built (dist/, JavaScript: `npm start`, the images) the worker
+ * loads the compiled module itself. From sources (tsx: tests, development) `--import tsx` in a
+ * worker's execArgv does not register tsx's hooks on Node 20, so a small bootstrap registers tsx's
+ * ESM API inside the worker and then imports the worker module.
  */
 function startWorker(): Worker {
+  if (import.meta.url.endsWith('.js')) return new Worker(new URL('./RenderWorker.js', import.meta.url), { execArgv: [] });
   const url = new URL('./RenderWorker.ts', import.meta.url);
   const api = import.meta.resolve('tsx/esm/api');
   const code = `import(${JSON.stringify(api)}).then((t) => { t.register(); return import(${JSON.stringify(url.href)}); })`;

@@ -16,6 +16,7 @@ import type {
   PageRequest,
   SongRecord,
   StreamRecord,
+  WebhookAttemptRecord,
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
 } from './records.ts';
@@ -123,6 +124,13 @@ const MIGRATIONS: readonly string[] = [
   `,
   // Named counters of the CounterRepo, apart from the internal `counters` (job_seq).
   `CREATE TABLE named_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;`,
+  // Attempts log of webhook deliveries: one row per send, deleted with its delivery.
+  `CREATE TABLE delivery_attempts (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     delivery_id TEXT NOT NULL,
+     doc TEXT NOT NULL
+   );
+   CREATE INDEX delivery_attempts_delivery ON delivery_attempts (delivery_id, seq);`,
 ];
 
 function isConstraint(err: unknown): boolean {
@@ -396,6 +404,14 @@ class Accounts implements AccountRepo {
       const account = parseDoc<Account>(this.db.prepare('SELECT doc FROM accounts WHERE id = ?').get(id) as Row | undefined);
       if (!account) return;
       this.db.prepare('UPDATE accounts SET doc = ? WHERE id = ?').run(JSON.stringify({ ...account, plan }), id);
+    })();
+  }
+
+  async setAdmission(id: string, admission: Account['admission']): Promise<void> {
+    this.db.transaction(() => {
+      const account = parseDoc<Account>(this.db.prepare('SELECT doc FROM accounts WHERE id = ?').get(id) as Row | undefined);
+      if (!account) return;
+      this.db.prepare('UPDATE accounts SET doc = ? WHERE id = ?').run(JSON.stringify({ ...account, admission: admission ?? null }), id);
     })();
   }
 
@@ -716,6 +732,9 @@ class Webhooks implements WebhookRepo {
 
   async deleteEndpoint(id: string): Promise<boolean> {
     return this.db.transaction((): boolean => {
+      this.db
+        .prepare('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = ?)')
+        .run(id);
       this.db.prepare('DELETE FROM deliveries WHERE endpoint_id = ?').run(id);
       return this.db.prepare('DELETE FROM endpoints WHERE id = ?').run(id).changes === 1;
     })();
@@ -770,6 +789,7 @@ class Webhooks implements WebhookRepo {
   }
 
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
+    if (!isRecordId('dlv', id)) return null;
     return this.deliverySync(id);
   }
 
@@ -784,7 +804,7 @@ class Webhooks implements WebhookRepo {
     if (items.length === 0) return;
     this.db.transaction(() => {
       for (const item of items) {
-        this.updateDeliverySync(item.deliveryId, cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']));
+        this.updateDeliverySync(item.deliveryId, cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']), item.log);
         if (item.release) this.jobs.releaseSync(item.job, item.release.atMs, item.release.counted, item.release.payload);
         else this.jobs.ackSync(item.job);
       }
@@ -800,18 +820,25 @@ class Webhooks implements WebhookRepo {
   async updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
-    return this.db.transaction(() => this.updateDeliverySync(id, clean))();
+    return this.db.transaction(() => this.updateDeliverySync(id, clean, log))();
   }
 
-  private updateDeliverySync(id: string, clean: Partial<WebhookDeliveryRecord>): WebhookDeliveryRecord | null {
+  /** With `log`, appends the attempt (same transaction as the caller's) when it is this delivery's. */
+  private updateDeliverySync(
+    id: string,
+    clean: Partial<WebhookDeliveryRecord>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
+  ): WebhookDeliveryRecord | null {
     const delivery = this.deliverySync(id);
     if (!delivery) return null;
     const next: WebhookDeliveryRecord = { ...delivery, ...clean };
     this.db
       .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
       .run(next.eventType, next.streamId, next.status, JSON.stringify(next), id);
+    if (log && log.attempt.deliveryId === id) this.appendAttemptSync(log.attempt, log.keep);
     return next;
   }
 
@@ -830,11 +857,74 @@ class Webhooks implements WebhookRepo {
       where += ' AND stream_id = ?';
       params.push(filter.streamId);
     }
+    if (filter.createdFrom !== undefined) {
+      where += ' AND created_ms >= ?';
+      params.push(createdMs(filter.createdFrom));
+    }
+    if (filter.createdBefore !== undefined) {
+      where += ' AND created_ms < ?';
+      params.push(createdMs(filter.createdBefore));
+    }
     return pageRows<WebhookDeliveryRecord>(this.db, 'deliveries', where, params, page);
   }
 
   async purgeDeliveries(beforeIso: string): Promise<number> {
-    return this.db.prepare('DELETE FROM deliveries WHERE created_ms < ?').run(createdMs(beforeIso)).changes;
+    const before = createdMs(beforeIso);
+    return this.db.transaction((): number => {
+      this.db
+        .prepare('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE created_ms < ?)')
+        .run(before);
+      return this.db.prepare('DELETE FROM deliveries WHERE created_ms < ?').run(before).changes;
+    })();
+  }
+
+  async requeueDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    jobs: NewJob[],
+  ): Promise<WebhookDeliveryRecord | null> {
+    this.jobs.assertOpen();
+    const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    const next = this.db.transaction((): WebhookDeliveryRecord | null => {
+      const delivery = this.deliverySync(id);
+      if (!delivery || delivery.status === 'pending') return null;
+      const updated: WebhookDeliveryRecord = { ...delivery, ...clean };
+      this.db
+        .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
+        .run(updated.eventType, updated.streamId, updated.status, JSON.stringify(updated), id);
+      for (const job of jobs) this.jobs.insert(job);
+      return updated;
+    })();
+    if (next) this.jobs.notify(jobs);
+    return next;
+  }
+
+  async addAttempt(attempt: WebhookAttemptRecord, keep: number): Promise<void> {
+    this.jobs.assertOpen();
+    this.db.transaction(() => {
+      if (!this.db.prepare('SELECT 1 FROM deliveries WHERE id = ?').get(attempt.deliveryId)) return;
+      this.appendAttemptSync(attempt, keep);
+    })();
+  }
+
+  /** Inside the caller's transaction: appends, then drops what is older than the newest `keep`. */
+  private appendAttemptSync(attempt: WebhookAttemptRecord, keep: number): void {
+    this.db.prepare('INSERT INTO delivery_attempts (delivery_id, doc) VALUES (?, ?)').run(attempt.deliveryId, JSON.stringify(attempt));
+    const n = Math.max(1, Math.floor(keep));
+    // The common case (a log under its cap) costs one index count and no delete.
+    const { c } = this.db.prepare('SELECT COUNT(*) AS c FROM delivery_attempts WHERE delivery_id = ?').get(attempt.deliveryId) as { c: number };
+    if (c <= n) return;
+    this.db
+      .prepare(
+        `DELETE FROM delivery_attempts WHERE delivery_id = ? AND seq <
+           (SELECT seq FROM delivery_attempts WHERE delivery_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`,
+      )
+      .run(attempt.deliveryId, attempt.deliveryId, n - 1);
+  }
+
+  async listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]> {
+    const rows = this.db.prepare('SELECT doc FROM delivery_attempts WHERE delivery_id = ? ORDER BY seq').all(deliveryId) as Row[];
+    return rows.map((r) => JSON.parse(r.doc as string) as WebhookAttemptRecord);
   }
 }
 

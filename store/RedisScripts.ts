@@ -298,6 +298,7 @@ for _, m in ipairs(redis.call('ZRANGE', logKey, 0, -1)) do
   local pair = redis.call('HGET', dk, '_pair')
   if pair then redis.call('DEL', pair) end
   redis.call('DEL', dk)
+  redis.call('DEL', P .. 'dlvatt:' .. did)
   redis.call('ZREM', P .. 'dlv:all', did)
 end
 redis.call('DEL', logKey)
@@ -332,16 +333,26 @@ return inserted
 `),
 
   /**
-   * n, then per item: deliveryKey, fields, queue, jobId, token, mode ('ack'|'retry'|'defer'),
-   * runAtMs, payload ('' keeps it) → n. Patches each delivery that exists, then acks or
-   * releases its job when the lease is still ours.
+   * n, then per item: deliveryId, fields, queue, jobId, token, mode ('ack'|'retry'|'defer'),
+   * runAtMs, payload ('' keeps it), attempt JSON ('' for none), keep → n. Patches each delivery
+   * that exists (appending its attempt to its attempts log, kept to the newest `keep`), then acks
+   * or releases its job when the lease is still ours.
    */
   deliveriesSettle: lua(`
 local n = argn()
 for i = 1, n do
-  local dk = arg(); local fields = argfields()
+  local did = arg(); local fields = argfields()
   local q = arg(); local id = arg(); local token = arg(); local mode = arg(); local runAt = argn(); local payload = arg()
-  if redis.call('EXISTS', dk) == 1 then hset_fields(dk, fields) end
+  local doc = arg(); local keep = argn()
+  local dk = P .. 'dlv:' .. did
+  if redis.call('EXISTS', dk) == 1 then
+    hset_fields(dk, fields)
+    if doc ~= '' then
+      local key = P .. 'dlvatt:' .. did
+      redis.call('RPUSH', key, doc)
+      redis.call('LTRIM', key, -keep, -1)
+    end
+  end
   if mode == 'ack' then ack_job(q, id, token) else release_job(q, id, token, runAt, mode == 'retry', payload) end
 end
 return n
@@ -358,9 +369,48 @@ for _, id in ipairs(ids) do
   local ep = redis.call('HGET', dk, '_ep')
   if ep then redis.call('ZREM', P .. 'dlv:ep:' .. ep, redis.call('HGET', dk, '_m')) end
   redis.call('DEL', dk)
+  redis.call('DEL', P .. 'dlvatt:' .. id)
   redis.call('ZREM', P .. 'dlv:all', id)
 end
 return #ids
+`),
+
+  /**
+   * deliveryId, fields, jobs → the record after the patch, or false when missing or pending.
+   * A resend's compare-and-set: the patch and its job land together, or not at all.
+   */
+  deliveryRequeue: lua(`
+local dk = P .. 'dlv:' .. arg(); local fields = argfields(); local jobs = argjobs()
+if redis.call('EXISTS', dk) == 0 then return false end
+if redis.call('HGET', dk, 'status') == '"pending"' then return false end
+hset_fields(dk, fields)
+enqueue_all(jobs)
+return redis.call('HGETALL', dk)
+`),
+
+  /**
+   * deliveryId, fields, attempt JSON, keep → the record after the patch (and the send appended to
+   * its attempts log, kept to the newest `keep`), or false when missing (nothing written).
+   */
+  deliveryUpdateLogged: lua(`
+local id = arg(); local fields = argfields(); local doc = arg(); local keep = argn()
+local dk = P .. 'dlv:' .. id
+if redis.call('EXISTS', dk) == 0 then return false end
+hset_fields(dk, fields)
+local key = P .. 'dlvatt:' .. id
+redis.call('RPUSH', key, doc)
+redis.call('LTRIM', key, -keep, -1)
+return redis.call('HGETALL', dk)
+`),
+
+  /** deliveryId, attempt JSON, keep → 1, or 0 when the delivery is gone (nothing written). */
+  attemptAdd: lua(`
+local id = arg(); local doc = arg(); local keep = argn()
+if redis.call('EXISTS', P .. 'dlv:' .. id) == 0 then return 0 end
+local key = P .. 'dlvatt:' .. id
+redis.call('RPUSH', key, doc)
+redis.call('LTRIM', key, -keep, -1)
+return 1
 `),
 
   /** queue, id, payload, runAtMs → 1 | 0 (id already queued or leased). */

@@ -14,6 +14,7 @@ import type {
   PageRequest,
   SongRecord,
   StreamRecord,
+  WebhookAttemptRecord,
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
 } from './records.ts';
@@ -215,18 +216,23 @@ async function pageIndex<T>(
   recordKey: (id: string) => string,
   page: PageRequest,
   filter?: (record: T) => boolean,
+  /** Lex bounds on the index (ZRANGEBYLEX syntax): only members within them are read. */
+  bounds: { min?: string; max?: string } = {},
 ): Promise<Page<T>> {
   const limit = pageLimit(page.limit);
-  let max = '+';
+  let max = bounds.max ?? '+';
+  const min = bounds.min ?? '-';
   if (page.cursor) {
     const { ms, id } = decodeCursor(page.cursor);
-    max = `(${sortMember(ms, id)}`;
+    const after = `(${sortMember(ms, id)}`;
+    // Both exclusive bounds of one format: the smaller string is the tighter one.
+    if (max === '+' || after.slice(1) < max.slice(1)) max = after;
   }
   const items: { member: string; record: T }[] = [];
   let more = false;
   for (;;) {
     const batch = filter ? 200 : limit + 1 - items.length;
-    const members = await ctx.redis.zrevrangebylex(indexKey, max, '-', 'LIMIT', 0, batch);
+    const members = await ctx.redis.zrevrangebylex(indexKey, max, min, 'LIMIT', 0, batch);
     if (members.length === 0) break;
     const records = await loadAll<T>(ctx, members.map((m) => recordKey(m.slice(16))));
     for (let i = 0; i < members.length; i++) {
@@ -282,6 +288,10 @@ class Accounts implements AccountRepo {
 
   async setPlan(id: string, plan: Account['plan']): Promise<void> {
     await this.ctx.run(scripts.update, [`${this.ctx.prefix}acct:${id}`, ...fieldArgs({ plan })]);
+  }
+
+  async setAdmission(id: string, admission: Account['admission']): Promise<void> {
+    await this.ctx.run(scripts.update, [`${this.ctx.prefix}acct:${id}`, ...fieldArgs({ admission: admission ?? null })]);
   }
 
   async addKey(key: ApiKeyRecord): Promise<void> {
@@ -520,6 +530,7 @@ class Webhooks implements WebhookRepo {
   }
 
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
+    if (!isRecordId('dlv', id)) return null;
     return load<WebhookDeliveryRecord>(this.ctx, this.deliveryKey(id));
   }
 
@@ -541,7 +552,19 @@ class Webhooks implements WebhookRepo {
       const r = item.release;
       const mode = r === undefined ? 'ack' : r.counted ? 'retry' : 'defer';
       const payload = r?.payload === undefined ? '' : (JSON.stringify(r.payload) ?? 'null');
-      args.push(this.deliveryKey(item.deliveryId), ...fieldArgs(clean), item.job.queue, item.job.id, item.job.token, mode, Math.round(r?.atMs ?? 0), payload);
+      const log = item.log && item.log.attempt.deliveryId === item.deliveryId ? item.log : undefined;
+      args.push(
+        item.deliveryId,
+        ...fieldArgs(clean),
+        item.job.queue,
+        item.job.id,
+        item.job.token,
+        mode,
+        Math.round(r?.atMs ?? 0),
+        payload,
+        log ? JSON.stringify(log.attempt) : '',
+        log ? Math.max(1, Math.floor(log.keep)) : 1,
+      );
     }
     await this.ctx.run(scripts.deliveriesSettle, args);
   }
@@ -549,8 +572,15 @@ class Webhooks implements WebhookRepo {
   async updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    if (log && log.attempt.deliveryId === id) {
+      const keep = Math.max(1, Math.floor(log.keep));
+      return decodeRecord<WebhookDeliveryRecord>(
+        await this.ctx.run(scripts.deliveryUpdateLogged, [id, ...fieldArgs(clean), JSON.stringify(log.attempt), keep]),
+      );
+    }
     return decodeRecord<WebhookDeliveryRecord>(
       await this.ctx.run(scripts.update, [this.deliveryKey(id), ...fieldArgs(clean)]),
     );
@@ -569,6 +599,11 @@ class Webhooks implements WebhookRepo {
             (filter.eventType === undefined || d.eventType === filter.eventType) &&
             (filter.streamId === undefined || d.streamId === filter.streamId)
         : undefined,
+      {
+        // Members are `sortMember(ms, id)`: `<15-digit ms>|<id>`, so `<ms>|` sorts before every id of that ms.
+        ...(filter.createdFrom !== undefined ? { min: `[${sortMember(createdMs(filter.createdFrom), '')}` } : {}),
+        ...(filter.createdBefore !== undefined ? { max: `(${sortMember(createdMs(filter.createdBefore), '')}` } : {}),
+      },
     );
   }
 
@@ -581,6 +616,26 @@ class Webhooks implements WebhookRepo {
       total += removed;
       if (removed < batch) return total;
     }
+  }
+
+  async requeueDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    jobs: NewJob[],
+  ): Promise<WebhookDeliveryRecord | null> {
+    const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+    return decodeRecord<WebhookDeliveryRecord>(
+      await this.ctx.run(scripts.deliveryRequeue, [id, ...fieldArgs(clean), ...jobArgs(jobs, this.ctx.now())]),
+    );
+  }
+
+  async addAttempt(attempt: WebhookAttemptRecord, keep: number): Promise<void> {
+    await this.ctx.run(scripts.attemptAdd, [attempt.deliveryId, JSON.stringify(attempt), Math.max(1, Math.floor(keep))]);
+  }
+
+  async listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]> {
+    const docs = await this.ctx.redis.lrange(`${this.ctx.prefix}dlvatt:${deliveryId}`, 0, -1);
+    return docs.map((d) => JSON.parse(d) as WebhookAttemptRecord);
   }
 }
 

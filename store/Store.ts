@@ -6,6 +6,7 @@ import type {
   PageRequest,
   SongRecord,
   StreamRecord,
+  WebhookAttemptRecord,
   WebhookDeliveryRecord,
   WebhookEndpointRecord,
   DeliveryStatus,
@@ -60,6 +61,8 @@ export interface AccountRepo {
   create(account: Account): Promise<void>;
   get(id: string): Promise<Account | null>;
   setPlan(id: string, plan: Account['plan']): Promise<void>;
+  /** Sets (null: removes) the account's default admission rule. */
+  setAdmission(id: string, rule: Account['admission']): Promise<void>;
   addKey(key: ApiKeyRecord): Promise<void>;
   /** Looks a key up by its SHA-256 digest (hex). */
   findKey(digest: string): Promise<ApiKeyRecord | null>;
@@ -139,6 +142,10 @@ export interface DeliveryFilter {
   status?: DeliveryStatus;
   eventType?: string;
   streamId?: string;
+  /** Only deliveries created at or after this ISO time. */
+  createdFrom?: string;
+  /** Only deliveries created before this ISO time. */
+  createdBefore?: string;
 }
 
 /** One attempt's outcome for `settleDeliveries`. */
@@ -152,6 +159,11 @@ export interface DeliverySettlement {
    * `queue.defer` (held back unsent), with `payload` replacing the job's when given.
    */
   release?: { atMs: number; counted: boolean; payload?: unknown };
+  /**
+   * The send's attempts-log entry (a held-back, unsent lease has none): appended to the
+   * delivery's log, kept to its newest `keep`, in the same transaction as `patch`.
+   */
+  log?: { attempt: WebhookAttemptRecord; keep: number };
 }
 
 export interface WebhookRepo {
@@ -192,14 +204,36 @@ export interface WebhookRepo {
    * `retry` do. Items are independent: a missing delivery does not stop the others.
    */
   settleDeliveries(items: readonly DeliverySettlement[]): Promise<void>;
+  /**
+   * Merges `patch`; with `log`, also appends `log.attempt` to the delivery's attempts log (kept to
+   * its newest `log.keep`) in the same transaction, so a send costs one commit, not two.
+   */
   updateDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null>;
   /** Newest first. */
   listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>>;
-  /** Deletes deliveries created before `beforeIso`; returns how many. */
+  /** Deletes deliveries created before `beforeIso` (with their attempts logs); returns how many. */
   purgeDeliveries(beforeIso: string): Promise<number>;
+  /**
+   * Compare-and-set for a resend: applies `patch` (which sets status `pending`) to a delivery
+   * that is not `pending` and writes `jobs` with it, atomically. Null when the delivery is
+   * missing or already pending (so two resends at once queue one send).
+   */
+  requeueDelivery(
+    id: string,
+    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
+    jobs: NewJob[],
+  ): Promise<WebhookDeliveryRecord | null>;
+  /**
+   * Appends one send to the delivery's attempts log and keeps only its newest `keep` entries.
+   * Nothing is written when the delivery no longer exists (purged, or its endpoint deleted).
+   */
+  addAttempt(attempt: WebhookAttemptRecord, keep: number): Promise<void>;
+  /** The delivery's attempts log, oldest first (at most the `keep` last written). */
+  listAttempts(deliveryId: string): Promise<WebhookAttemptRecord[]>;
 }
 
 // ───────────────────────────── jobs

@@ -11,7 +11,7 @@
  * no record, and repositories answer null for it without building a store key from it (in Redis
  * `str:bykey:…` is another record's key, and reading it as a hash would fail).
  */
-export function isRecordId(prefix: 'str' | 'sng' | 'whk', id: string): boolean {
+export function isRecordId(prefix: 'str' | 'sng' | 'whk' | 'dlv', id: string): boolean {
   return id.length <= prefix.length + 65 && id.startsWith(`${prefix}_`) && /^[A-Za-z0-9_-]+$/.test(id.slice(prefix.length + 1));
 }
 
@@ -25,7 +25,23 @@ export interface Account {
   plan: Plan;
   name: string;
   createdAt: string;
+  /** The admission rule of the account's streams that set none of their own (absent or null: none). */
+  admission?: AdmissionRule | null;
 }
+
+/** What an admission rule gates: `publish` (WHIP) and `read` (WHEP and LL-HLS). */
+export type AdmissionAction = 'publish' | 'read';
+
+/**
+ * Who may publish or play beyond the stream key and the playback id:
+ * - `hook`: we POST the request to the operator's HTTPS `url`; a 2xx admits;
+ * - `jwt`: the client brings a JWT signed by `publicKey` (PEM) or by a key of the JWKS at `jwksUrl`
+ *   (exactly one of the two), whose `sub` is the playback id.
+ * `actions` are the actions it gates; the others are admitted as without a rule.
+ */
+export type AdmissionRule =
+  | { type: 'hook'; url: string; actions: AdmissionAction[] }
+  | { type: 'jwt'; publicKey: string | null; jwksUrl: string | null; actions: AdmissionAction[] };
 
 /** An API key as stored: only the SHA-256 digest of the secret is kept; the secret is shown once. */
 export interface ApiKeyRecord {
@@ -152,6 +168,8 @@ export interface StreamRecord {
   rtmpOutputs?: RtmpOutputRecord[];
   /** Record the output (absent on records made before recording existed: off). */
   record?: boolean;
+  /** The stream's own admission rule (absent or null: the account's, if any). */
+  admission?: AdmissionRule | null;
   fromPlayground: boolean;
   isSmokeTest: boolean;
   gatewayHost: string;
@@ -223,6 +241,31 @@ export interface WebhookDeliveryRecord {
    * this one is sent: a `stream.ended` names its session's `stream.started`. Absent: none.
    */
   afterEventId?: string | null;
+}
+
+/**
+ * Why a send of a delivery was made:
+ * - `scheduled`: the first send or a retry of the schedule (at most 8 in all);
+ * - `resend`: `POST …/deliveries/{id}/resend`;
+ * - `recover`: `POST /v1/webhooks/{id}/recover`.
+ */
+export type AttemptTrigger = 'scheduled' | 'resend' | 'recover';
+
+/** One send of one delivery, as its attempts log keeps it (deleted with the delivery). */
+export interface WebhookAttemptRecord {
+  deliveryId: string;
+  /** The delivery's send count after this send (1 for the first). */
+  attempt: number;
+  trigger: AttemptTrigger;
+  startedAt: string;
+  /** Round trip of the request, ms (until the response body was read, or until it failed). */
+  durationMs: number;
+  /** HTTP status, or null when no response came (timeout, connection, TLS, blocked address). */
+  responseStatus: number | null;
+  /** The response body's first 1 KiB (UTF-8), or null without a response. */
+  responseBody: string | null;
+  /** Why the send failed (`http_status: 500`, `timeout: …`), or null on a 2xx. */
+  error: string | null;
 }
 
 /** A page of results, newest first; `nextCursor` is opaque and null on the last page. */

@@ -50,7 +50,7 @@ export interface RecordingView {
   started_at: string;
   /** null while recording. */
   ended_at: string | null;
-  /** Media seconds (the time the publisher was away is not counted). */
+  /** Media seconds of the publisher's output (the time it was away, and the slate meanwhile, are not in it). */
   duration: number;
   /** Bytes on disk (segments and init segments). */
   size: number;

@@ -1,7 +1,7 @@
 /**
  * Area B's domain: live streams. The stream service (create, read, update params, status, delete),
  * the lifecycle supervisor (live/offline/ended, sessions and usage), the prompt filter, clips and
- * RTMP destinations, live control (WebSocket updates, timed and beat-locked changes, tokens), what
+ * RTMP destinations, admission rules (hooks and JWTs that gate publishers and viewers), live control (WebSocket updates, timed and beat-locked changes, tokens), what
  * this deployment can serve, and the media-node plumbing: the client interface with its in-process
  * and bus implementations, the agent a media node answers the bus with, the dead-node sweeper, and
  * the scale-out wiring of those parts.
@@ -10,6 +10,8 @@
  * (`native/params/`) and the error catalogue (`errors/`); never `control/`, which keeps HTTP
  * (routes, schemas of bodies, error replies), the CLI and process wiring.
  */
+export { ADMISSION_DEFAULTS, AdmissionGate, type AdmissionSettings } from './AdmissionGate.ts';
+export { AdmissionService, type AdmissionDecision, type AdmissionRuleInput, type AdmissionRuleView, type AdmissionSource, type AdmissionView } from './AdmissionService.ts';
 export { describeCapabilities, CapabilitiesSchema } from './Capabilities.ts';
 export { CLIPS_PER_MINUTE, ClipService } from './ClipService.ts';
 export { ControlTokens } from './ControlTokens.ts';

@@ -9,8 +9,16 @@
  * The body is the frozen payload of the record; it is signed at send time with the endpoint's
  * CURRENT secret, so after rotate-secret no attempt, queued retries included, uses the old one.
  *
+ * A job queued by resend or recover (`trigger` in its payload) makes ONE send: success →
+ * `succeeded`, failure → `failed` again, with no retry schedule and no count toward the
+ * endpoint's health (the delivery was counted when its schedule ran out). Every send is appended
+ * to the delivery's attempts log, in the same store transaction as its outcome. Operational
+ * events (a delivery exhausted, the endpoint disabled or recovered) go out through
+ * OperationalNotifier.
+ *
  * Before sending, two rules may hold a delivery back, unsent and without spending an attempt
- * (`queue.defer`), so the send slot goes to the next job at once:
+ * (`queue.defer`), so the send slot goes to the next job at once; they hold for every send,
+ * scheduled or manual:
  * - order: a delivery with `afterEventId` (a `stream.ended`) waits while that event's delivery
  *   to the same endpoint (its `stream.started`) is still pending;
  * - rate: an endpoint with `rateLimit` gets one send slot every 1/rateLimit s from the store
@@ -20,7 +28,9 @@
  * same turn of the event loop shares one store transaction.
  */
 import type { Logger } from 'pino';
-import type { DeliverySettlement, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { AttemptTrigger, DeliverySettlement, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
+import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
 import { SafeHttpError } from './SafeHttpClient.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
@@ -30,6 +40,13 @@ import { signedHeaders } from './Signature.ts';
 export const RESPONSE_BODY_LIMIT = 4096;
 /** Consecutive failed deliveries that disable an endpoint (spec "Limits"). */
 export const DISABLE_AFTER_FAILURES = 20;
+/** Response body bytes kept per entry of the attempts log (the first 1 KiB). */
+export const ATTEMPT_BODY_LIMIT = 1024;
+/**
+ * Sends kept in one delivery's attempts log, newest kept: the 8 of the schedule plus 12 resends
+ * or recovers; older entries are dropped (the record's `attempts` still counts every send).
+ */
+export const ATTEMPTS_KEPT = 20;
 
 export interface AttemptResult {
   ok: boolean;
@@ -96,6 +113,10 @@ export interface DelivererOptions {
   orderRecheckMs?: number;
   /** Asks the job loop to look again when a deferred job is due (JobLoop.wakeIn). */
   wakeIn?: (delayMs: number) => void;
+  /** Entries kept in each delivery's attempts log; default ATTEMPTS_KEPT (20). */
+  attemptsKept?: number;
+  /** Where operational events go; none are sent without it. */
+  notifier?: OperationalNotifier;
 }
 
 /**
@@ -106,6 +127,15 @@ export interface DelivererOptions {
 export interface DeliverJobPayload {
   deliveryId: string;
   slotLease?: number;
+  /** Absent on scheduled sends; `resend` or `recover` for a manual one-send job. */
+  trigger?: Exclude<AttemptTrigger, 'scheduled'>;
+}
+
+/** The first `limit` bytes of `body` as UTF-8 (a character cut in two becomes U+FFFD). */
+function headBytes(body: string | null, limit: number): string | null {
+  if (body === null) return null;
+  const bytes = Buffer.from(body, 'utf8');
+  return bytes.length <= limit ? body : bytes.subarray(0, limit).toString('utf8');
 }
 
 /** The store key of an endpoint's send schedule (`rateLimits.reserve`). */
@@ -129,6 +159,7 @@ export class Deliverer {
     const { store, now } = this.#o;
     const payload = job.payload as Partial<DeliverJobPayload> | null;
     const deliveryId = payload?.deliveryId;
+    const trigger: AttemptTrigger = payload?.trigger === 'resend' || payload?.trigger === 'recover' ? payload.trigger : 'scheduled';
     if (typeof deliveryId !== 'string') {
       this.#log.error({ jobId: job.id }, `handle() | malformed deliver job, dropped [jobId:${job.id}]`);
       await store.queue.ack(job);
@@ -152,6 +183,8 @@ export class Deliverer {
       return;
     }
 
+    // A deferred job keeps its trigger: a manual send stays one send when its turn comes.
+    const manual = trigger === 'scheduled' ? {} : { trigger };
     // Order: wait while the event this one follows is still being delivered to this endpoint
     // (none: that endpoint never got it, or its record is gone; then nothing to wait for).
     if (delivery.afterEventId) {
@@ -160,7 +193,7 @@ export class Deliverer {
         const due = first.nextAttemptAt === null ? 0 : Date.parse(first.nextAttemptAt);
         const atMs = Math.max(now(), due) + (this.#o.orderRecheckMs ?? 250);
         this.#log.debug({ deliveryId, after: first.id }, `handle() | waits for [deliveryId:${first.id}] [deliveryId:${deliveryId}]`);
-        await this.#defer(delivery, job, atMs, { deliveryId });
+        await this.#defer(delivery, job, atMs, { deliveryId, ...manual });
         return;
       }
     }
@@ -170,7 +203,7 @@ export class Deliverer {
     if (rate !== null && rate > 0 && payload?.slotLease !== job.attempts) {
       const slotMs = await store.rateLimits.reserve(rateKey(endpoint.id), 1000 / rate);
       if (slotMs > now()) {
-        await this.#defer(delivery, job, slotMs, { deliveryId, slotLease: job.attempts });
+        await this.#defer(delivery, job, slotMs, { deliveryId, ...manual, slotLease: job.attempts });
         return;
       }
     }
@@ -189,6 +222,20 @@ export class Deliverer {
       timeoutMs: this.#o.timeoutMs ?? 10_000,
     });
     const doneMs = now();
+    // Written with the record update below, in the same store transaction.
+    const log = {
+      attempt: {
+        deliveryId,
+        attempt,
+        trigger,
+        startedAt: new Date(startedMs).toISOString(),
+        durationMs: Math.round(result.roundTripMs * 10) / 10,
+        responseStatus: result.status,
+        responseBody: headBytes(result.body, ATTEMPT_BODY_LIMIT),
+        error: result.error,
+      },
+      keep: this.#o.attemptsKept ?? ATTEMPTS_KEPT,
+    };
     const base = {
       attempts: attempt,
       responseStatus: result.status,
@@ -198,12 +245,20 @@ export class Deliverer {
     };
 
     if (result.ok) {
-      await this.#settle(delivery, job, { ...base, status: 'succeeded', nextAttemptAt: null });
+      await this.#settle(delivery, job, { ...base, status: 'succeeded', nextAttemptAt: null }, undefined, log);
       // Resetting a count that is already 0 is a write we can skip (the common case).
       if (endpoint.consecutiveFailures !== 0) {
         await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+        await this.#o.notifier?.emit(endpoint.accountId, endpointRecoveredEvent(endpoint, deliveryId, attempt, doneMs));
       }
       this.#log.debug({ deliveryId, attempt }, `handle() | delivered [deliveryId:${deliveryId}] [attempt:${attempt}]`);
+      return;
+    }
+
+    if (trigger !== 'scheduled') {
+      // A manual send has no schedule and was counted toward health already: it just ends.
+      await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null }, undefined, log);
+      this.#log.info({ deliveryId, attempt, trigger, error: result.error }, `handle() | manual send failed [deliveryId:${deliveryId}] [trigger:${trigger}]`);
       return;
     }
 
@@ -214,7 +269,7 @@ export class Deliverer {
     });
     if (delay !== null) {
       const runAtMs = doneMs + delay;
-      await this.#settle(delivery, job, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, { atMs: runAtMs, counted: true });
+      await this.#settle(delivery, job, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, { atMs: runAtMs, counted: true }, log);
       this.#log.info(
         { deliveryId, attempt, error: result.error, delayMs: delay },
         `handle() | attempt failed, retrying [deliveryId:${deliveryId}] [attempt:${attempt}]`,
@@ -222,8 +277,20 @@ export class Deliverer {
       return;
     }
 
-    await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null });
-    const ep = await store.webhooks.recordOutcome(endpoint.id, false, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
+    const disableAt = this.#o.disableAfter ?? DISABLE_AFTER_FAILURES;
+    // Emitted before the record is final, so a worker killed in between emits again on the
+    // next lease (same derived event id: dispatched once). Deliveries of operational events
+    // never cause one: two failing endpoints must not feed each other.
+    if (!delivery.eventType.startsWith('webhook.')) {
+      const final: WebhookDeliveryRecord = { ...delivery, ...base, status: 'failed', nextAttemptAt: null };
+      await this.#o.notifier?.emit(endpoint.accountId, deliveryExhaustedEvent(final, doneMs));
+    }
+    await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null }, undefined, log);
+    const ep = await store.webhooks.recordOutcome(endpoint.id, false, disableAt);
+    // Only the outcome that reached the threshold sees the count equal to it: one event per episode.
+    if (ep && !ep.isActive && ep.consecutiveFailures === disableAt) {
+      await this.#o.notifier?.emit(ep.accountId, endpointDisabledEvent(ep, deliveryId, doneMs));
+    }
     this.#log.warn(
       { deliveryId, endpointId: endpoint.id, error: result.error, disabled: ep !== null && !ep.isActive },
       `handle() | delivery failed for good [deliveryId:${deliveryId}] [endpointId:${endpoint.id}]`,
@@ -237,16 +304,24 @@ export class Deliverer {
   }
 
   /**
-   * Patches the record and acks (no `release`) or releases the job, batched with every other
-   * outcome of this turn of the event loop into one `settleDeliveries` call. Rejects when that
-   * call fails (the job then stays leased and is leased again when its lease runs out).
+   * Patches the record (appending `log`, a send's attempts-log entry, in the same transaction)
+   * and acks (no `release`) or releases the job, batched with every other outcome of this turn
+   * of the event loop into one `settleDeliveries` call. Rejects when that call fails (the job
+   * then stays leased and is leased again when its lease runs out).
    */
-  #settle(delivery: WebhookDeliveryRecord, job: LeasedJob, patch: DeliveryPatch, release?: DeliverySettlement['release']): Promise<void> {
+  #settle(
+    delivery: WebhookDeliveryRecord,
+    job: LeasedJob,
+    patch: DeliveryPatch,
+    release?: DeliverySettlement['release'],
+    log?: DeliverySettlement['log'],
+  ): Promise<void> {
     const item: DeliverySettlement = {
       deliveryId: delivery.id,
       patch: { ...patch, updatedAt: new Date(this.#o.now()).toISOString() },
       job,
       ...(release !== undefined ? { release } : {}),
+      ...(log !== undefined ? { log } : {}),
     };
     return new Promise<void>((resolve, reject) => {
       this.#batch.push({ item, resolve, reject });

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { LeasedJob, Store } from '../store/index.ts';
 import { Deliverer, DISABLE_AFTER_FAILURES } from './Deliverer.ts';
 import { Dispatcher } from './Dispatcher.ts';
+import { OperationalNotifier } from './OperationalNotifier.ts';
 import { JobLoop } from './JobLoop.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
 import { DELIVER_QUEUE, EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.ts';
@@ -65,6 +66,10 @@ export interface DeliveryEngineOptions {
   retryJitter?: number;
   random?: () => number;
   disableAfter?: number;
+  /** Entries kept in each delivery's attempts log (Deliverer ATTEMPTS_KEPT). */
+  attemptsKept?: number;
+  /** Operational events one endpoint may cause per type in any rolling hour (OperationalNotifier). */
+  operationalEventsPerHour?: number;
 }
 
 export class DeliveryEngine {
@@ -108,6 +113,8 @@ export class DeliveryEngine {
       disableAfter: options.disableAfter ?? DISABLE_AFTER_FAILURES,
       orderRecheckMs,
       wakeIn: (ms) => this.#loops[1]?.wakeIn(ms),
+      attemptsKept: options.attemptsKept,
+      notifier: new OperationalNotifier({ store: options.store, logger: this.#log, maxPerHour: options.operationalEventsPerHour }),
     });
     const common = { store: options.store, logger: this.#log, leaseMs, idleWaitMs };
     this.#loops = [

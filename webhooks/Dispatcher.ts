@@ -56,8 +56,10 @@ export class Dispatcher {
       logger.debug({ eventId: event.id, after }, `handle() | waits for the event it follows [eventId:${event.id}] [after:${after}]`);
       return [];
     }
+    // An operational event is never sent to the endpoint it is about (no loops).
+    const about = 'endpoint_id' in event.data ? event.data.endpoint_id : null;
     const endpoints = (await store.webhooks.listEndpoints(accountId)).filter(
-      (e) => e.isActive && e.events.includes(event.type),
+      (e) => e.isActive && e.events.includes(event.type) && e.id !== about,
     );
     let created: WebhookDeliveryRecord[] = [];
     if (endpoints.length > 0) {
@@ -72,7 +74,7 @@ export class Dispatcher {
           accountId,
           eventId: event.id,
           eventType: event.type,
-          streamId: event.data.stream_id,
+          streamId: 'stream_id' in event.data ? event.data.stream_id : null,
           payload,
           status: 'pending',
           attempts: 0,

@@ -6,17 +6,20 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { NewJob, StreamEndReason, StreamRecord } from '../store/index.ts';
+import { isOperationalEventType, OPERATIONAL_EVENT_TYPES } from './OperationalEvent.ts';
+import type { OperationalEvent, OperationalEventType } from './OperationalEvent.ts';
 
 /**
  * Event types (spec "Event types"):
  * - `stream.started`: ingest connected and the pipeline came up (again, after a reconnect);
- * - `stream.ended`: the session stopped; `data.reason` says why.
+ * - `stream.ended`: the session stopped; `data.reason` says why;
+ * - `webhook.*`: operational events about the account's other endpoints (OperationalEvent.ts).
  */
-export type WebhookEventType = 'stream.started' | 'stream.ended';
-export const EVENT_TYPES = ['stream.started', 'stream.ended'] as const satisfies readonly WebhookEventType[];
+export type WebhookEventType = 'stream.started' | 'stream.ended' | OperationalEventType;
+export const EVENT_TYPES = ['stream.started', 'stream.ended', ...OPERATIONAL_EVENT_TYPES] as const satisfies readonly WebhookEventType[];
 
 export function isEventType(v: unknown): v is WebhookEventType {
-  return v === 'stream.started' || v === 'stream.ended';
+  return v === 'stream.started' || v === 'stream.ended' || isOperationalEventType(v);
 }
 
 export interface StreamStartedData {
@@ -50,6 +53,9 @@ export type WebhookEvent =
   | { id: string; type: 'stream.started'; created_at: string; data: StreamStartedData }
   | { id: string; type: 'stream.ended'; created_at: string; data: StreamEndedData };
 
+/** Any event the outbox carries: a stream event or an operational one. */
+export type AnyWebhookEvent = WebhookEvent | OperationalEvent;
+
 /** Queues this folder owns. */
 export const EVENTS_QUEUE = 'events';
 export const DELIVER_QUEUE = 'webhooks.deliver';
@@ -59,7 +65,7 @@ export const MAINTENANCE_QUEUE = 'webhooks.maintenance';
 export interface EventJobPayload {
   kind: 'webhook_event';
   accountId: string;
-  event: WebhookEvent;
+  event: AnyWebhookEvent;
   /**
    * Id of the event this one must follow at every endpoint: a `stream.ended` names its session's
    * `stream.started`. It is fanned out only after that one, and each of its deliveries waits for
@@ -130,7 +136,7 @@ export function streamEndedEvent(
  * The outbox job for `event`: queue `events`, id = event id (enqueueing twice is a no-op).
  * `after`: the event it must follow (a `stream.ended`: its session's `stream.started`).
  */
-export function webhookEventJob(event: WebhookEvent, accountId: string, options: { after?: string } = {}): NewJob {
+export function webhookEventJob(event: AnyWebhookEvent, accountId: string, options: { after?: string } = {}): NewJob {
   const payload: EventJobPayload = { kind: 'webhook_event', accountId, event, ...(options.after !== undefined ? { after: options.after } : {}) };
   return { queue: EVENTS_QUEUE, id: event.id, payload };
 }
@@ -140,7 +146,7 @@ export function parseEventJob(payload: unknown): EventJobPayload | null {
   if (typeof payload !== 'object' || payload === null) return null;
   const p = payload as Partial<EventJobPayload>;
   if (p.kind !== 'webhook_event' || typeof p.accountId !== 'string') return null;
-  const e = p.event as Partial<WebhookEvent> | undefined;
+  const e = p.event as Partial<AnyWebhookEvent> | undefined;
   if (!e || typeof e.id !== 'string' || !isEventType(e.type) || typeof e.data !== 'object' || e.data === null) return null;
   if (p.after !== undefined && typeof p.after !== 'string') return null;
   return p as EventJobPayload;

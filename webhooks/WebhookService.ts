@@ -6,10 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { DeliveryStatus, Store, WebhookDeliveryRecord, WebhookEndpointRecord } from '../store/index.ts';
+import type { AttemptTrigger, DeliveryStatus, Store, WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord } from '../store/index.ts';
 import { postSigned } from './Deliverer.ts';
 import { validateEndpointUrl } from './EndpointUrl.ts';
 import { WebhookError } from './errors.ts';
+import { Redelivery } from './Redelivery.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
 import { generateSecret, secretPreview } from './Signature.ts';
 import { EVENT_TYPES, isEventType, streamEndedEvent } from './WebhookEvent.ts';
@@ -37,6 +38,17 @@ export const WEBHOOK_SERVICE_DEFAULTS = {
    */
   minRateLimit: 1,
   maxRateLimit: 1_000,
+  /**
+   * Resends per account in any 60 s. One resend is one request to the account's own endpoint;
+   * 60 lets someone click through a page of deliveries by hand, and no script can turn the API
+   * into a request cannon (recover is the tool for many).
+   */
+  resendsPerMinute: 60,
+  /**
+   * Recover calls per account in any 60 s. One call may queue up to 1000 sends (Redelivery
+   * `maxPerRecover`), so five a minute is room to page through a large outage, not to loop.
+   */
+  recoversPerMinute: 5,
 } as const;
 
 /** Endpoint record as the API shows it. `secret` is present only on create and rotate-secret. */
@@ -72,6 +84,38 @@ export interface WebhookDeliveryView {
   updated_at: string;
   last_attempt_at: string | null;
   next_attempt_at: string | null;
+}
+
+/** One send of a delivery as the attempts log shows it. */
+export interface WebhookAttemptView {
+  /** The delivery's send count after this send (1 for the first). */
+  attempt: number;
+  /** `scheduled` (first send and retries), `resend` or `recover`. */
+  trigger: AttemptTrigger;
+  started_at: string;
+  duration_ms: number;
+  /** HTTP status, or null when no response came. */
+  response_status: number | null;
+  /** The response body's first 1 KiB, or null. */
+  response_body: string | null;
+  /** null on a 2xx; otherwise why (`http_status: 500`, `timeout: …`, `tls: …`). */
+  error: string | null;
+}
+
+/** What recover returns. */
+export interface WebhookRecoverView {
+  /** Deliveries queued for one more send each, oldest first. */
+  requeued: number;
+  delivery_ids: string[];
+  /** More failed deliveries remain in the window: call again with the same window. */
+  has_more: boolean;
+}
+
+export interface RecoverInput {
+  /** ISO 8601; deliveries created at or after it. */
+  since: string;
+  /** ISO 8601; deliveries created before it; default now. */
+  until?: string;
 }
 
 /** What `test` returns: the endpoint's answer, or `error` when there was none (or it was not 2xx). */
@@ -128,6 +172,11 @@ export interface WebhookServiceOptions {
   now?: () => number;
   maxEndpointsPerAccount?: number;
   timeoutMs?: number;
+  /** Per account in any 60 s; defaults in WEBHOOK_SERVICE_DEFAULTS. */
+  resendsPerMinute?: number;
+  recoversPerMinute?: number;
+  /** Deliveries one recover call requeues at most (Redelivery). */
+  maxPerRecover?: number;
 }
 
 export function newEndpointId(): string {
@@ -167,6 +216,25 @@ export function toDeliveryView(d: WebhookDeliveryRecord): WebhookDeliveryView {
     last_attempt_at: d.lastAttemptAt,
     next_attempt_at: d.nextAttemptAt,
   };
+}
+
+export function toAttemptView(a: WebhookAttemptRecord): WebhookAttemptView {
+  return {
+    attempt: a.attempt,
+    trigger: a.trigger,
+    started_at: a.startedAt,
+    duration_ms: a.durationMs,
+    response_status: a.responseStatus,
+    response_body: a.responseBody,
+    error: a.error,
+  };
+}
+
+/** Accepts an ISO 8601 date-time with a zone; returns it normalised to UTC `…Z`. */
+function parseInstant(field: string, value: unknown): string {
+  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(ms)) throw invalid(field, `${field} must be an ISO 8601 date-time with a zone, e.g. 2026-03-01T12:00:00Z`);
+  return new Date(ms).toISOString();
 }
 
 const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];
@@ -209,6 +277,9 @@ export class WebhookService {
   readonly #now: () => number;
   readonly #max: number;
   readonly #timeoutMs: number;
+  readonly #redelivery: Redelivery;
+  readonly #resendsPerMinute: number;
+  readonly #recoversPerMinute: number;
 
   constructor(options: WebhookServiceOptions) {
     this.#store = options.store;
@@ -217,6 +288,13 @@ export class WebhookService {
     this.#now = options.now ?? Date.now;
     this.#max = options.maxEndpointsPerAccount ?? WEBHOOK_SERVICE_DEFAULTS.maxEndpointsPerAccount;
     this.#timeoutMs = options.timeoutMs ?? WEBHOOK_SERVICE_DEFAULTS.timeoutMs;
+    this.#resendsPerMinute = options.resendsPerMinute ?? WEBHOOK_SERVICE_DEFAULTS.resendsPerMinute;
+    this.#recoversPerMinute = options.recoversPerMinute ?? WEBHOOK_SERVICE_DEFAULTS.recoversPerMinute;
+    this.#redelivery = new Redelivery({
+      store: this.#store,
+      now: this.#now,
+      ...(options.maxPerRecover !== undefined ? { maxPerRecover: options.maxPerRecover } : {}),
+    });
   }
 
   /** Registers an endpoint; the view carries the full secret (the only time but rotate). */
@@ -310,12 +388,7 @@ export class WebhookService {
    */
   async test(accountId: string, id: string): Promise<WebhookTestResult> {
     const endpoint = await this.#own(accountId, id);
-    const max = WEBHOOK_SERVICE_DEFAULTS.testsPerMinute;
-    const rate = await this.#store.rateLimits.hit(`webhooks.test:${accountId}`, max, 60_000);
-    if (!rate.allowed) {
-      const retryAfter = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
-      throw new WebhookError('WEBHOOKS/RATE_LIMITED', `At most ${max} test sends per minute per account; retry in ${retryAfter} s.`, { limit: max, retry_after_seconds: retryAfter });
-    }
+    await this.#limit(accountId, 'test', WEBHOOK_SERVICE_DEFAULTS.testsPerMinute);
     const nowMs = this.#now();
     const event = streamEndedEvent(
       {
@@ -371,6 +444,75 @@ export class WebhookService {
       { limit, cursor: query.cursor ?? null },
     );
     return { items: page.items.map(toDeliveryView), next_cursor: page.nextCursor };
+  }
+
+  /**
+   * Sends one delivery again (succeeded or failed; same event id and body, signed afresh): it is
+   * `pending` until that one send ends. A pending delivery is refused (409): it is being sent.
+   */
+  async resend(accountId: string, id: string, deliveryId: string): Promise<WebhookDeliveryView> {
+    const endpoint = await this.#own(accountId, id);
+    const delivery = await this.#ownDelivery(endpoint, deliveryId);
+    this.#active(endpoint);
+    await this.#limit(accountId, 'resend', this.#resendsPerMinute);
+    const requeued = await this.#redelivery.requeue(delivery, 'resend');
+    if (!requeued) {
+      throw new WebhookError('WEBHOOKS/DELIVERY_PENDING', `delivery ${deliveryId} is pending: it is being sent already`, { id: deliveryId });
+    }
+    this.#log.info({ accountId, endpointId: id, deliveryId }, `resend() | delivery queued again [deliveryId:${deliveryId}]`);
+    return toDeliveryView(requeued);
+  }
+
+  /**
+   * Queues one more send of every `failed` delivery of the endpoint created in [since, until)
+   * (until defaults to now), at most `maxPerRecover` per call (`has_more` says to call again).
+   */
+  async recover(accountId: string, id: string, input: RecoverInput): Promise<WebhookRecoverView> {
+    const endpoint = await this.#own(accountId, id);
+    const since = parseInstant('since', input.since);
+    const until = input.until === undefined ? new Date(this.#now()).toISOString() : parseInstant('until', input.until);
+    if (Date.parse(since) >= Date.parse(until)) throw invalid('since', 'since must be before until');
+    this.#active(endpoint);
+    await this.#limit(accountId, 'recover', this.#recoversPerMinute);
+    const result = await this.#redelivery.recover(endpoint, since, until);
+    this.#log.info(
+      { accountId, endpointId: id, since, until, requeued: result.requeued.length, hasMore: result.hasMore },
+      `recover() | failed deliveries queued again [endpointId:${id}] [count:${result.requeued.length}]`,
+    );
+    return { requeued: result.requeued.length, delivery_ids: result.requeued.map((d) => d.id), has_more: result.hasMore };
+  }
+
+  /** Every send of one delivery kept in its attempts log, oldest first. */
+  async attempts(accountId: string, id: string, deliveryId: string): Promise<WebhookAttemptView[]> {
+    const endpoint = await this.#own(accountId, id);
+    await this.#ownDelivery(endpoint, deliveryId);
+    return (await this.#store.webhooks.listAttempts(deliveryId)).map(toAttemptView);
+  }
+
+  /** Counts one `kind` request of the account; throws RATE_LIMITED past `max` in any 60 s. */
+  async #limit(accountId: string, kind: 'test' | 'resend' | 'recover', max: number): Promise<void> {
+    const rate = await this.#store.rateLimits.hit(`webhooks.${kind}:${accountId}`, max, 60_000);
+    if (rate.allowed) return;
+    const retryAfter = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
+    throw new WebhookError('WEBHOOKS/RATE_LIMITED', `At most ${max} ${kind} requests per minute per account; retry in ${retryAfter} s.`, {
+      limit: max,
+      retry_after_seconds: retryAfter,
+    });
+  }
+
+  /** A disabled endpoint receives nothing, manual sends included: re-enable it first. */
+  #active(endpoint: WebhookEndpointRecord): void {
+    if (!endpoint.isActive) {
+      throw new WebhookError('WEBHOOKS/ENDPOINT_DISABLED', `webhook endpoint ${endpoint.id} is disabled; PATCH is_active: true first`, { id: endpoint.id });
+    }
+  }
+
+  async #ownDelivery(endpoint: WebhookEndpointRecord, deliveryId: string): Promise<WebhookDeliveryRecord> {
+    const d = await this.#store.webhooks.getDelivery(deliveryId);
+    if (!d || d.endpointId !== endpoint.id) {
+      throw new WebhookError('WEBHOOKS/DELIVERY_NOT_FOUND', `delivery ${deliveryId} not found on webhook endpoint ${endpoint.id}`, { id: deliveryId });
+    }
+    return d;
   }
 
   async #own(accountId: string, id: string): Promise<WebhookEndpointRecord> {

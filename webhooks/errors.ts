@@ -13,8 +13,14 @@ export const WEBHOOK_ERRORS = {
   'WEBHOOKS/URL_REJECTED': { httpStatus: 422, message: 'Webhook URL rejected' },
   /** A field other than the URL is invalid (events, name, limit…); `details.field` names it. */
   'WEBHOOKS/INVALID_INPUT': { httpStatus: 400, message: 'Invalid webhook request' },
-  /** Too many test sends from this account in the last minute; `details.retry_after_seconds` says when to retry. */
-  'WEBHOOKS/RATE_LIMITED': { httpStatus: 429, message: 'Too many webhook test sends' },
+  /** Too many test sends, resends or recovers from this account in the last minute; `details.retry_after_seconds` says when to retry. */
+  'WEBHOOKS/RATE_LIMITED': { httpStatus: 429, message: 'Too many webhook requests' },
+  /** No such delivery on this endpoint (resend, attempts). */
+  'WEBHOOKS/DELIVERY_NOT_FOUND': { httpStatus: 404, message: 'Webhook delivery not found' },
+  /** Resend of a delivery that is pending: it is being sent already. */
+  'WEBHOOKS/DELIVERY_PENDING': { httpStatus: 409, message: 'Webhook delivery is pending' },
+  /** Resend or recover on a disabled endpoint: re-enable it first. */
+  'WEBHOOKS/ENDPOINT_DISABLED': { httpStatus: 409, message: 'Webhook endpoint is disabled' },
 } as const;
 
 export type WebhookErrorCode = keyof typeof WEBHOOK_ERRORS;

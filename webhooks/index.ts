@@ -11,6 +11,7 @@ import { DeliveryEngine } from './DeliveryEngine.ts';
 import type { DeliveryEngineOptions } from './DeliveryEngine.ts';
 import { SafeHttpClient } from './SafeHttpClient.ts';
 import { WebhookService } from './WebhookService.ts';
+import type { WebhookServiceOptions } from './WebhookService.ts';
 
 export { AddressPolicy, BlockedAddressError, normalizeHost } from './AddressPolicy.ts';
 export type { AddressPolicyOptions, AddressVerdict, Resolver, ResolvedAddress } from './AddressPolicy.ts';
@@ -40,15 +41,18 @@ export {
   webhookEventJob,
   parseEventJob,
 } from './WebhookEvent.ts';
-export type { WebhookEvent, WebhookEventType, StreamStartedData, StreamEndedData, EventJobPayload } from './WebhookEvent.ts';
+export type { WebhookEvent, AnyWebhookEvent, WebhookEventType, StreamStartedData, StreamEndedData, EventJobPayload } from './WebhookEvent.ts';
 export { RETRY_DELAYS_MS, MAX_SENDS, RETRY_JITTER, nextRetryDelayMs } from './RetrySchedule.ts';
 export { validateEndpointUrl, MAX_URL_LENGTH } from './EndpointUrl.ts';
 export { WebhookError, WEBHOOK_ERRORS, isWebhookError } from './errors.ts';
 export type { WebhookErrorCode, WebhookErrorDetails, UrlRejectReason } from './errors.ts';
-export { WebhookService, WEBHOOK_SERVICE_DEFAULTS, toEndpointView, toDeliveryView } from './WebhookService.ts';
+export { WebhookService, WEBHOOK_SERVICE_DEFAULTS, toEndpointView, toDeliveryView, toAttemptView } from './WebhookService.ts';
 export type {
   WebhookEndpointView,
   WebhookDeliveryView,
+  WebhookAttemptView,
+  WebhookRecoverView,
+  RecoverInput,
   WebhookTestResult,
   CreateEndpointInput,
   UpdateEndpointInput,
@@ -58,7 +62,23 @@ export type {
 } from './WebhookService.ts';
 export { DeliveryEngine, DELIVERY_ENGINE_DEFAULTS } from './DeliveryEngine.ts';
 export type { DeliveryEngineOptions } from './DeliveryEngine.ts';
-export { Deliverer, postSigned, RESPONSE_BODY_LIMIT, DISABLE_AFTER_FAILURES } from './Deliverer.ts';
+export { Deliverer, postSigned, RESPONSE_BODY_LIMIT, DISABLE_AFTER_FAILURES, ATTEMPT_BODY_LIMIT, ATTEMPTS_KEPT } from './Deliverer.ts';
+export { REDELIVERY_DEFAULTS } from './Redelivery.ts';
+export {
+  OPERATIONAL_EVENT_TYPES,
+  isOperationalEventType,
+  deliveryExhaustedEvent,
+  endpointDisabledEvent,
+  endpointRecoveredEvent,
+} from './OperationalEvent.ts';
+export type {
+  OperationalEvent,
+  OperationalEventType,
+  DeliveryExhaustedData,
+  EndpointDisabledData,
+  EndpointRecoveredData,
+} from './OperationalEvent.ts';
+export { OPERATIONAL_EVENT_DEFAULTS } from './OperationalNotifier.ts';
 export type { AttemptResult } from './Deliverer.ts';
 export { Dispatcher } from './Dispatcher.ts';
 
@@ -76,8 +96,10 @@ export interface WebhooksOptions {
   ca?: string | Buffer;
   /** Custom DNS (tests). */
   resolve?: Resolver;
-  /** Engine tuning (concurrency, lease, timeouts, retry delays). */
+  /** Engine tuning (concurrency, lease, timeouts, retry delays, attempts kept, operational bound). */
   engine?: Omit<DeliveryEngineOptions, 'store' | 'client' | 'logger' | 'now'>;
+  /** Management limits (resends and recovers per minute, deliveries per recover). */
+  service?: Pick<WebhookServiceOptions, 'resendsPerMinute' | 'recoversPerMinute' | 'maxPerRecover'>;
 }
 
 export interface Webhooks {
@@ -104,7 +126,7 @@ export function createWebhooks(options: WebhooksOptions): Webhooks {
   }
   const client = new SafeHttpClient({ policy, ...(options.ca !== undefined ? { ca: options.ca } : {}), userAgent: 'Reverie-Webhooks/1.0' });
   const now = options.now ?? Date.now;
-  const service = new WebhookService({ store: options.store, client, logger: log, now });
+  const service = new WebhookService({ ...options.service, store: options.store, client, logger: log, now });
   const engine = new DeliveryEngine({ ...options.engine, store: options.store, client, logger: log, now });
   let closing: Promise<void> | null = null;
   return {

@@ -24,7 +24,7 @@ export const RecordingSchema = z
     state: z.enum(['recording', 'complete', 'interrupted']).describe('interrupted: its media node stopped without ending it; it plays up to its last complete segment'),
     started_at: z.string().describe('Time of its first frame still kept'),
     ended_at: z.string().nullable().describe('null while recording'),
-    duration: z.number().describe('Seconds of media (the time the publisher was away is not counted)'),
+    duration: z.number().describe("Seconds of the publisher's media (the time it was away, and the slate watched outputs carried meanwhile, are not in it)"),
     size: z.number().int().describe('Bytes kept'),
     segments: z.number().int(),
     discontinuities: z.number().int().describe('Times the publisher left and came back within it'),

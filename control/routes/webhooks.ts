@@ -2,17 +2,20 @@
  * Area B webhook management (spec "Area B: webhook management"). Thin: validation here, rules in
  * webhooks/WebhookService. Statuses the spec leaves "not shown" are chosen in docs/api.md:
  * create 201, delete 200 with `{ success, id }`, a rejected URL 422, the 11th endpoint 409.
+ * Beyond the spec: recover and resend answer 202 (the sends happen later, from the queue); the
+ * attempts log 200. A delivery id the route did not get from us is simply not found.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { isWebhookError, WEBHOOK_SERVICE_DEFAULTS, type WebhookService } from '../../webhooks/index.ts';
+import { EVENT_TYPES, isWebhookError, WEBHOOK_SERVICE_DEFAULTS, type WebhookService } from '../../webhooks/index.ts';
 import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { streamError } from '../../errors/index.ts';
 import { EnvelopeErrorSchema } from './streams.ts';
 
-const EVENT = z.enum(['stream.started', 'stream.ended']);
+/** `stream.*` events, and the operational `webhook.*` ones about the account's other endpoints (docs/webhooks.md). */
+const EVENT = z.enum(EVENT_TYPES);
 
 const EndpointSchema = z
   .object({
@@ -68,8 +71,30 @@ const TestResultSchema = z
   })
   .meta({ id: 'WebhookTestResult' });
 
+const AttemptSchema = z
+  .object({
+    attempt: z.number().int().describe("The delivery's send count after this send (1 for the first)"),
+    trigger: z.enum(['scheduled', 'resend', 'recover']).describe('scheduled: the first send or a retry; resend or recover: asked for through the API'),
+    started_at: z.string(),
+    duration_ms: z.number(),
+    response_status: z.number().int().nullable().describe('null when no response came (timeout, connection or TLS error)'),
+    response_body: z.string().nullable().describe("The response body's first 1 KiB"),
+    error: z.string().nullable().describe('null on a 2xx; otherwise why the send failed'),
+  })
+  .meta({ id: 'WebhookAttempt' });
+
+const RecoverResultSchema = z
+  .object({
+    requeued: z.number().int().describe('Failed deliveries queued for one more send each'),
+    delivery_ids: z.array(z.string()),
+    has_more: z.boolean().describe('More failed deliveries remain in the window: call again with the same window'),
+  })
+  .meta({ id: 'WebhookRecoverResult' });
+
 const IdParams = z.object({ id: z.string().min(1).max(100) });
+const DeliveryParams = z.object({ id: z.string().min(1).max(100), delivery_id: z.string().min(1).max(100) });
 const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 409: EnvelopeErrorSchema, 422: EnvelopeErrorSchema };
+const limited = { ...errors, 429: EnvelopeErrorSchema };
 
 /** Maps the webhooks area's typed errors onto the Area B catalogue. */
 function mapped<T>(fn: () => Promise<T>): Promise<T> {
@@ -95,7 +120,7 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
         schema: {
           tags,
           summary: 'Register an endpoint; the response holds the full secret, shown only now',
-          body: z.object({ url: z.string().min(1).max(2048), events: z.array(EVENT).min(1).max(2), name: z.string().max(200).optional(), rate_limit: RateLimit.optional() }).strict(),
+          body: z.object({ url: z.string().min(1).max(2048), events: z.array(EVENT).min(1).max(EVENT_TYPES.length), name: z.string().max(200).optional(), rate_limit: RateLimit.optional() }).strict(),
           response: { 201: EndpointSchema, ...errors },
         },
       },
@@ -119,7 +144,7 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
           tags,
           summary: 'Change url, events, name, is_active (true re-enables and clears the failure count) or rate_limit',
           params: IdParams,
-          body: z.object({ url: z.string().min(1).max(2048).optional(), events: z.array(EVENT).min(1).max(2).optional(), name: z.string().max(200).optional(), is_active: z.boolean().optional(), rate_limit: RateLimit.optional() }).strict(),
+          body: z.object({ url: z.string().min(1).max(2048).optional(), events: z.array(EVENT).min(1).max(EVENT_TYPES.length).optional(), name: z.string().max(200).optional(), is_active: z.boolean().optional(), rate_limit: RateLimit.optional() }).strict(),
           response: { 200: EndpointSchema, ...errors },
         },
       },
@@ -170,6 +195,59 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
           throw err;
         });
         return { data: page.items, next_cursor: page.next_cursor };
+      },
+    );
+
+    r.get(
+      '/v1/webhooks/:id/deliveries/:delivery_id/attempts',
+      {
+        schema: {
+          tags,
+          summary: 'Every send of one delivery, oldest first: time, duration, status or network error, first 1 KiB of the response (the last 20 kept)',
+          params: DeliveryParams,
+          response: { 200: z.object({ data: z.array(AttemptSchema) }), ...errors },
+        },
+      },
+      async (req) => ({ data: await mapped(() => service.attempts(acc(req), req.params.id, req.params.delivery_id)) }),
+    );
+
+    r.post(
+      '/v1/webhooks/:id/deliveries/:delivery_id/resend',
+      {
+        schema: {
+          tags,
+          summary: 'Send one delivery again (same event id and body, signed afresh): one send, no retry schedule. Rate-limited per account',
+          params: DeliveryParams,
+          response: { 202: DeliverySchema, ...limited },
+        },
+      },
+      async (req, reply) => {
+        const view = await mapped(() => service.resend(acc(req), req.params.id, req.params.delivery_id));
+        reply.code(202);
+        return view;
+      },
+    );
+
+    r.post(
+      '/v1/webhooks/:id/recover',
+      {
+        schema: {
+          tags,
+          summary: 'Queue one more send of every failed delivery of the endpoint created in [since, until) (same event ids). Rate-limited per account',
+          params: IdParams,
+          body: z
+            .object({
+              since: z.string().min(1).max(64).describe('ISO 8601 date-time with a zone; deliveries created at or after it'),
+              until: z.string().min(1).max(64).optional().describe('ISO 8601 date-time with a zone; deliveries created before it. Default: now'),
+            })
+            .strict(),
+          response: { 202: RecoverResultSchema, ...limited },
+        },
+      },
+      async (req, reply) => {
+        const result = await mapped(() => service.recover(acc(req), req.params.id, req.body));
+        reply.code(202);
+        return result;
       },
     );
   };

@@ -79,6 +79,14 @@ t.test('DELETED_STREAM_STATUS_TTL: 3600 s unless set, 0 allowed, nonsense named'
   }
 });
 
+t.test('ADMISSION_*: 2000 ms hook timeout, 5 s decisions, 300 s JWKS unless set (in ms inside); nonsense named', async (t) => {
+  t.same(loadConfig({}).admission, { hookTimeoutMs: 2000, decisionTtlMs: 5000, jwksTtlMs: 300_000 });
+  t.same(loadConfig({ ADMISSION_HOOK_TIMEOUT_MS: '500', ADMISSION_CACHE_TTL: '0', ADMISSION_JWKS_CACHE_TTL: '1.5' }).admission, { hookTimeoutMs: 500, decisionTtlMs: 0, jwksTtlMs: 1500 });
+  for (const [variable, bad] of [['ADMISSION_HOOK_TIMEOUT_MS', '50'], ['ADMISSION_HOOK_TIMEOUT_MS', '60000'], ['ADMISSION_CACHE_TTL', '-1'], ['ADMISSION_JWKS_CACHE_TTL', '0'], ['ADMISSION_JWKS_CACHE_TTL', 'soon']] as const) {
+    t.throws(() => loadConfig({ [variable]: bad }), { name: 'ConfigError', variable }, `${variable}=${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('flags override the environment', async (t) => {
   const c = loadConfig({ PORT: '9000', ROLES: 'api' }, { PORT: 9100, ROLES: 'worker,media' });
   t.equal(c.port, 9100);

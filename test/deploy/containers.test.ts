@@ -69,7 +69,12 @@ function lintDockerfile(name: string, ins: Instruction[], ignore: string[]): str
     }
     if (i.op === 'RUN' && /apt-get upgrade|dist-upgrade/.test(i.args)) at(i, 'DL3005 no apt-get upgrade');
     if ((i.op === 'CMD' || i.op === 'ENTRYPOINT') && !i.args.startsWith('[')) at(i, 'DL3025 JSON form');
-    if (i.op === 'RUN' && /npm (ci|install)\b/.test(i.args) && !/--omit=dev/.test(i.args)) at(i, 'runtime images install runtime dependencies only (--omit=dev)');
+    // A full install is fine where the build needs dev dependencies, if the stage prunes them after.
+    if (i.op === 'RUN' && /npm (ci|install)\b/.test(i.args) && !/--omit=dev/.test(i.args)) {
+      const stageEnd = ins.findIndex((j, k) => k > ins.indexOf(i) && j.op === 'FROM');
+      const rest = ins.slice(ins.indexOf(i), stageEnd < 0 ? undefined : stageEnd);
+      if (!rest.some((j) => j.op === 'RUN' && /npm prune\b[^&;]*--omit=dev/.test(j.args))) at(i, 'runtime images install runtime dependencies only (--omit=dev, or npm prune --omit=dev after the build)');
+    }
     if (i.op === 'COPY' && !/--from=/.test(i.args)) {
       const parts = i.args.split(/\s+/).filter((a) => !a.startsWith('--'));
       for (const src of parts.slice(0, -1)) {
@@ -93,6 +98,10 @@ function lintDockerfile(name: string, ins: Instruction[], ignore: string[]): str
   if (!/\b8080\b/.test(expose)) p.push(`${name}: EXPOSE lacks 8080`);
   const entry = final.find((i) => i.op === 'ENTRYPOINT');
   if (!entry || !/bin\/reverie\.js/.test(entry.args)) p.push(`${name}: ENTRYPOINT should run bin/reverie.js`);
+  // The image runs the build (dist/), not the TypeScript through tsx: bin/reverie.js picks dist/.
+  const builds = ins.some((i) => i.op === 'RUN' && /npm run build\b/.test(i.args));
+  const hasDist = final.some((i) => (i.op === 'RUN' && /npm run build\b/.test(i.args)) || (i.op === 'COPY' && /--from=\S+\s+\S*\/dist\/?\s/.test(i.args)));
+  if (!builds || !hasDist) p.push(`${name}: the image should run the build (npm run build, dist/ in the final stage)`);
   return p;
 }
 
@@ -115,16 +124,18 @@ for (const file of ['Dockerfile', 'Dockerfile.gpu']) {
 t.test('the Dockerfile lint catches what it claims to', async (t) => {
   const bad = parseDockerfile(['FROM node:latest', 'WORKDIR app', 'RUN apt-get install -y ffmpeg', 'COPY nope/ nope/', 'COPY node_modules node_modules', 'RUN npm ci', 'EXPOSE 8080', 'CMD node bin/reverie.js'].join('\n'));
   const problems = lintDockerfile('bad', bad, dockerignore).join('\n');
-  for (const want of [/DL3007/, /DL3000/, /DL3015/, /DL3009/, /one list/, /nope\/ does not exist/, /excluded by \.dockerignore/, /--omit=dev/, /DL3025/, /DL3002/, /no HEALTHCHECK/, /WEBRTC_UDP_PORT_RANGE not set/]) {
+  for (const want of [/DL3007/, /DL3000/, /DL3015/, /DL3009/, /one list/, /nope\/ does not exist/, /excluded by \.dockerignore/, /--omit=dev/, /DL3025/, /DL3002/, /no HEALTHCHECK/, /WEBRTC_UDP_PORT_RANGE not set/, /run the build/]) {
     t.match(problems, want, `flags ${want}`);
   }
 });
 
-t.test('the server needs no devDependency at run time (tsx is a dependency)', async (t) => {
+t.test('the server needs no devDependency at run time: the images run the build, the sources run through tsx (a dependency)', async (t) => {
   const pkg = JSON.parse(read('package.json')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
   t.ok(pkg.dependencies['tsx'], 'tsx is a runtime dependency');
   t.notOk(pkg.devDependencies['tsx'], 'and not a devDependency');
-  t.match(read('bin/reverie.js'), /tsx/, 'bin/reverie.js loads tsx');
+  t.match(read('bin/reverie.js'), /dist|DEFAULT_OUT/, 'bin/reverie.js runs the build when it is current');
+  t.match(read('bin/reverie.js'), /tsx/, 'and the sources through tsx otherwise');
+  t.ok(dockerignore.includes('dist'), 'a local dist/ stays out of the build context: the image builds its own');
 });
 
 interface ComposeService {

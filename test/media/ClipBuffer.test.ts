@@ -19,6 +19,8 @@ const seg = (o: Partial<CompletedSegment> & { gapMs?: number } = {}): CompletedS
     durationMs: 1000,
     wallStartMs: 1_000_000 + clock + away,
     discontinuity: gapMs > 0,
+    liveBytes: 1000,
+    liveDurationMs: 1000,
     ...rest,
   };
   clock = s.startMs + s.durationMs;

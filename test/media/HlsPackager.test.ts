@@ -2,12 +2,13 @@
  * HlsPackager on real x264 output (EncoderBin, real GStreamer) replayed with synthetic arrival
  * times, so segment/part timing is deterministic: window bounds, part and segment rules, the
  * publisher-gap discontinuity, a timeline without holes across gaps and resolution changes,
- * silence padding without publisher audio, and close().
+ * silence padding without publisher audio, slate frames (the live run of each segment, a segment
+ * at the first live keyframe after the slate), and close().
  */
 import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
-import { HlsPackager } from '../../media/HlsPackager.ts';
+import { HlsPackager, type CompletedSegment } from '../../media/HlsPackager.ts';
 
 /** `n` real access units of a moving gradient, IDR every `keyInt` frames. */
 async function encode(n: number, keyInt: number, W = 128, H = 96): Promise<EncodedAccessUnit[]> {
@@ -66,7 +67,7 @@ t.test('segments start on keyframes, parts stay within PART-TARGET, the window s
   const aus = await encode(300, 30); // 10 s at 30 fps, IDR each second
   const { hls, keyRequests } = packager();
   t.teardown(() => hls.close());
-  aus.forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   const pl = hls.playlist('ll');
   const segs = [...pl.matchAll(/#EXTINF:([\d.]+),\nseg(\d+)\.m4s/g)].map((m) => ({ dur: Number(m[1]), msn: Number(m[2]) }));
   t.equal(segs.length, 4, 'windowSegments complete segments listed');
@@ -94,9 +95,9 @@ t.test('without publisher audio, parts carry silent AAC covering the video; afte
   const { hls } = packager({ windowSegments: 6 });
   t.teardown(() => hls.close());
   hls.audioExpected = false;
-  aus.slice(0, 60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 60).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   hls.flush(); // the publisher left
-  aus.slice(60).forEach((au, i) => hls.pushVideo({ ...au, atMs: 20_000 + i * frameMs }));
+  aus.slice(60).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 20_000 + i * frameMs }));
   const pl = hls.playlist('ll');
   t.match(pl, /seg1\.m4s\n#EXT-X-DISCONTINUITY\n/, 'discontinuity before the first segment of the new publisher');
   // ≈ 2 s of video before the gap → ≈ 94 AAC frames of 21.3 ms of silence.
@@ -141,12 +142,12 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
   const { hls } = packager({ windowSegments: 30 });
   t.teardown(() => hls.close());
   hls.audioExpected = false;
-  aus.slice(0, 35).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 35).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   // A 3 s stall of the same encoder; it resumes mid-GOP (frames 40–59 wait for the key frame at 60).
-  aus.slice(40).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + 35 * frameMs + 3000 + i * frameMs }));
+  aus.slice(40).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + 35 * frameMs + 3000 + i * frameMs }));
   hls.flush(); // the publisher left
   // 5 s later a new encoder at another size.
-  bigger.forEach((au, i) => hls.pushVideo({ ...au, atMs: 30_000 + i * frameMs }));
+  bigger.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 30_000 + i * frameMs }));
   hls.flush();
   const pl = hls.playlist('ll');
   const msns = [...pl.matchAll(/^seg(\d+)\.m4s$/gm)].map((m) => Number(m[1]));
@@ -166,14 +167,14 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
 t.test('blocking waits resolve when the part appears and fail on close', { timeout: 60_000 }, async (t) => {
   const aus = await encode(40, 30);
   const { hls } = packager();
-  aus.slice(0, 20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + i * frameMs }));
+  aus.slice(0, 20).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
   const parts = hls.playlist('ll').match(/#EXT-X-PART:/g)?.length ?? 0;
   const waiting = hls.waitFor(0, parts, 5000);
   let settled = false;
   void waiting.then(() => (settled = true));
   await new Promise((r) => setImmediate(r));
   t.notOk(settled, 'held while the part does not exist');
-  aus.slice(20).forEach((au, i) => hls.pushVideo({ ...au, atMs: 10_000 + (20 + i) * frameMs }));
+  aus.slice(20).forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + (20 + i) * frameMs }));
   t.equal(await waiting, true, 'resolved once the part was produced');
   const never = hls.waitFor(50, undefined, 5000);
   hls.close();
@@ -181,4 +182,39 @@ t.test('blocking waits resolve when the part appears and fail on close', { timeo
   t.equal(hls.segment(0), undefined, 'close() drops the segments');
   hls.close();
   t.pass('close() is idempotent');
+});
+
+t.test('slate frames: players get them alike; each segment says which leading bytes are live, and the first live keyframe after the slate starts a segment', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(80, 10); // an IDR every 10 frames (333 ms)
+  const completed: CompletedSegment[] = [];
+  const { hls, keyRequests } = packager({ windowSegments: 10, onSegment: (s) => completed.push(s) });
+  t.teardown(() => hls.close());
+  // Live 0–24, the slate 25–44 (the publisher away, a viewer watching), live again from 45.
+  const slate = (i: number) => i >= 25 && i < 45;
+  let asked = -1;
+  aus.forEach((au, i) => {
+    const before = keyRequests();
+    hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }, slate(i));
+    if (asked < 0 && i >= 45 && keyRequests() > before) asked = i;
+  });
+  hls.flush();
+  const frames = (ms: number) => Math.round(ms / frameMs);
+  const shape = completed.map((s) => ({ frames: frames(s.durationMs), liveFrames: frames(s.liveDurationMs), whole: s.liveBytes === s.bytes.length, none: s.liveBytes === 0 }));
+  t.comment(JSON.stringify(shape));
+  t.same(
+    shape.slice(0, 4),
+    [
+      { frames: 20, liveFrames: 20, whole: true, none: false }, // live 0–19
+      { frames: 20, liveFrames: 5, whole: false, none: false }, // live 20–24, then the slate
+      { frames: 10, liveFrames: 0, whole: false, none: true }, // the slate 40–44, live 45–49 (they reference the slate)
+      { frames: 20, liveFrames: 20, whole: true, none: false }, // from the live keyframe at 50, 333 ms into the segment
+    ],
+    'segment lengths and their live runs',
+  );
+  t.ok(asked >= 45 && asked <= 47, `a key unit asked as the live frames came back (frame ${asked})`);
+  const mixed = completed[1] as CompletedSegment;
+  t.equal(mixed.bytes.toString('latin1', mixed.liveBytes + 4, mixed.liveBytes + 8), 'moof', 'the live run ends where a fragment starts');
+  const liveSpan = trackSpans(mixed.bytes.subarray(0, mixed.liveBytes), 1).reduce((n, s) => n + s.end - s.start, 0);
+  t.equal(Math.round(liveSpan / 3000), 5, 'its fragments hold the 5 live frames');
+  t.notMatch(hls.playlist('ll'), /#EXT-X-DISCONTINUITY\n/, 'players see one continuous stream (slate and live alike)');
 });

@@ -40,8 +40,9 @@ t.test('no processing → no processor, I420 end to end; a processor is built wh
   const source = await stampedH264({ size: 256, frames: 150 });
   const p = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source });
   t.equal(p.status, 201, `OBS-like WHIP POST → 201 (${p.body})`);
-  // The viewer has watched the slate since it joined: wait for the publisher's decoder before counting live frames.
-  let s = await until('the decoder runs', () => srv.node.status(STREAM_ID), (v) => v?.pixelFormat != null, 20_000);
+  // The viewer has watched the slate since it joined: wait for the publisher's frames on the output
+  // before counting live frames (its decoder exists from the publish on, before any frame).
+  let s = await until('the stream is live', () => srv.node.status(STREAM_ID), (v) => v?.state === 'live', 20_000);
   t.ok((await viewer.evaluate(() => (window as unknown as W).waitFrames(20, 30_000))) >= 20, 'the viewer decodes frames');
   const plain = await viewer.evaluate(() => (window as unknown as W).frameStats());
   s = srv.node.status(STREAM_ID);

@@ -1,7 +1,8 @@
 /**
  * VideoIngest with a real decoder (GStreamer): a decoder that takes frames and gives none out is
  * rebuilt after `decoderStallMs`, and the rebuilt one decodes the publisher's next key frame on;
- * a publisher that is merely slow (a frame every few hundred ms, each decoded) is not a stall.
+ * a publisher that is merely slow (a frame every few hundred ms, each decoded) is not a stall; a
+ * decoder prepared when the publisher attaches takes its first key frame.
  */
 import pino from 'pino';
 import t from 'tap';
@@ -96,5 +97,20 @@ t.test('a slow publisher is not a stalled decoder', { timeout: 60_000 }, async (
   }
   t.equal(decoded(), 6, 'every frame decoded');
   t.equal(vi.restarts, 0, 'no rebuild');
+  t.same(errors, []);
+});
+
+t.test('prepare builds the decoder before the first frame; the first key frame decodes on it', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(5);
+  const { vi, errors, decoded } = ingest(2000);
+  t.teardown(() => vi.close());
+  const { session } = fakeSession();
+  t.equal(vi.format, null, 'no decoder before the publisher attached');
+  vi.prepare(session);
+  t.equal(vi.format, 'I420', 'a decoder waits for the first frame');
+  for (const [i, au] of aus.entries()) vi.push(session, { data: annexB(au), keyframe: au.keyframe, timestamp: i * 3000 });
+  for (let i = 0; i < 200 && decoded() < 1; i++) await tick(10);
+  t.ok(decoded() >= 1, `the first key frame decodes (${decoded()} frames)`);
+  t.equal(vi.restarts, 0, 'on the decoder prepared, not a rebuilt one');
   t.same(errors, []);
 });

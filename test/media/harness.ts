@@ -104,6 +104,10 @@ export interface PeerPage {
   /** Plays WHEP; `codec` restricts the viewer's offer to that codec (setCodecPreferences). */
   play(o: { url: string; codec?: 'VP8' | 'H264' }): Promise<{ status: number; location: string | null; body: string }>;
   waitFrames(n: number, timeoutMs: number): Promise<number>;
+  /** Starts logging every presented frame of the WHEP player into frameLog (see PEER_PAGE). */
+  trackFrames(): void;
+  /** Per presented frame since trackFrames(): [arrival, ms on the page's clock; the publisher's stamped picture (else slate)]. */
+  frameLog: [number, boolean][] | null;
   frameStats(): { width: number; height: number; extremeFraction: number; meanLuma: number; meanRgb: [number, number, number]; framesDecoded: number };
   pubStats(): Promise<{ codec: string | undefined; framesEncoded: number; pliCount: number; nackCount: number }>;
   /** The viewer's inbound video: negotiated codec and decoder counters. */
@@ -151,6 +155,29 @@ window.publishObsLike = async ({ url, token }) => {
   return { status: res.status, location: res.headers.get('location'), offer, body };
 };
 window.frames = 0;
+// Per-frame log for gap measurements, off until trackFrames(): [arrival ms, stamped] per presented
+// frame. Arrival is when its last packet came (receiveTime: no render or vsync jitter), else when it
+// was presented; stamped: every block centre of stampedH264's 4×4 counter grid is black or white
+// (the publisher's picture, not the slate's uniform or greyed picture).
+window.frameLog = null;
+window.trackFrames = () => { window.frameLog = []; };
+function logFrame(v, now, meta) {
+  const w = v.videoWidth, h = v.videoHeight;
+  if (w === 0) return;
+  const c = document.getElementById('c');
+  if (c.width !== w || c.height !== h) { c.width = w; c.height = h; }
+  const g = c.getContext('2d', { willReadFrequently: true });
+  g.drawImage(v, 0, 0);
+  let black = 0, white = 0;
+  for (let i = 0; i < 16; i++) {
+    const d = g.getImageData(Math.floor(((i % 4) + 0.5) * w / 4), Math.floor((Math.floor(i / 4) + 0.5) * h / 4), 1, 1).data;
+    const y = 0.299 * d[0] + 0.587 * d[1] + 0.114 * d[2];
+    if (y < 60) black++;
+    else if (y > 195) white++;
+  }
+  // Every counter has a white block; the plain slate (luma ≈ 56) has none, the greyed one no extreme.
+  window.frameLog.push([meta.receiveTime ?? now, black + white === 16 && white > 0]);
+}
 window.play = async ({ url, codec }) => {
   const pc = new RTCPeerConnection();
   window.view = pc;
@@ -159,7 +186,7 @@ window.play = async ({ url, codec }) => {
   pc.addTransceiver('audio', { direction: 'recvonly' });
   const v = document.getElementById('v');
   pc.ontrack = (e) => { if (e.track.kind === 'video') { v.srcObject = new MediaStream([e.track]); v.play().catch(() => {}); } };
-  const count = () => { window.frames++; v.requestVideoFrameCallback(count); };
+  const count = (now, meta) => { window.frames++; if (window.frameLog) logFrame(v, now, meta); v.requestVideoFrameCallback(count); };
   v.requestVideoFrameCallback(count);
   await pc.setLocalDescription(await pc.createOffer());
   await gathered(pc);

@@ -157,6 +157,15 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     await store.accounts.setPlan('acc_missing', 'pro');
     t.equal(await store.accounts.get('acc_missing'), null, 'setPlan on a missing account creates nothing');
 
+    const rule = { type: 'hook' as const, url: 'https://hooks.example.com/admit', actions: ['read' as const] };
+    await store.accounts.setAdmission('acc_a', rule);
+    t.same((await store.accounts.get('acc_a'))?.admission, rule, 'an admission rule round-trips');
+    t.equal((await store.accounts.get('acc_a'))?.plan, 'pro', 'and leaves the plan as it was');
+    await store.accounts.setAdmission('acc_a', null);
+    t.equal((await store.accounts.get('acc_a'))?.admission, null, 'null removes it');
+    await store.accounts.setAdmission('acc_missing', rule);
+    t.equal(await store.accounts.get('acc_missing'), null, 'setAdmission on a missing account creates nothing');
+
     const key = { digest: 'ab'.repeat(32), accountId: 'acc_a', preview: 'rv_live_ab12', createdAt: iso(T0) };
     await store.accounts.addKey(key);
     t.same(await store.accounts.findKey(key.digest), key);
@@ -566,6 +575,79 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
       ['dlv_7b'],
       'pairs of a deleted endpoint are free again',
     );
+  });
+
+  test('webhooks.listDeliveries windows by creation time, alone and with a cursor', async (t, { store }) => {
+    await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
+    const all = Array.from({ length: 6 }, (_, i) => delivery(`dlv_${i}`, 'whk_1', `evt_${i}`, T0 + i * 1000, { status: 'failed' }));
+    // Two at the same ms as the window's start and end, so the bounds' inclusivity shows.
+    all.push(delivery('dlv_2b', 'whk_1', 'evt_2b', T0 + 2000, { status: 'failed' }), delivery('dlv_5b', 'whk_1', 'evt_5b', T0 + 5000, { status: 'failed' }));
+    await store.webhooks.createDeliveries(all, () => []);
+    const window = { createdFrom: iso(T0 + 2000), createdBefore: iso(T0 + 5000) };
+    const pages: string[][] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await store.webhooks.listDeliveries('whk_1', { ...window, status: 'failed' }, { limit: 2, cursor });
+      pages.push(page.items.map((d) => d.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    t.same(pages, [['dlv_4', 'dlv_3'], ['dlv_2b', 'dlv_2']], 'from is inclusive, before exclusive');
+    t.same((await store.webhooks.listDeliveries('whk_1', { createdFrom: iso(T0 + 4500) }, { limit: 10 })).items.map((d) => d.id), ['dlv_5b', 'dlv_5']);
+    t.same((await store.webhooks.listDeliveries('whk_1', { createdBefore: iso(T0 + 1000) }, { limit: 10 })).items.map((d) => d.id), ['dlv_0']);
+  });
+
+  test('webhooks.requeueDelivery moves a finished delivery back to pending with its job, once', async (t, { store }) => {
+    await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0, { status: 'failed', attempts: 8 })], () => []);
+    const job = { queue: 'deliveries', id: 'dlv_1', payload: { deliveryId: 'dlv_1', trigger: 'resend' } };
+    const racing = await Promise.all([0, 1, 2].map(() => store.webhooks.requeueDelivery('dlv_1', { status: 'pending', error: null }, [job])));
+    const won = racing.filter((r) => r !== null);
+    t.equal(won.length, 1, 'concurrent requeues of one delivery: one wins');
+    t.match(won[0], { id: 'dlv_1', status: 'pending', attempts: 8, eventId: 'evt_1', error: null });
+    t.same(await store.webhooks.getDelivery('dlv_1'), won[0]);
+    t.same((await leaseAll(store, 'deliveries')).map((j) => [j.id, j.payload]), [['dlv_1', job.payload]], 'one job, written with it');
+    t.equal(await store.webhooks.requeueDelivery('dlv_1', { status: 'pending' }, [job]), null, 'a pending delivery is left as is');
+    t.equal(await store.webhooks.requeueDelivery('dlv_x', { status: 'pending' }, [job]), null, 'a missing one too');
+  });
+
+  test('webhooks.addAttempt keeps the newest `keep` sends per delivery, oldest first; they go with the delivery', async (t, { store }) => {
+    await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0 + 5000)], () => []);
+    const attempt = (deliveryId: string, n: number) => ({
+      deliveryId,
+      attempt: n,
+      trigger: n > 8 ? ('resend' as const) : ('scheduled' as const),
+      startedAt: iso(T0 + n * 1000),
+      durationMs: 12.5,
+      responseStatus: n % 2 === 0 ? 503 : null,
+      responseBody: n % 2 === 0 ? `down ${n} ü` : null,
+      error: n % 2 === 0 ? 'http_status: 503' : 'timeout: no answer in 10000 ms',
+    });
+    for (let n = 1; n <= 12; n++) await store.webhooks.addAttempt(attempt('dlv_1', n), 10);
+    await store.webhooks.addAttempt(attempt('dlv_2', 1), 10);
+    const log = await store.webhooks.listAttempts('dlv_1');
+    t.same(log.map((a) => a.attempt), [3, 4, 5, 6, 7, 8, 9, 10, 11, 12], 'the 10 newest, oldest first');
+    t.same(log[1], attempt('dlv_1', 4), 'every field round-trips');
+    t.same(await store.webhooks.listAttempts('dlv_x'), []);
+    await store.webhooks.addAttempt(attempt('dlv_gone', 1), 10);
+    t.same(await store.webhooks.listAttempts('dlv_gone'), [], 'no log for a delivery that does not exist');
+    t.equal(await store.webhooks.purgeDeliveries(iso(T0 + 1)), 1);
+    t.same(await store.webhooks.listAttempts('dlv_1'), [], 'purged with its delivery');
+    t.equal((await store.webhooks.listAttempts('dlv_2')).length, 1);
+    t.equal(await store.webhooks.deleteEndpoint('whk_1'), true);
+    t.same(await store.webhooks.listAttempts('dlv_2'), [], 'deleted with its endpoint');
+  });
+
+  test('webhooks.updateDelivery with a log entry updates and appends together, capped', async (t, { store }) => {
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0)], () => []);
+    const entry = (n: number) => ({ deliveryId: 'dlv_1', attempt: n, trigger: 'scheduled' as const, startedAt: iso(T0 + n), durationMs: n, responseStatus: 500, responseBody: 'no', error: 'http_status: 500' });
+    for (let n = 1; n <= 4; n++) {
+      const updated = await store.webhooks.updateDelivery('dlv_1', { attempts: n, responseStatus: 500 }, { attempt: entry(n), keep: 3 });
+      t.match(updated, { id: 'dlv_1', attempts: n, responseStatus: 500 });
+    }
+    t.same(await store.webhooks.listAttempts('dlv_1'), [entry(2), entry(3), entry(4)], 'the newest 3, oldest first');
+    t.equal(await store.webhooks.updateDelivery('dlv_x', { attempts: 1 }, { attempt: { ...entry(1), deliveryId: 'dlv_x' }, keep: 3 }), null);
+    t.same(await store.webhooks.listAttempts('dlv_x'), [], 'nothing logged for a missing delivery');
   });
 
   // ───────────────────────────── jobs

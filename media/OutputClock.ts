@@ -1,0 +1,82 @@
+/**
+ * A stream's one output timeline: the time (ms, the node's monotonic clock) every frame pushed to
+ * the encoders carries to WHEP, LL-HLS, clips, recordings and RTMP.
+ *
+ * Live frames are stamped from their source frame's RTP time (CaptureClock's `ptsMs`: RTP time
+ * placed on the node's clock), not from when the node encodes them: a busy event loop, a slow or
+ * jittery processor or a burst of access units never changes the intervals between output frames,
+ * which are the publisher's own (frames dropped on the way leave a gap of whole frames). Stamping
+ * by encode time made them 16–134 ms apart for a 33.3 ms source, and ffmpeg found non-monotonic
+ * DTS in clips.
+ *
+ * The timeline never goes backwards. A run of live frames keeps one offset from RTP time to output
+ * time; a new run starts with a new publisher (its own RTP clock), after slate frames, and when RTP
+ * time jumps back, at the frame's capture time (CaptureClock's `capturedAt`) or one frame after the
+ * last output, whichever is later. Within a run the offset follows the capture time where they
+ * drift more than DRIFT_MS apart (a publisher clock that runs slow or fast against ours; a run that
+ * had to start late): later by up to EARLY_SLEW_MS a frame (a longer interval is harmless), earlier
+ * only across a gap of two frames or more (a dropped frame), by up to LATE_SLEW_MS: shortening every
+ * interval would put two frames in one frame period of the nominal rate, where ffmpeg and players
+ * that count frames see them collide. Slate frames are stamped by the node: its clock minus the
+ * last live frame's lag behind it, at least a frame apart, so the slate follows the live timeline.
+ */
+
+/** Output and capture time may differ this much before the offset follows, ms (more than network jitter). */
+const DRIFT_MS = 20;
+/** How much later a run's output may move per frame, ms: 3 ms/s at 30 fps, ten times a crystal's drift, invisible in an interval. */
+const EARLY_SLEW_MS = 0.1;
+/** How much earlier a run's output may move across a gap of two frames or more, ms (intervals stay within 1 ms of whole frames). */
+const LATE_SLEW_MS = 0.9;
+
+export class OutputClock {
+  readonly #frameMs: number;
+  /** The last output time given, ms. */
+  #lastMs = -Infinity;
+  /** RTP time (CaptureClock `ptsMs`) of the last live frame, ms. */
+  #lastMediaMs = -Infinity;
+  /** Output time − RTP time of the current live run, ms; null: the next live frame starts a run. */
+  #offsetMs: number | null = null;
+  /** How far the last live frame's output time was behind the node's clock when pushed, ms. */
+  #lagMs = 0;
+
+  /** `frameMs`: one nominal output frame, ms: the least gap before a new run's first frame and between slate frames. */
+  constructor(frameMs: number) {
+    this.#frameMs = frameMs;
+  }
+
+  /** A new publisher (its own RTP clock): the next live frame starts a run. */
+  restart(): void {
+    this.#offsetMs = null;
+  }
+
+  /**
+   * Output time of a live frame: `mediaMs` its RTP time and `captureMs` its capture time (both on
+   * the node's monotonic clock, CaptureClock), pushed at `nowMs`.
+   */
+  live(mediaMs: number, captureMs: number, nowMs: number): number {
+    if (this.#offsetMs !== null) {
+      const late = mediaMs + this.#offsetMs - captureMs;
+      if (late < -DRIFT_MS) this.#offsetMs += Math.min(EARLY_SLEW_MS, -late - DRIFT_MS);
+      else if (late > DRIFT_MS && mediaMs - this.#lastMediaMs >= 2 * this.#frameMs) this.#offsetMs -= Math.min(LATE_SLEW_MS, late - DRIFT_MS);
+    }
+    let pts = this.#offsetMs === null ? -Infinity : mediaMs + this.#offsetMs;
+    if (!(pts > this.#lastMs)) {
+      pts = Math.max(captureMs, this.#lastMs + this.#frameMs);
+      this.#offsetMs = pts - mediaMs;
+    }
+    this.#lagMs = nowMs - pts;
+    this.#lastMs = pts;
+    this.#lastMediaMs = mediaMs;
+    return pts;
+  }
+
+  /** Output time of a slate frame pushed at `nowMs` (the node's monotonic clock, ms); the next live frame starts a run. */
+  slate(nowMs: number): number {
+    this.#offsetMs = null;
+    // Ticks that come late or together still advance by a whole output frame: players and ffmpeg
+    // count in frames of the nominal rate, where two frames less than one apart can collide.
+    const pts = Math.max(this.#lastMs + this.#frameMs, nowMs - this.#lagMs);
+    this.#lastMs = pts;
+    return pts;
+  }
+}

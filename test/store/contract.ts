@@ -650,6 +650,46 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same(await store.webhooks.listAttempts('dlv_x'), [], 'nothing logged for a missing delivery');
   });
 
+  test('webhooks.settleDeliveries appends each send to its attempts log with the outcome, capped', async (t, { store }) => {
+    await store.webhooks.createDeliveries(
+      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0)],
+      (d) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }],
+    );
+    const entry = (deliveryId: string, n: number) => ({
+      deliveryId,
+      attempt: n,
+      trigger: n > 2 ? ('recover' as const) : ('scheduled' as const),
+      startedAt: iso(T0 + n),
+      durationMs: n,
+      responseStatus: 500,
+      responseBody: 'no',
+      error: 'http_status: 500',
+    });
+    for (let n = 1; n <= 4; n++) {
+      const jobs = await store.queue.leaseMany('deliveries', 10, 1000);
+      t.equal(jobs.length, 2);
+      const a = jobs.find((j) => j.id === 'dlv_1') as LeasedJob;
+      const b = jobs.find((j) => j.id === 'dlv_2') as LeasedJob;
+      await store.webhooks.settleDeliveries([
+        { deliveryId: 'dlv_1', patch: { attempts: n }, job: a, release: { atMs: 0, counted: true }, log: { attempt: entry('dlv_1', n), keep: 3 } },
+        // A held-back lease: no send, no entry.
+        { deliveryId: 'dlv_2', patch: { nextAttemptAt: iso(T0) }, job: b, release: { atMs: 0, counted: false } },
+      ]);
+    }
+    t.match(await store.webhooks.getDelivery('dlv_1'), { attempts: 4 });
+    t.same(await store.webhooks.listAttempts('dlv_1'), [entry('dlv_1', 2), entry('dlv_1', 3), entry('dlv_1', 4)], 'the newest 3, oldest first');
+    t.same(await store.webhooks.listAttempts('dlv_2'), [], 'a deferral logs nothing');
+    const [last] = (await store.queue.leaseMany('deliveries', 1, 1000)) as [LeasedJob];
+    await store.webhooks.settleDeliveries([
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...last, id: 'nope' }, log: { attempt: entry('dlv_gone', 1), keep: 3 } },
+      { deliveryId: last.id, patch: { status: 'succeeded', attempts: 9 }, job: last, log: { attempt: entry(last.id, 9), keep: 3 } },
+    ]);
+    t.same(await store.webhooks.listAttempts('dlv_gone'), [], 'nothing logged for a missing delivery');
+    t.match(await store.webhooks.getDelivery(last.id), { status: 'succeeded', attempts: 9 });
+    t.same((await store.webhooks.listAttempts(last.id)).at(-1), entry(last.id, 9), 'a final send is logged with its outcome');
+    t.equal(await store.queue.has('deliveries', last.id), false, 'and its job acked');
+  });
+
   // ───────────────────────────── jobs
 
   test('queue.enqueue is idempotent while a job is queued or leased', async (t, { store }) => {

@@ -38,7 +38,12 @@ export async function startRoles(config: Readonly<Config>, deps: RoleDeps): Prom
     ...(config.extraCaFile ? { ca: readFileSync(config.extraCaFile) } : {}),
     ...(deps.now ? { now: deps.now } : {}),
     service: { resendsPerMinute: config.webhooks.resendsPerMinute, recoversPerMinute: config.webhooks.recoversPerMinute, maxPerRecover: config.webhooks.maxPerRecover },
-    engine: { attemptsKept: config.webhooks.attemptsKept, operationalEventsPerHour: config.webhooks.operationalEventsPerHour },
+    engine: {
+      leaseBatch: config.webhookLeaseBatch,
+      orderRecheckMs: config.webhookOrderRecheckMs,
+      attemptsKept: config.webhooks.attemptsKept,
+      operationalEventsPerHour: config.webhooks.operationalEventsPerHour,
+    },
   });
   closers.push(() => webhooks.close());
   if (has('api')) services.webhooks = webhooks.service;

@@ -83,6 +83,16 @@ export const ConfigEnvSchema = z.object({
   /** PEM file of an extra CA trusted for webhook deliveries (with the switch above, for tests). */
   EXTRA_CA_FILE: z.string().min(1).optional(),
   /**
+   * Webhook deliver jobs leased per store round trip (capped at the 16 sends in flight): one lease
+   * transaction per batch instead of per send. Default 16; 1 leases one job per free slot.
+   */
+  WEBHOOK_LEASE_BATCH: z.coerce.number().int().min(1).max(16).default(16),
+  /**
+   * ms a `stream.ended` waiting for its `stream.started` (at the same endpoint, or to be fanned
+   * out) waits before looking again. Default 250: the delay it may add after the started one lands.
+   */
+  WEBHOOK_ORDER_RECHECK_MS: z.coerce.number().int().min(10).max(60_000).default(250),
+  /**
    * Write tiny random-weight demo models for every model_id that has no real export under
    * MODELS_DIR (the embedded default does, so the live path runs end to end without weights).
    * Status, logs and the API say plainly when a stream runs on a demo model.
@@ -279,6 +289,10 @@ export interface Config {
   /** Seconds a signal-triggered drain may take before the process exits anyway. */
   drainTimeoutS: number;
   extraCaFile: string | null;
+  /** WEBHOOK_LEASE_BATCH: deliver jobs leased per store round trip. */
+  webhookLeaseBatch: number;
+  /** WEBHOOK_ORDER_RECHECK_MS: ms between looks of a stream.ended waiting for its stream.started. */
+  webhookOrderRecheckMs: number;
   linkSigningSecret: string | null;
   metricsToken: string | null;
   renderWorkers: number;
@@ -381,6 +395,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     demoModels: e.DEMO_MODELS ?? !e.MODELS_DIR,
     drainTimeoutS: e.DRAIN_TIMEOUT,
     extraCaFile: e.EXTRA_CA_FILE ?? null,
+    webhookLeaseBatch: e.WEBHOOK_LEASE_BATCH,
+    webhookOrderRecheckMs: e.WEBHOOK_ORDER_RECHECK_MS,
     linkSigningSecret: e.LINK_SIGNING_SECRET ?? null,
     metricsToken: e.METRICS_TOKEN ?? null,
     renderWorkers: e.RENDER_WORKERS,

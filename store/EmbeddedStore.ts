@@ -25,6 +25,7 @@ import type {
   AccountRepo,
   CounterRepo,
   DeliveryFilter,
+  DeliverySettlement,
   Effects,
   JobQueue,
   LeasedJob,
@@ -260,10 +261,15 @@ class Jobs implements JobQueue {
         `INSERT INTO jobs (queue, id, payload, due_ms, token, attempts, seq) VALUES (?, ?, ?, ?, NULL, 0, ?)
          ON CONFLICT (queue, id) DO NOTHING`,
       ),
-      next: db.prepare(`SELECT id, payload, attempts FROM jobs WHERE queue = ? AND due_ms <= ? ORDER BY due_ms, seq LIMIT 1`),
+      nextMany: db.prepare(`SELECT id, payload, attempts FROM jobs WHERE queue = ? AND due_ms <= ? ORDER BY due_ms, seq LIMIT ?`),
+      has: db.prepare(`SELECT 1 FROM jobs WHERE queue = ? AND id = ?`),
       lease: db.prepare(`UPDATE jobs SET token = ?, due_ms = ?, attempts = attempts + 1 WHERE queue = ? AND id = ?`),
       ack: db.prepare(`DELETE FROM jobs WHERE queue = ? AND id = ? AND token = ?`),
       retry: db.prepare(`UPDATE jobs SET token = NULL, due_ms = ?, seq = ? WHERE queue = ? AND id = ? AND token = ?`),
+      defer: db.prepare(
+        `UPDATE jobs SET token = NULL, due_ms = ?, seq = ?, attempts = MAX(attempts - 1, 0), payload = COALESCE(?, payload)
+         WHERE queue = ? AND id = ? AND token = ?`,
+      ),
       extend: db.prepare(`UPDATE jobs SET due_ms = ? WHERE queue = ? AND id = ? AND token = ?`),
       stats: db.prepare(
         `SELECT
@@ -288,6 +294,10 @@ class Jobs implements JobQueue {
     for (const queue of new Set(jobs.map((j) => j.queue))) this.work.notify(queue);
   }
 
+  notifyQueue(queue: string): void {
+    this.work.notify(queue);
+  }
+
   async enqueue(job: NewJob): Promise<boolean> {
     this.assertOpen();
     const inserted = this.db.transaction(() => this.insert(job))();
@@ -296,32 +306,63 @@ class Jobs implements JobQueue {
   }
 
   async lease(queue: string, leaseMs: number): Promise<LeasedJob | null> {
+    return (await this.leaseMany(queue, 1, leaseMs))[0] ?? null;
+  }
+
+  async leaseMany(queue: string, max: number, leaseMs: number): Promise<LeasedJob[]> {
     this.assertOpen();
     checkQueueName(queue);
-    return this.db.transaction((): LeasedJob | null => {
+    return this.db.transaction((): LeasedJob[] => {
       const now = this.now();
-      const row = this.st.next.get(queue, now) as { id: string; payload: string; attempts: number } | undefined;
-      if (!row) return null;
-      const token = randomUUID();
+      const rows = this.st.nextMany.all(queue, now, Math.max(1, Math.floor(max))) as { id: string; payload: string; attempts: number }[];
       const leasedUntilMs = now + Math.round(leaseMs);
-      this.st.lease.run(token, leasedUntilMs, queue, row.id);
-      return { queue, id: row.id, payload: JSON.parse(row.payload), attempts: row.attempts + 1, token, leasedUntilMs };
+      return rows.map((row) => {
+        const token = randomUUID();
+        this.st.lease.run(token, leasedUntilMs, queue, row.id);
+        return { queue, id: row.id, payload: JSON.parse(row.payload), attempts: row.attempts + 1, token, leasedUntilMs };
+      });
     })();
+  }
+
+  async has(queue: string, id: string): Promise<boolean> {
+    this.assertOpen();
+    return this.st.has.get(queue, id) !== undefined;
   }
 
   async ack(job: LeasedJob): Promise<boolean> {
     this.assertOpen();
+    return this.ackSync(job);
+  }
+
+  /** Inside or outside a transaction. */
+  ackSync(job: LeasedJob): boolean {
     return this.st.ack.run(job.queue, job.id, job.token).changes === 1;
   }
 
   async retry(job: LeasedJob, runAtMs: number): Promise<boolean> {
     this.assertOpen();
-    const done = this.db.transaction(() => {
-      const seq = (this.st.nextSeq.get() as { value: number }).value;
-      return this.st.retry.run(Math.round(runAtMs), seq, job.queue, job.id, job.token).changes === 1;
-    })();
+    const done = this.db.transaction(() => this.releaseSync(job, runAtMs, true))();
     if (done) this.work.notify(job.queue);
     return done;
+  }
+
+  async defer(job: LeasedJob, runAtMs: number, payload?: unknown): Promise<boolean> {
+    this.assertOpen();
+    const done = this.db.transaction(() => this.releaseSync(job, runAtMs, false, payload))();
+    if (done) this.work.notify(job.queue);
+    return done;
+  }
+
+  /**
+   * Inside the caller's transaction: back to waiting at `runAtMs`, behind jobs already waiting
+   * for that time; an uncounted release gives the lease's attempt back. Call `notify` after commit.
+   */
+  releaseSync(job: LeasedJob, runAtMs: number, counted: boolean, payload?: unknown): boolean {
+    const seq = (this.st.nextSeq.get() as { value: number }).value;
+    const runAt = Math.round(runAtMs);
+    if (counted) return this.st.retry.run(runAt, seq, job.queue, job.id, job.token).changes === 1;
+    const json = payload === undefined ? null : (JSON.stringify(payload) ?? 'null');
+    return this.st.defer.run(runAt, seq, json, job.queue, job.id, job.token).changes === 1;
   }
 
   async extend(job: LeasedJob, leaseMs: number): Promise<boolean> {
@@ -717,6 +758,7 @@ class Webhooks implements WebhookRepo {
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
+    opts?: { ack?: LeasedJob },
   ): Promise<WebhookDeliveryRecord[]> {
     this.jobs.assertOpen();
     const planned = deliveries.map((d) => ({ delivery: d, ms: createdMs(d.createdAt), jobs: jobsFor(d) }));
@@ -739,6 +781,7 @@ class Webhooks implements WebhookRepo {
         for (const job of p.jobs) this.jobs.insert(job);
         out.push(p);
       }
+      if (opts?.ack) this.jobs.ackSync(opts.ack);
       return out;
     })();
     this.jobs.notify(inserted.flatMap((p) => p.jobs));
@@ -748,6 +791,26 @@ class Webhooks implements WebhookRepo {
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
     if (!isRecordId('dlv', id)) return null;
     return this.deliverySync(id);
+  }
+
+  async findDelivery(eventId: string, endpointId: string): Promise<WebhookDeliveryRecord | null> {
+    return parseDoc<WebhookDeliveryRecord>(
+      this.db.prepare('SELECT doc FROM deliveries WHERE event_id = ? AND endpoint_id = ?').get(eventId, endpointId) as Row | undefined,
+    );
+  }
+
+  async settleDeliveries(items: readonly DeliverySettlement[]): Promise<void> {
+    this.jobs.assertOpen();
+    if (items.length === 0) return;
+    this.db.transaction(() => {
+      for (const item of items) {
+        this.updateDeliverySync(item.deliveryId, cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']), item.log);
+        if (item.release) this.jobs.releaseSync(item.job, item.release.atMs, item.release.counted, item.release.payload);
+        else this.jobs.ackSync(item.job);
+      }
+    })();
+    const released = items.filter((i) => i.release).map((i) => i.job.queue);
+    for (const queue of new Set(released)) this.jobs.notifyQueue(queue);
   }
 
   private deliverySync(id: string): WebhookDeliveryRecord | null {
@@ -760,16 +823,23 @@ class Webhooks implements WebhookRepo {
     log?: { attempt: WebhookAttemptRecord; keep: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
-    return this.db.transaction((): WebhookDeliveryRecord | null => {
-      const delivery = this.deliverySync(id);
-      if (!delivery) return null;
-      const next: WebhookDeliveryRecord = { ...delivery, ...clean };
-      this.db
-        .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
-        .run(next.eventType, next.streamId, next.status, JSON.stringify(next), id);
-      if (log && log.attempt.deliveryId === id) this.appendAttemptSync(log.attempt, log.keep);
-      return next;
-    })();
+    return this.db.transaction(() => this.updateDeliverySync(id, clean, log))();
+  }
+
+  /** With `log`, appends the attempt (same transaction as the caller's) when it is this delivery's. */
+  private updateDeliverySync(
+    id: string,
+    clean: Partial<WebhookDeliveryRecord>,
+    log?: { attempt: WebhookAttemptRecord; keep: number },
+  ): WebhookDeliveryRecord | null {
+    const delivery = this.deliverySync(id);
+    if (!delivery) return null;
+    const next: WebhookDeliveryRecord = { ...delivery, ...clean };
+    this.db
+      .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
+      .run(next.eventType, next.streamId, next.status, JSON.stringify(next), id);
+    if (log && log.attempt.deliveryId === id) this.appendAttemptSync(log.attempt, log.keep);
+    return next;
   }
 
   async listDeliveries(endpointId: string, filter: DeliveryFilter, page: PageRequest): Promise<Page<WebhookDeliveryRecord>> {

@@ -59,6 +59,35 @@ end
 local function enqueue_all(jobs)
   for _, j in ipairs(jobs) do enqueue_job(j[1], j[2], j[3], j[4]) end
 end
+-- Removes a job we hold the lease of; 0 when the token is not ours.
+local function ack_job(q, id, token)
+  local jk = P .. 'job:' .. q .. ':' .. id
+  if redis.call('HGET', jk, 'token') ~= token then return 0 end
+  local m = redis.call('HGET', jk, 'm')
+  redis.call('ZREM', P .. 'q:' .. q .. ':wait', m)
+  redis.call('ZREM', P .. 'q:' .. q .. ':leased', m)
+  redis.call('DEL', jk)
+  return 1
+end
+-- Back to waiting at runAt, behind jobs already waiting for that time. An uncounted release
+-- (defer) gives the lease's attempt back and may replace the payload ('' keeps it).
+local function release_job(q, id, token, runAt, counted, payload)
+  local jk = P .. 'job:' .. q .. ':' .. id
+  if redis.call('HGET', jk, 'token') ~= token then return 0 end
+  local old = redis.call('HGET', jk, 'm')
+  redis.call('ZREM', P .. 'q:' .. q .. ':wait', old)
+  redis.call('ZREM', P .. 'q:' .. q .. ':leased', old)
+  local m = string.format('%016d', redis.call('INCR', P .. 'jobseq')) .. '|' .. id
+  redis.call('HSET', jk, 'm', m)
+  redis.call('HDEL', jk, 'token')
+  if not counted then
+    if tonumber(redis.call('HGET', jk, 'attempts') or '0') > 0 then redis.call('HINCRBY', jk, 'attempts', -1) end
+    if payload ~= '' then redis.call('HSET', jk, 'payload', payload) end
+  end
+  redis.call('ZADD', P .. 'q:' .. q .. ':wait', runAt, m)
+  notify(q)
+  return 1
+end
 `;
 
 function lua(body: string): LuaScript {
@@ -298,7 +327,35 @@ for i = 1, n do
     inserted[#inserted + 1] = i
   end
 end
+local ackq = arg(); local ackid = arg(); local acktoken = arg()
+if ackq ~= '' then ack_job(ackq, ackid, acktoken) end
 return inserted
+`),
+
+  /**
+   * n, then per item: deliveryId, fields, queue, jobId, token, mode ('ack'|'retry'|'defer'),
+   * runAtMs, payload ('' keeps it), attempt JSON ('' for none), keep → n. Patches each delivery
+   * that exists (appending its attempt to its attempts log, kept to the newest `keep`), then acks
+   * or releases its job when the lease is still ours.
+   */
+  deliveriesSettle: lua(`
+local n = argn()
+for i = 1, n do
+  local did = arg(); local fields = argfields()
+  local q = arg(); local id = arg(); local token = arg(); local mode = arg(); local runAt = argn(); local payload = arg()
+  local doc = arg(); local keep = argn()
+  local dk = P .. 'dlv:' .. did
+  if redis.call('EXISTS', dk) == 1 then
+    hset_fields(dk, fields)
+    if doc ~= '' then
+      local key = P .. 'dlvatt:' .. did
+      redis.call('RPUSH', key, doc)
+      redis.call('LTRIM', key, -keep, -1)
+    end
+  end
+  if mode == 'ack' then ack_job(q, id, token) else release_job(q, id, token, runAt, mode == 'retry', payload) end
+end
+return n
 `),
 
   /** beforeMs, batch → deliveries removed (at most batch; call again while it returns batch). */
@@ -363,11 +420,12 @@ return enqueue_job(q, id, payload, runAt)
 `),
 
   /**
-   * queue, leaseMs, token → {id, payload, attempts, leasedUntilMs} | nil. Expired leases go back
-   * to the wait set first, scored by their expiry, so they compete by time like any due job.
+   * queue, leaseMs, max, tokenBase → {{id, payload, attempts, leasedUntilMs, token}…}, at most
+   * max, in run-time order. Expired leases go back to the wait set first, scored by their
+   * expiry, so they compete by time like any due job.
    */
   lease: lua(`
-local q = arg(); local leaseMs = argn(); local token = arg()
+local q = arg(); local leaseMs = argn(); local max = argn(); local tokenBase = arg()
 local wait = P .. 'q:' .. q .. ':wait'
 local leased = P .. 'q:' .. q .. ':leased'
 local expired = redis.call('ZRANGEBYSCORE', leased, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0, 100)
@@ -375,45 +433,38 @@ for i = 1, #expired, 2 do
   redis.call('ZADD', wait, expired[i + 1], expired[i])
   redis.call('ZREM', leased, expired[i])
 end
-local top = redis.call('ZRANGEBYSCORE', wait, '-inf', NOW, 'LIMIT', 0, 1)
-if #top == 0 then return false end
-local m = top[1]
-local id = string.sub(m, 18)
-local jk = P .. 'job:' .. q .. ':' .. id
+local top = redis.call('ZRANGEBYSCORE', wait, '-inf', NOW, 'LIMIT', 0, max)
 local untilMs = NOW + leaseMs
-redis.call('ZREM', wait, m)
-redis.call('ZADD', leased, untilMs, m)
-local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
-redis.call('HSET', jk, 'token', token)
-return { id, redis.call('HGET', jk, 'payload'), attempts, untilMs }
+local out = {}
+for i, m in ipairs(top) do
+  local id = string.sub(m, 18)
+  local jk = P .. 'job:' .. q .. ':' .. id
+  local token = tokenBase .. ':' .. i
+  redis.call('ZREM', wait, m)
+  redis.call('ZADD', leased, untilMs, m)
+  local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
+  redis.call('HSET', jk, 'token', token)
+  out[i] = { id, redis.call('HGET', jk, 'payload'), attempts, untilMs, token }
+end
+return out
 `),
 
   /** queue, id, token → 1 | 0 (not our lease). */
   ack: lua(`
 local q = arg(); local id = arg(); local token = arg()
-local jk = P .. 'job:' .. q .. ':' .. id
-if redis.call('HGET', jk, 'token') ~= token then return 0 end
-local m = redis.call('HGET', jk, 'm')
-redis.call('ZREM', P .. 'q:' .. q .. ':wait', m)
-redis.call('ZREM', P .. 'q:' .. q .. ':leased', m)
-redis.call('DEL', jk)
-return 1
+return ack_job(q, id, token)
 `),
 
   /** queue, id, token, runAtMs → 1 | 0. Requeues behind jobs already waiting for the same time. */
   retry: lua(`
 local q = arg(); local id = arg(); local token = arg(); local runAt = argn()
-local jk = P .. 'job:' .. q .. ':' .. id
-if redis.call('HGET', jk, 'token') ~= token then return 0 end
-local old = redis.call('HGET', jk, 'm')
-redis.call('ZREM', P .. 'q:' .. q .. ':wait', old)
-redis.call('ZREM', P .. 'q:' .. q .. ':leased', old)
-local m = string.format('%016d', redis.call('INCR', P .. 'jobseq')) .. '|' .. id
-redis.call('HSET', jk, 'm', m)
-redis.call('HDEL', jk, 'token')
-redis.call('ZADD', P .. 'q:' .. q .. ':wait', runAt, m)
-notify(q)
-return 1
+return release_job(q, id, token, runAt, true, '')
+`),
+
+  /** queue, id, token, runAtMs, payload ('' keeps it) → 1 | 0. Like retry, but the lease is not counted. */
+  defer: lua(`
+local q = arg(); local id = arg(); local token = arg(); local runAt = argn(); local payload = arg()
+return release_job(q, id, token, runAt, false, payload)
 `),
 
   /** queue, id, token, leaseMs → 1 | 0. */
@@ -434,6 +485,18 @@ local wait = P .. 'q:' .. q .. ':wait'
 local leased = P .. 'q:' .. q .. ':leased'
 local ready = redis.call('ZCOUNT', wait, '-inf', NOW) + redis.call('ZCOUNT', leased, '-inf', NOW)
 return { ready, redis.call('ZCOUNT', wait, '(' .. NOW, '+inf'), redis.call('ZCOUNT', leased, '(' .. NOW, '+inf') }
+`),
+
+  /**
+   * key, intervalMs → the start of the slot reserved (ms). GCRA without burst: the key holds the
+   * end of the last slot; it expires a minute after that end (then the key is idle anyway).
+   */
+  rateReserve: lua(`
+local key = P .. 'rls:' .. arg(); local interval = argn()
+local tat = tonumber(redis.call('GET', key) or '0')
+local start = math.max(NOW, tat)
+redis.call('SET', key, string.format('%d', start + interval), 'PX', math.floor(start + interval - NOW + 60000))
+return start
 `),
 
   /**

@@ -24,6 +24,7 @@ import type {
   CounterRepo,
   Bus,
   DeliveryFilter,
+  DeliverySettlement,
   Effects,
   JobQueue,
   LeasedJob,
@@ -510,16 +511,20 @@ class Webhooks implements WebhookRepo {
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
+    opts?: { ack?: LeasedJob },
   ): Promise<WebhookDeliveryRecord[]> {
-    if (deliveries.length === 0) return [];
+    if (deliveries.length === 0) {
+      if (opts?.ack) await this.ctx.run(scripts.ack, [opts.ack.queue, opts.ack.id, opts.ack.token]);
+      return [];
+    }
     const now = this.ctx.now();
     const args: (string | number)[] = [deliveries.length];
     for (const d of deliveries) {
       const ms = createdMs(d.createdAt);
-      // Length-prefixed so no (endpointId, eventId) pair can spell another.
-      const pair = `dlv:pair:${d.endpointId.length}:${d.endpointId}:${d.eventId}`;
-      args.push(d.id, d.endpointId, pair, ms, sortMember(ms, d.id), ...fieldArgs(d), ...jobArgs(jobsFor(d), now));
+      args.push(d.id, d.endpointId, this.pairKey(d.eventId, d.endpointId), ms, sortMember(ms, d.id), ...fieldArgs(d), ...jobArgs(jobsFor(d), now));
     }
+    const ack = opts?.ack;
+    args.push(ack?.queue ?? '', ack?.id ?? '', ack?.token ?? '');
     const inserted = (await this.ctx.run(scripts.deliveriesCreate, args)) as number[];
     return inserted.map((i) => deliveries[i - 1] as WebhookDeliveryRecord);
   }
@@ -527,6 +532,41 @@ class Webhooks implements WebhookRepo {
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
     if (!isRecordId('dlv', id)) return null;
     return load<WebhookDeliveryRecord>(this.ctx, this.deliveryKey(id));
+  }
+
+  /** Unprefixed (the scripts add the prefix); length-prefixed so no (endpointId, eventId) pair can spell another. */
+  private pairKey(eventId: string, endpointId: string): string {
+    return `dlv:pair:${endpointId.length}:${endpointId}:${eventId}`;
+  }
+
+  async findDelivery(eventId: string, endpointId: string): Promise<WebhookDeliveryRecord | null> {
+    const id = await this.ctx.redis.get(this.ctx.prefix + this.pairKey(eventId, endpointId));
+    return id === null ? null : load<WebhookDeliveryRecord>(this.ctx, this.deliveryKey(id));
+  }
+
+  async settleDeliveries(items: readonly DeliverySettlement[]): Promise<void> {
+    if (items.length === 0) return;
+    const args: (string | number)[] = [items.length];
+    for (const item of items) {
+      const clean = cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
+      const r = item.release;
+      const mode = r === undefined ? 'ack' : r.counted ? 'retry' : 'defer';
+      const payload = r?.payload === undefined ? '' : (JSON.stringify(r.payload) ?? 'null');
+      const log = item.log && item.log.attempt.deliveryId === item.deliveryId ? item.log : undefined;
+      args.push(
+        item.deliveryId,
+        ...fieldArgs(clean),
+        item.job.queue,
+        item.job.id,
+        item.job.token,
+        mode,
+        Math.round(r?.atMs ?? 0),
+        payload,
+        log ? JSON.stringify(log.attempt) : '',
+        log ? Math.max(1, Math.floor(log.keep)) : 1,
+      );
+    }
+    await this.ctx.run(scripts.deliveriesSettle, args);
   }
 
   async updateDelivery(
@@ -613,14 +653,27 @@ class Jobs implements JobQueue {
   }
 
   async lease(queue: string, leaseMs: number): Promise<LeasedJob | null> {
+    return (await this.leaseMany(queue, 1, leaseMs))[0] ?? null;
+  }
+
+  async leaseMany(queue: string, max: number, leaseMs: number): Promise<LeasedJob[]> {
     checkQueueName(queue);
-    const token = randomUUID();
-    const reply = (await this.ctx.run(scripts.lease, [queue, Math.round(leaseMs), token])) as
-      | [string, string, number, number]
+    const reply = (await this.ctx.run(scripts.lease, [queue, Math.round(leaseMs), Math.max(1, Math.floor(max)), randomUUID()])) as
+      | [string, string, number, number, string][]
       | null;
-    if (!reply) return null;
-    const [id, payload, attempts, leasedUntilMs] = reply;
-    return { queue, id, payload: JSON.parse(payload), attempts, token, leasedUntilMs };
+    return (reply ?? []).map(([id, payload, attempts, leasedUntilMs, token]) => ({
+      queue,
+      id,
+      payload: JSON.parse(payload),
+      attempts,
+      token,
+      leasedUntilMs,
+    }));
+  }
+
+  async has(queue: string, id: string): Promise<boolean> {
+    checkQueueName(queue);
+    return (await this.ctx.redis.exists(`${this.ctx.prefix}job:${queue}:${id}`)) === 1;
   }
 
   async ack(job: LeasedJob): Promise<boolean> {
@@ -629,6 +682,11 @@ class Jobs implements JobQueue {
 
   async retry(job: LeasedJob, runAtMs: number): Promise<boolean> {
     return (await this.ctx.run(scripts.retry, [job.queue, job.id, job.token, Math.round(runAtMs)])) === 1;
+  }
+
+  async defer(job: LeasedJob, runAtMs: number, payload?: unknown): Promise<boolean> {
+    const json = payload === undefined ? '' : (JSON.stringify(payload) ?? 'null');
+    return (await this.ctx.run(scripts.defer, [job.queue, job.id, job.token, Math.round(runAtMs), json])) === 1;
   }
 
   async extend(job: LeasedJob, leaseMs: number): Promise<boolean> {
@@ -817,6 +875,9 @@ class Limiter implements RateLimiter {
       number,
     ];
     return { allowed: allowed === 1, remaining, retryAfterMs };
+  }
+  async reserve(key: string, intervalMs: number): Promise<number> {
+    return Number(await this.ctx.run(scripts.rateReserve, [key, Math.max(1, Math.round(intervalMs))]));
   }
 }
 

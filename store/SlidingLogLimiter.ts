@@ -8,6 +8,8 @@ import type { RateLimiter, RateLimitResult } from './Store.ts';
 export class SlidingLogLimiter implements RateLimiter {
   private readonly logs = new Map<string, { hits: number[]; windowMs: number }>();
   private hitsSinceSweep = 0;
+  /** `reserve` keys → end of the last slot reserved (ms); dropped by the sweep once past. */
+  private readonly slots = new Map<string, number>();
 
   constructor(private readonly now: () => number) {}
 
@@ -33,9 +35,18 @@ export class SlidingLogLimiter implements RateLimiter {
     return { allowed: false, remaining: 0, retryAfterMs: Math.max(1, blocker + windowMs - now) };
   }
 
-  /** Drops keys with no hit inside their window, so idle keys do not pile up. */
+  async reserve(key: string, intervalMs: number): Promise<number> {
+    const now = this.now();
+    if (++this.hitsSinceSweep >= 10_000) this.sweep(now);
+    const start = Math.max(now, this.slots.get(key) ?? 0);
+    this.slots.set(key, start + intervalMs);
+    return start;
+  }
+
+  /** Drops keys with no hit inside their window and slots already past, so idle keys do not pile up. */
   private sweep(now: number): void {
     this.hitsSinceSweep = 0;
+    for (const [key, end] of this.slots) if (end <= now) this.slots.delete(key);
     for (const [key, log] of this.logs) {
       const last = log.hits[log.hits.length - 1];
       if (last === undefined || last <= now - log.windowMs) this.logs.delete(key);

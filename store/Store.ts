@@ -148,6 +148,24 @@ export interface DeliveryFilter {
   createdBefore?: string;
 }
 
+/** One attempt's outcome for `settleDeliveries`. */
+export interface DeliverySettlement {
+  deliveryId: string;
+  patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>;
+  job: LeasedJob;
+  /**
+   * Absent: the job is acked (the delivery is finished). Present: the job runs again at `atMs`;
+   * `counted: true` is `queue.retry` (the lease was an attempt), `counted: false` is
+   * `queue.defer` (held back unsent), with `payload` replacing the job's when given.
+   */
+  release?: { atMs: number; counted: boolean; payload?: unknown };
+  /**
+   * The send's attempts-log entry (a held-back, unsent lease has none): appended to the
+   * delivery's log, kept to its newest `keep`, in the same transaction as `patch`.
+   */
+  log?: { attempt: WebhookAttemptRecord; keep: number };
+}
+
 export interface WebhookRepo {
   /** Inserts unless the account already has `maxPerAccount` endpoints (atomic). */
   createEndpoint(endpoint: WebhookEndpointRecord, maxPerAccount: number): Promise<boolean>;
@@ -174,8 +192,18 @@ export interface WebhookRepo {
   createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
+    opts?: { ack?: LeasedJob },
   ): Promise<WebhookDeliveryRecord[]>;
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
+  /** The delivery of event `eventId` to `endpointId` (the pair is unique), or null. */
+  findDelivery(eventId: string, endpointId: string): Promise<WebhookDeliveryRecord | null>;
+  /**
+   * Records several attempts at once (one transaction, one round trip): each item's `patch` is
+   * merged into its delivery (skipped when the delivery is gone), then its job is acked, or
+   * released per `release`. A job whose lease is no longer ours is left alone, as `ack` and
+   * `retry` do. Items are independent: a missing delivery does not stop the others.
+   */
+  settleDeliveries(items: readonly DeliverySettlement[]): Promise<void>;
   /**
    * Merges `patch`; with `log`, also appends `log.attempt` to the delivery's attempts log (kept to
    * its newest `log.keep`) in the same transaction, so a send costs one commit, not two.
@@ -243,10 +271,20 @@ export interface JobQueue {
   enqueue(job: NewJob): Promise<boolean>;
   /** Leases the due job with the earliest run time (FIFO among equals), or null. */
   lease(queue: string, leaseMs: number): Promise<LeasedJob | null>;
+  /** Leases up to `max` due jobs in one store round trip, in `lease` order (empty when none is due). */
+  leaseMany(queue: string, max: number, leaseMs: number): Promise<LeasedJob[]>;
+  /** Whether a job with this id is queued or leased in `queue`. */
+  has(queue: string, id: string): Promise<boolean>;
   /** Removes the job; false when the lease is no longer ours. */
   ack(job: LeasedJob): Promise<boolean>;
   /** Releases the job to run again at `runAtMs`; false when the lease is no longer ours. */
   retry(job: LeasedJob, runAtMs: number): Promise<boolean>;
+  /**
+   * Releases the job to run at `runAtMs` WITHOUT counting this lease in `attempts` (the handler
+   * held it back unsent: a rate limit, an ordering rule). `payload`, when given, replaces the
+   * job's. False when the lease is no longer ours.
+   */
+  defer(job: LeasedJob, runAtMs: number, payload?: unknown): Promise<boolean>;
   /** Extends our lease by `leaseMs` from now; false when the lease is no longer ours. */
   extend(job: LeasedJob, leaseMs: number): Promise<boolean>;
   /** Counts: `ready` (due, expired leases included), `delayed` (not yet due), `leased` (unexpired leases). */
@@ -283,6 +321,13 @@ export interface RateLimitResult {
 /** Sliding-window limiter: at most `max` hits within any `windowMs` span, so no burst at a window edge. */
 export interface RateLimiter {
   hit(key: string, max: number, windowMs: number): Promise<RateLimitResult>;
+  /**
+   * Reserves the next send slot of `key`, slots `intervalMs` apart (GCRA, no burst): returns
+   * the slot's start, ms since the epoch: now when the key is idle, else the end of the last
+   * slot reserved. Every call reserves one slot, so callers that get a future time hold it and
+   * must not reserve again for the same send. Atomic across processes sharing the store.
+   */
+  reserve(key: string, intervalMs: number): Promise<number>;
 }
 
 // ───────────────────────────── counters

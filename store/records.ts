@@ -190,6 +190,13 @@ export interface StreamRecord {
    * Its status reads OFFLINE for a while after (StreamService `deletedStatusTtlMs`).
    */
   deletedAt?: string;
+  /**
+   * Webhook events this stream has emitted (absent on records made before it was kept: 0). Each
+   * event's `data.sequence` is the count after it, so a stream's events number 1, 2, 3… in order.
+   */
+  eventSeq?: number;
+  /** The id of the `stream.started` event of the current (or last) session, which its `stream.ended` follows. */
+  startedEventId?: string;
 }
 
 export interface WebhookEndpointRecord {
@@ -202,6 +209,8 @@ export interface WebhookEndpointRecord {
   secret: string;
   isActive: boolean;
   consecutiveFailures: number;
+  /** Deliveries per second at most, across all workers; null or absent: no limit. */
+  rateLimit?: number | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -227,6 +236,11 @@ export interface WebhookDeliveryRecord {
   updatedAt: string;
   lastAttemptAt: string | null;
   nextAttemptAt: string | null;
+  /**
+   * The event whose delivery to the same endpoint must be finished (succeeded or failed) before
+   * this one is sent: a `stream.ended` names its session's `stream.started`. Absent: none.
+   */
+  afterEventId?: string | null;
 }
 
 /**

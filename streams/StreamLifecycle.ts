@@ -110,11 +110,14 @@ export async function endSession(
   const startedMs = ms(stream.startedAt) ?? ms(stream.createdAt) ?? endedAtMs;
   const endedAt = new Date(Math.max(endedAtMs, startedMs)).toISOString();
   const after: StreamRecord = { ...stream, ...extra, state: 'ended', endedAt, endReason: reason, updatedAt: new Date(nowMs).toISOString() };
-  const event = streamEndedEvent(after, { nowMs });
+  const eventSeq = (stream.eventSeq ?? 0) + 1;
+  const event = streamEndedEvent(after, { nowMs, sequence: eventSeq });
+  // Webhooks never deliver this before the session's stream.started (docs/webhooks.md "Order").
+  const job = webhookEventJob(event, stream.accountId, stream.startedEventId !== undefined ? { after: stream.startedEventId } : {});
   const ended = await store.streams.update(
     stream.id,
-    { ...extra, state: 'ended', endedAt, endReason: reason, updatedAt: after.updatedAt },
-    { fromStates: ['started'], effects: { jobs: [webhookEventJob(event, stream.accountId)] } },
+    { ...extra, state: 'ended', endedAt, endReason: reason, updatedAt: after.updatedAt, eventSeq },
+    { fromStates: ['started'], effects: { jobs: [job] } },
   );
   if (ended && event.type === 'stream.ended') {
     // Counted after the CAS, so only the winner counts. A crash between the two loses at most one
@@ -219,10 +222,12 @@ export class StreamLifecycle {
           return;
         }
         const after: StreamRecord = { ...stream, state: 'started', startedAt, lastLiveAt: startedAt, endedAt: null, endReason: null, nodeId: event.nodeId, updatedAt: nowIso };
+        const eventSeq = (stream.eventSeq ?? 0) + 1;
+        const startedEvent = streamStartedEvent(after, { nowMs: now, sequence: eventSeq });
         const started = await this.#store.streams.update(
           stream.id,
-          { state: 'started', startedAt, lastLiveAt: startedAt, endedAt: null, endReason: null, nodeId: event.nodeId, updatedAt: nowIso },
-          { fromStates: ['created', 'ended'], effects: { jobs: [webhookEventJob(streamStartedEvent(after, { nowMs: now }), stream.accountId)] } },
+          { state: 'started', startedAt, lastLiveAt: startedAt, endedAt: null, endReason: null, nodeId: event.nodeId, updatedAt: nowIso, eventSeq, startedEventId: startedEvent.id },
+          { fromStates: ['created', 'ended'], effects: { jobs: [webhookEventJob(startedEvent, stream.accountId)] } },
         );
         if (started) this.#log.info(`handle() | started [streamId:${stream.id}] [node:${event.nodeId}]`);
         return;

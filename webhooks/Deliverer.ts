@@ -12,11 +12,23 @@
  * A job queued by resend or recover (`trigger` in its payload) makes ONE send: success →
  * `succeeded`, failure → `failed` again, with no retry schedule and no count toward the
  * endpoint's health (the delivery was counted when its schedule ran out). Every send is appended
- * to the delivery's attempts log. Operational events (a delivery exhausted, the endpoint
- * disabled or recovered) go out through OperationalNotifier.
+ * to the delivery's attempts log, in the same store transaction as its outcome. Operational
+ * events (a delivery exhausted, the endpoint disabled or recovered) go out through
+ * OperationalNotifier.
+ *
+ * Before sending, two rules may hold a delivery back, unsent and without spending an attempt
+ * (`queue.defer`), so the send slot goes to the next job at once; they hold for every send,
+ * scheduled or manual:
+ * - order: a delivery with `afterEventId` (a `stream.ended`) waits while that event's delivery
+ *   to the same endpoint (its `stream.started`) is still pending;
+ * - rate: an endpoint with `rateLimit` gets one send slot every 1/rateLimit s from the store
+ *   (`rateLimits.reserve`, shared by every worker); a delivery whose slot is in the future
+ *   waits for it, holding it (the job's payload records the slot for that lease).
+ * Outcomes are written in batches (`webhooks.settleDeliveries`): every attempt finishing in the
+ * same turn of the event loop shares one store transaction.
  */
 import type { Logger } from 'pino';
-import type { AttemptTrigger, LeasedJob, Store, WebhookAttemptRecord, WebhookDeliveryRecord } from '../store/index.ts';
+import type { AttemptTrigger, DeliverySettlement, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
 import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
 import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
@@ -97,15 +109,24 @@ export interface DelivererOptions {
   random?: () => number;
   /** Default 20. */
   disableAfter?: number;
+  /** How long a delivery waiting for its predecessor waits before looking again, ms; default 250. */
+  orderRecheckMs?: number;
+  /** Asks the job loop to look again when a deferred job is due (JobLoop.wakeIn). */
+  wakeIn?: (delayMs: number) => void;
   /** Entries kept in each delivery's attempts log; default ATTEMPTS_KEPT (20). */
   attemptsKept?: number;
   /** Where operational events go; none are sent without it. */
   notifier?: OperationalNotifier;
 }
 
-/** Payload of a job in queue `webhooks.deliver`: only the id, never the secret or the body. */
+/**
+ * Payload of a job in queue `webhooks.deliver`: the delivery id, never the secret or the body.
+ * `slotLease`: set when the job was deferred to a rate-limit slot it reserved; the lease number
+ * (`LeasedJob.attempts`, which a deferral does not count) that may use it.
+ */
 export interface DeliverJobPayload {
   deliveryId: string;
+  slotLease?: number;
   /** Absent on scheduled sends; `resend` or `recover` for a manual one-send job. */
   trigger?: Exclude<AttemptTrigger, 'scheduled'>;
 }
@@ -117,9 +138,17 @@ function headBytes(body: string | null, limit: number): string | null {
   return bytes.length <= limit ? body : bytes.subarray(0, limit).toString('utf8');
 }
 
+/** The store key of an endpoint's send schedule (`rateLimits.reserve`). */
+export function rateKey(endpointId: string): string {
+  return `webhooks.endpoint:${endpointId}`;
+}
+
+type DeliveryPatch = DeliverySettlement['patch'];
+
 export class Deliverer {
   readonly #o: DelivererOptions;
   readonly #log: Logger;
+  #batch: { item: DeliverySettlement; resolve: () => void; reject: (err: unknown) => void }[] = [];
 
   constructor(options: DelivererOptions) {
     this.#o = options;
@@ -150,9 +179,33 @@ export class Deliverer {
     }
     if (!endpoint.isActive) {
       // A disabled endpoint "stops receiving events": its queued retries end here, unsent.
-      await this.#update(delivery, { status: 'failed', error: 'endpoint_disabled: not sent', nextAttemptAt: null });
-      await store.queue.ack(job);
+      await this.#settle(delivery, job, { status: 'failed', error: 'endpoint_disabled: not sent', nextAttemptAt: null });
       return;
+    }
+
+    // A deferred job keeps its trigger: a manual send stays one send when its turn comes.
+    const manual = trigger === 'scheduled' ? {} : { trigger };
+    // Order: wait while the event this one follows is still being delivered to this endpoint
+    // (none: that endpoint never got it, or its record is gone; then nothing to wait for).
+    if (delivery.afterEventId) {
+      const first = await store.webhooks.findDelivery(delivery.afterEventId, endpoint.id);
+      if (first && first.status === 'pending') {
+        const due = first.nextAttemptAt === null ? 0 : Date.parse(first.nextAttemptAt);
+        const atMs = Math.max(now(), due) + (this.#o.orderRecheckMs ?? 250);
+        this.#log.debug({ deliveryId, after: first.id }, `handle() | waits for [deliveryId:${first.id}] [deliveryId:${deliveryId}]`);
+        await this.#defer(delivery, job, atMs, { deliveryId, ...manual });
+        return;
+      }
+    }
+
+    // Rate: one send per slot; a slot in the future is held by deferring to it.
+    const rate = endpoint.rateLimit ?? null;
+    if (rate !== null && rate > 0 && payload?.slotLease !== job.attempts) {
+      const slotMs = await store.rateLimits.reserve(rateKey(endpoint.id), 1000 / rate);
+      if (slotMs > now()) {
+        await this.#defer(delivery, job, slotMs, { deliveryId, ...manual, slotLease: job.attempts });
+        return;
+      }
     }
 
     // The job is leased once per send and keeps its lease count across retries, so a send cut
@@ -192,21 +245,19 @@ export class Deliverer {
     };
 
     if (result.ok) {
-      await this.#update(delivery, { ...base, status: 'succeeded', nextAttemptAt: null }, log);
+      await this.#settle(delivery, job, { ...base, status: 'succeeded', nextAttemptAt: null }, undefined, log);
       // Resetting a count that is already 0 is a write we can skip (the common case).
       if (endpoint.consecutiveFailures !== 0) {
         await store.webhooks.recordOutcome(endpoint.id, true, this.#o.disableAfter ?? DISABLE_AFTER_FAILURES);
         await this.#o.notifier?.emit(endpoint.accountId, endpointRecoveredEvent(endpoint, deliveryId, attempt, doneMs));
       }
-      await store.queue.ack(job);
       this.#log.debug({ deliveryId, attempt }, `handle() | delivered [deliveryId:${deliveryId}] [attempt:${attempt}]`);
       return;
     }
 
     if (trigger !== 'scheduled') {
       // A manual send has no schedule and was counted toward health already: it just ends.
-      await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
-      await store.queue.ack(job);
+      await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null }, undefined, log);
       this.#log.info({ deliveryId, attempt, trigger, error: result.error }, `handle() | manual send failed [deliveryId:${deliveryId}] [trigger:${trigger}]`);
       return;
     }
@@ -218,8 +269,7 @@ export class Deliverer {
     });
     if (delay !== null) {
       const runAtMs = doneMs + delay;
-      await this.#update(delivery, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, log);
-      await store.queue.retry(job, runAtMs);
+      await this.#settle(delivery, job, { ...base, nextAttemptAt: new Date(runAtMs).toISOString() }, { atMs: runAtMs, counted: true }, log);
       this.#log.info(
         { deliveryId, attempt, error: result.error, delayMs: delay },
         `handle() | attempt failed, retrying [deliveryId:${deliveryId}] [attempt:${attempt}]`,
@@ -235,24 +285,58 @@ export class Deliverer {
       const final: WebhookDeliveryRecord = { ...delivery, ...base, status: 'failed', nextAttemptAt: null };
       await this.#o.notifier?.emit(endpoint.accountId, deliveryExhaustedEvent(final, doneMs));
     }
-    await this.#update(delivery, { ...base, status: 'failed', nextAttemptAt: null }, log);
+    await this.#settle(delivery, job, { ...base, status: 'failed', nextAttemptAt: null }, undefined, log);
     const ep = await store.webhooks.recordOutcome(endpoint.id, false, disableAt);
     // Only the outcome that reached the threshold sees the count equal to it: one event per episode.
     if (ep && !ep.isActive && ep.consecutiveFailures === disableAt) {
       await this.#o.notifier?.emit(ep.accountId, endpointDisabledEvent(ep, deliveryId, doneMs));
     }
-    await store.queue.ack(job);
     this.#log.warn(
       { deliveryId, endpointId: endpoint.id, error: result.error, disabled: ep !== null && !ep.isActive },
       `handle() | delivery failed for good [deliveryId:${deliveryId}] [endpointId:${endpoint.id}]`,
     );
   }
 
-  async #update(
+  /** Holds the delivery back, unsent and uncounted, until `atMs` (shown as its next attempt). */
+  async #defer(delivery: WebhookDeliveryRecord, job: LeasedJob, atMs: number, payload: DeliverJobPayload): Promise<void> {
+    this.#o.wakeIn?.(atMs - this.#o.now());
+    await this.#settle(delivery, job, { nextAttemptAt: new Date(atMs).toISOString() }, { atMs, counted: false, payload });
+  }
+
+  /**
+   * Patches the record (appending `log`, a send's attempts-log entry, in the same transaction)
+   * and acks (no `release`) or releases the job, batched with every other outcome of this turn
+   * of the event loop into one `settleDeliveries` call. Rejects when that call fails (the job
+   * then stays leased and is leased again when its lease runs out).
+   */
+  #settle(
     delivery: WebhookDeliveryRecord,
-    patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId'>>,
-    log?: { attempt: WebhookAttemptRecord; keep: number },
+    job: LeasedJob,
+    patch: DeliveryPatch,
+    release?: DeliverySettlement['release'],
+    log?: DeliverySettlement['log'],
   ): Promise<void> {
-    await this.#o.store.webhooks.updateDelivery(delivery.id, { ...patch, updatedAt: new Date(this.#o.now()).toISOString() }, log);
+    const item: DeliverySettlement = {
+      deliveryId: delivery.id,
+      patch: { ...patch, updatedAt: new Date(this.#o.now()).toISOString() },
+      job,
+      ...(release !== undefined ? { release } : {}),
+      ...(log !== undefined ? { log } : {}),
+    };
+    return new Promise<void>((resolve, reject) => {
+      this.#batch.push({ item, resolve, reject });
+      if (this.#batch.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#batch;
+    this.#batch = [];
+    try {
+      await this.#o.store.webhooks.settleDeliveries(batch.map((b) => b.item));
+      for (const b of batch) b.resolve();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
   }
 }

@@ -27,6 +27,17 @@ export const DELIVERY_ENGINE_DEFAULTS = {
   leaseMs: 30_000,
   /** Longest idle sleep, ms; also the latency with which a retry that became due is picked up. */
   idleWaitMs: 1_000,
+  /**
+   * Jobs leased per store round trip (capped at the loop's concurrency; see JobLoop `batch`):
+   * one lease transaction per batch instead of per send. A leased job waits at most one round of
+   * sends (one request deadline) before its own, well within the lease (three deadlines).
+   */
+  leaseBatch: 16,
+  /**
+   * How long a `stream.ended` waiting for its `stream.started` (to be fanned out, or delivered
+   * to the same endpoint) waits before looking again, ms. Only paid in that rare race.
+   */
+  orderRecheckMs: 250,
   /** Delivery records are kept 14 days (spec "Limits"). */
   retentionMs: 14 * 24 * 3_600_000,
   /** How often the purge job runs, ms. */
@@ -46,6 +57,8 @@ export interface DeliveryEngineOptions {
   timeoutMs?: number;
   leaseMs?: number;
   idleWaitMs?: number;
+  leaseBatch?: number;
+  orderRecheckMs?: number;
   retentionMs?: number;
   purgeIntervalMs?: number;
   /** Overrides RETRY_DELAYS_MS (tests). */
@@ -80,7 +93,14 @@ export class DeliveryEngine {
     if (leaseMs <= timeoutMs) {
       throw new Error(`leaseMs (${leaseMs}) must exceed timeoutMs (${timeoutMs}) or live sends would be leased twice`);
     }
-    this.dispatcher = new Dispatcher({ store: options.store, logger: this.#log, now: this.#now });
+    const orderRecheckMs = options.orderRecheckMs ?? d.orderRecheckMs;
+    this.dispatcher = new Dispatcher({
+      store: options.store,
+      logger: this.#log,
+      now: this.#now,
+      orderRecheckMs,
+      wakeIn: (ms) => this.#loops[0]?.wakeIn(ms),
+    });
     this.deliverer = new Deliverer({
       store: options.store,
       client: options.client,
@@ -91,6 +111,8 @@ export class DeliveryEngine {
       retryJitter: options.retryJitter,
       random: options.random,
       disableAfter: options.disableAfter ?? DISABLE_AFTER_FAILURES,
+      orderRecheckMs,
+      wakeIn: (ms) => this.#loops[1]?.wakeIn(ms),
       attemptsKept: options.attemptsKept,
       notifier: new OperationalNotifier({ store: options.store, logger: this.#log, maxPerHour: options.operationalEventsPerHour }),
     });
@@ -100,12 +122,14 @@ export class DeliveryEngine {
         ...common,
         queue: EVENTS_QUEUE,
         concurrency: options.dispatchConcurrency ?? d.dispatchConcurrency,
+        batch: options.leaseBatch ?? d.leaseBatch,
         handler: (job) => this.dispatcher.handle(job),
       }),
       new JobLoop({
         ...common,
         queue: DELIVER_QUEUE,
         concurrency: options.concurrency ?? d.concurrency,
+        batch: options.leaseBatch ?? d.leaseBatch,
         handler: (job) => this.deliverer.handle(job),
       }),
       new JobLoop({

@@ -3,12 +3,14 @@
  * that subscribes to its type: one delivery record per endpoint, each written with its job in
  * queue `webhooks.deliver` in one atomic store call. `createDeliveries` is idempotent on
  * (event, endpoint), so an event leased again after a crash never makes a second delivery.
+ * An event that follows another (`after`: a `stream.ended` its session's `stream.started`) is
+ * fanned out only once that one has been, and its deliveries carry `afterEventId`.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { LeasedJob, NewJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
 import type { DeliverJobPayload } from './Deliverer.ts';
-import { DELIVER_QUEUE, parseEventJob } from './WebhookEvent.ts';
+import { DELIVER_QUEUE, EVENTS_QUEUE, parseEventJob } from './WebhookEvent.ts';
 
 export function newDeliveryId(): string {
   return `dlv_${randomBytes(12).toString('hex')}`;
@@ -23,6 +25,10 @@ export interface DispatcherOptions {
   store: Store;
   logger: Logger;
   now: () => number;
+  /** How long an event whose predecessor is not fanned out yet waits before looking again, ms. */
+  orderRecheckMs: number;
+  /** Asks the loop to look again when a deferred event is due. */
+  wakeIn?: (delayMs: number) => void;
 }
 
 export class Dispatcher {
@@ -41,7 +47,15 @@ export class Dispatcher {
       await store.queue.ack(job);
       return [];
     }
-    const { accountId, event } = parsed;
+    const { accountId, event, after } = parsed;
+    // Fan out only after the event this one follows: its deliveries (made atomically with its
+    // ack) must exist for ours to wait on them. Not counted as an attempt.
+    if (after !== undefined && (await store.queue.has(EVENTS_QUEUE, after))) {
+      await store.queue.defer(job, now() + this.#o.orderRecheckMs);
+      this.#o.wakeIn?.(this.#o.orderRecheckMs);
+      logger.debug({ eventId: event.id, after }, `handle() | waits for the event it follows [eventId:${event.id}] [after:${after}]`);
+      return [];
+    }
     // An operational event is never sent to the endpoint it is about (no loops).
     const about = 'endpoint_id' in event.data ? event.data.endpoint_id : null;
     const endpoints = (await store.webhooks.listEndpoints(accountId)).filter(
@@ -71,11 +85,14 @@ export class Dispatcher {
           updatedAt: nowIso,
           lastAttemptAt: null,
           nextAttemptAt: nowIso,
+          ...(after !== undefined ? { afterEventId: after } : {}),
         }),
       );
-      created = await store.webhooks.createDeliveries(records, (d) => [deliverJob(d, nowMs)]);
+      // The event's job is acked in the same transaction: one commit per event.
+      created = await store.webhooks.createDeliveries(records, (d) => [deliverJob(d, nowMs)], { ack: job });
+    } else {
+      await store.queue.ack(job);
     }
-    await store.queue.ack(job);
     logger.debug(
       { eventId: event.id, endpoints: endpoints.length, created: created.length },
       `handle() | dispatched [eventId:${event.id}] [deliveries:${created.length}]`,

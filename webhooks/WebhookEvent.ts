@@ -24,6 +24,11 @@ export function isEventType(v: unknown): v is WebhookEventType {
 
 export interface StreamStartedData {
   stream_id: string;
+  /**
+   * This event's place among the stream's events: 1, 2, 3… in the order they happened (started,
+   * ended, started again…), so a receiver can tell order even if deliveries arrive out of it.
+   */
+  sequence: number;
   pipeline_id: string;
   started_at: string;
   /** Stream creation time. */
@@ -33,6 +38,8 @@ export interface StreamStartedData {
 
 export interface StreamEndedData {
   stream_id: string;
+  /** As in `StreamStartedData`: one more than its session's `stream.started`. */
+  sequence: number;
   pipeline_id: string;
   started_at: string;
   /** Last moment the stream was confirmed live (backdated past detection), not when we noticed. */
@@ -59,6 +66,12 @@ export interface EventJobPayload {
   kind: 'webhook_event';
   accountId: string;
   event: AnyWebhookEvent;
+  /**
+   * Id of the event this one must follow at every endpoint: a `stream.ended` names its session's
+   * `stream.started`. It is fanned out only after that one, and each of its deliveries waits for
+   * that event's delivery to the same endpoint to finish. Absent: no ordering.
+   */
+  after?: string;
 }
 
 export function newEventId(): string {
@@ -70,6 +83,8 @@ export interface EventOptions {
   id?: string;
   /** Event time, ms since the epoch; default Date.now(). */
   nowMs?: number;
+  /** `data.sequence`; default 1 (a stream's first event; synthetic test events). */
+  sequence?: number;
 }
 
 type StreamFields = Pick<StreamRecord, 'id' | 'pipeline' | 'createdAt' | 'startedAt' | 'gatewayHost'>;
@@ -83,6 +98,7 @@ export function streamStartedEvent(stream: StreamFields, options: EventOptions =
     created_at: now,
     data: {
       stream_id: stream.id,
+      sequence: options.sequence ?? 1,
       pipeline_id: stream.pipeline,
       started_at: stream.startedAt ?? now,
       created_at: stream.createdAt,
@@ -105,6 +121,7 @@ export function streamEndedEvent(
     created_at: now,
     data: {
       stream_id: stream.id,
+      sequence: options.sequence ?? 1,
       pipeline_id: stream.pipeline,
       started_at: startedAt,
       ended_at: endedAt,
@@ -115,9 +132,12 @@ export function streamEndedEvent(
   };
 }
 
-/** The outbox job for `event`: queue `events`, id = event id (enqueueing twice is a no-op). */
-export function webhookEventJob(event: AnyWebhookEvent, accountId: string): NewJob {
-  const payload: EventJobPayload = { kind: 'webhook_event', accountId, event };
+/**
+ * The outbox job for `event`: queue `events`, id = event id (enqueueing twice is a no-op).
+ * `after`: the event it must follow (a `stream.ended`: its session's `stream.started`).
+ */
+export function webhookEventJob(event: AnyWebhookEvent, accountId: string, options: { after?: string } = {}): NewJob {
+  const payload: EventJobPayload = { kind: 'webhook_event', accountId, event, ...(options.after !== undefined ? { after: options.after } : {}) };
   return { queue: EVENTS_QUEUE, id: event.id, payload };
 }
 
@@ -128,5 +148,6 @@ export function parseEventJob(payload: unknown): EventJobPayload | null {
   if (p.kind !== 'webhook_event' || typeof p.accountId !== 'string') return null;
   const e = p.event as Partial<AnyWebhookEvent> | undefined;
   if (!e || typeof e.id !== 'string' || !isEventType(e.type) || typeof e.data !== 'object' || e.data === null) return null;
+  if (p.after !== undefined && typeof p.after !== 'string') return null;
   return p as EventJobPayload;
 }

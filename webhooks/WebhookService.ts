@@ -33,6 +33,12 @@ export const WEBHOOK_SERVICE_DEFAULTS = {
   /** The `test` send's deadline, ms (same as a delivery). */
   timeoutMs: 10_000,
   /**
+   * `rate_limit` range, deliveries per second (whole numbers): 1 is the slowest schedule a
+   * receiver is likely to want; 1000 is above what one deployment sends (docs/performance.md).
+   */
+  minRateLimit: 1,
+  maxRateLimit: 1_000,
+  /**
    * Resends per account in any 60 s. One resend is one request to the account's own endpoint;
    * 60 lets someone click through a page of deliveries by hand, and no script can turn the API
    * into a request cannon (recover is the tool for many).
@@ -55,6 +61,8 @@ export interface WebhookEndpointView {
   secret_preview: string;
   is_active: boolean;
   consecutive_failures: number;
+  /** Deliveries per second at most (all workers together), or null for no limit. */
+  rate_limit: number | null;
   created_at: string;
 }
 
@@ -127,6 +135,8 @@ export interface CreateEndpointInput {
   url: string;
   events: readonly string[];
   name?: string;
+  /** Deliveries per second at most; null or absent: no limit. */
+  rate_limit?: number | null;
 }
 
 export interface UpdateEndpointInput {
@@ -134,6 +144,8 @@ export interface UpdateEndpointInput {
   events?: readonly string[];
   name?: string;
   is_active?: boolean;
+  /** null removes the limit. */
+  rate_limit?: number | null;
 }
 
 export interface DeliveryQuery {
@@ -181,6 +193,7 @@ export function toEndpointView(e: WebhookEndpointRecord, revealSecret = false): 
     secret_preview: secretPreview(e.secret),
     is_active: e.isActive,
     consecutive_failures: e.consecutiveFailures,
+    rate_limit: e.rateLimit ?? null,
     created_at: e.createdAt,
   };
 }
@@ -242,6 +255,15 @@ function parseEvents(events: unknown): WebhookEventType[] {
   return out;
 }
 
+function parseRateLimit(rate: unknown): number | null {
+  if (rate === null) return null;
+  const { minRateLimit: min, maxRateLimit: max } = WEBHOOK_SERVICE_DEFAULTS;
+  if (typeof rate !== 'number' || !Number.isInteger(rate) || rate < min || rate > max) {
+    throw invalid('rate_limit', `rate_limit must be null or an integer from ${min} to ${max} (deliveries per second)`);
+  }
+  return rate;
+}
+
 function parseName(name: unknown, max: number): string {
   if (typeof name !== 'string') throw invalid('name', 'name must be a string');
   if (name.length > max) throw invalid('name', `name must be at most ${max} characters`);
@@ -279,6 +301,7 @@ export class WebhookService {
   async create(accountId: string, input: CreateEndpointInput): Promise<WebhookEndpointView> {
     const events = parseEvents(input.events);
     const name = parseName(input.name ?? '', WEBHOOK_SERVICE_DEFAULTS.maxNameLength);
+    const rateLimit = parseRateLimit(input.rate_limit ?? null);
     const url = await validateEndpointUrl(input.url, this.#client.policy);
     const now = new Date(this.#now()).toISOString();
     const record: WebhookEndpointRecord = {
@@ -290,6 +313,7 @@ export class WebhookService {
       secret: generateSecret(),
       isActive: true,
       consecutiveFailures: 0,
+      rateLimit,
       createdAt: now,
       updatedAt: now,
     };
@@ -314,7 +338,8 @@ export class WebhookService {
   }
 
   /**
-   * Changes url, events, name or is_active. `is_active: true` re-enables and clears the failure
+   * Changes url, events, name, is_active or rate_limit (a new limit applies to sends not yet
+   * scheduled; a delivery already waiting for a slot keeps it). `is_active: true` re-enables and clears the failure
    * count (spec "Webhook endpoint"); a new url passes the registration rules again.
    */
   async update(accountId: string, id: string, input: UpdateEndpointInput): Promise<WebhookEndpointView> {
@@ -322,6 +347,7 @@ export class WebhookService {
     const patch: Partial<Omit<WebhookEndpointRecord, 'id' | 'accountId'>> = {};
     if (input.events !== undefined) patch.events = parseEvents(input.events);
     if (input.name !== undefined) patch.name = parseName(input.name, WEBHOOK_SERVICE_DEFAULTS.maxNameLength);
+    if (input.rate_limit !== undefined) patch.rateLimit = parseRateLimit(input.rate_limit);
     if (input.is_active !== undefined) {
       if (typeof input.is_active !== 'boolean') throw invalid('is_active', 'is_active must be a boolean');
       patch.isActive = input.is_active;

@@ -8,7 +8,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { EVENT_TYPES, isWebhookError, type WebhookService } from '../../webhooks/index.ts';
+import { EVENT_TYPES, isWebhookError, WEBHOOK_SERVICE_DEFAULTS, type WebhookService } from '../../webhooks/index.ts';
 import type { AppContext } from '../Services.ts';
 import type { Config } from '../config.ts';
 import { streamError } from '../../errors/index.ts';
@@ -27,9 +27,19 @@ const EndpointSchema = z
     secret_preview: z.string(),
     is_active: z.boolean(),
     consecutive_failures: z.number().int(),
+    rate_limit: z.number().int().nullable().describe('Deliveries per second at most, across all workers; null: no limit'),
     created_at: z.string(),
   })
   .meta({ id: 'WebhookEndpoint' });
+
+const { minRateLimit, maxRateLimit } = WEBHOOK_SERVICE_DEFAULTS;
+const RateLimit = z
+  .number()
+  .int()
+  .min(minRateLimit)
+  .max(maxRateLimit)
+  .nullable()
+  .describe(`Deliveries per second at most (${minRateLimit}–${maxRateLimit}), across all workers; null: no limit. Deliveries over it wait for their slot, unsent`);
 
 const DeliverySchema = z
   .object({
@@ -110,7 +120,7 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
         schema: {
           tags,
           summary: 'Register an endpoint; the response holds the full secret, shown only now',
-          body: z.object({ url: z.string().min(1).max(2048), events: z.array(EVENT).min(1).max(EVENT_TYPES.length), name: z.string().max(200).optional() }).strict(),
+          body: z.object({ url: z.string().min(1).max(2048), events: z.array(EVENT).min(1).max(EVENT_TYPES.length), name: z.string().max(200).optional(), rate_limit: RateLimit.optional() }).strict(),
           response: { 201: EndpointSchema, ...errors },
         },
       },
@@ -132,9 +142,9 @@ export function webhookRoutes(_config: Readonly<Config>, ctx: AppContext): Fasti
       {
         schema: {
           tags,
-          summary: 'Change url, events, name or is_active (true re-enables and clears the failure count)',
+          summary: 'Change url, events, name, is_active (true re-enables and clears the failure count) or rate_limit',
           params: IdParams,
-          body: z.object({ url: z.string().min(1).max(2048).optional(), events: z.array(EVENT).min(1).max(EVENT_TYPES.length).optional(), name: z.string().max(200).optional(), is_active: z.boolean().optional() }).strict(),
+          body: z.object({ url: z.string().min(1).max(2048).optional(), events: z.array(EVENT).min(1).max(EVENT_TYPES.length).optional(), name: z.string().max(200).optional(), is_active: z.boolean().optional(), rate_limit: RateLimit.optional() }).strict(),
           response: { 200: EndpointSchema, ...errors },
         },
       },

@@ -15,7 +15,7 @@ import { LIVE_STREAMS_PER_PLAN, StreamLifecycle, usageCounter, type LifecycleClo
 import { StreamService } from '../../streams/StreamService.ts';
 import { MediaNode } from '../../media/index.ts';
 import { createStore, type Plan, type Store } from '../../store/index.ts';
-import { EVENTS_QUEUE, parseEventJob, type WebhookEvent } from '../../webhooks/index.ts';
+import { EVENTS_QUEUE, parseEventJob, type EventJobPayload, type WebhookEvent } from '../../webhooks/index.ts';
 
 const T0 = Date.parse('2026-03-10T12:00:00.000Z');
 
@@ -212,4 +212,32 @@ t.test('silence during a store outage does not count: a sweep whose read was hel
   await lifecycle.sweep();
   const evs = await events();
   t.match(evs, [{ type: 'stream.ended', data: { reason: 'timeout', ended_at: new Date(T0 + 10_000).toISOString() } }], 'still silent a window after the outage: ended, at its real last signal');
+});
+
+t.test('each event carries the stream’s next sequence number; stream.ended names its session’s stream.started', { timeout: 20_000 }, async (t) => {
+  const { store, clock, lifecycle, stream } = await setup(t);
+  const jobs = async () => {
+    const out: EventJobPayload[] = [];
+    for (let job = await store.queue.lease(EVENTS_QUEUE, 60_000); job; job = await store.queue.lease(EVENTS_QUEUE, 60_000)) {
+      out.push(parseEventJob(job.payload)!);
+      await store.queue.ack(job);
+    }
+    return out;
+  };
+  const session = async () => {
+    const startedAt = clock.ms;
+    await lifecycle.handle({ type: 'started', nodeId: 'local', streamId: stream.id, startedAt });
+    await lifecycle.handle({ type: 'ended', nodeId: 'local', streamId: stream.id, startedAt, endedAt: startedAt + 1000, reason: 'timeout' });
+    clock.ms = startedAt + 1000 + lifecycle.timeoutMs;
+    await lifecycle.sweep();
+    clock.ms += 10_000;
+  };
+  await session();
+  await session();
+  const all = await jobs();
+  t.same(all.map((j) => [j.event.type, 'sequence' in j.event.data ? j.event.data.sequence : null]), [['stream.started', 1], ['stream.ended', 2], ['stream.started', 3], ['stream.ended', 4]]);
+  t.equal(all[0]!.after, undefined, 'a started follows nothing');
+  t.equal(all[1]!.after, all[0]!.event.id, 'the first ended follows the first started');
+  t.equal(all[3]!.after, all[2]!.event.id, 'the second ended follows the second started');
+  t.equal((await store.streams.get(stream.id))?.eventSeq, 4);
 });

@@ -475,6 +475,59 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.equal(await store.webhooks.updateDelivery('dlv_x', { status: 'failed' }), null);
   });
 
+  test('webhooks.createDeliveries acks the event job with the fan-out; findDelivery and settleDeliveries', async (t, { store, clock }) => {
+    await store.queue.enqueue({ queue: 'events', id: 'evt_1', payload: 1 });
+    const event = (await store.queue.lease('events', 1000)) as LeasedJob;
+    const jobsFor = (d: WebhookDeliveryRecord) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }];
+    await store.webhooks.createDeliveries(
+      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_3', 'evt_1', T0)],
+      jobsFor,
+      { ack: event },
+    );
+    t.equal(await store.queue.has('events', 'evt_1'), false, 'the event job went with the fan-out');
+    t.equal(await store.queue.has('deliveries', 'dlv_1'), true);
+    t.match(await store.webhooks.findDelivery('evt_1', 'whk_2'), { id: 'dlv_2' });
+    t.equal(await store.webhooks.findDelivery('evt_1', 'whk_9'), null);
+    t.equal(await store.webhooks.findDelivery('evt_9', 'whk_1'), null);
+
+    const [a, b, c] = await store.queue.leaseMany('deliveries', 10, 1000);
+    t.same([a?.id, b?.id, c?.id], ['dlv_1', 'dlv_2', 'dlv_3'], 'leaseMany hands out the due jobs in order');
+    t.same(await store.queue.leaseMany('deliveries', 10, 1000), [], 'none left');
+    await store.webhooks.settleDeliveries([
+      { deliveryId: 'dlv_1', patch: { status: 'succeeded', attempts: 1 }, job: a as LeasedJob },
+      { deliveryId: 'dlv_2', patch: { attempts: 1, error: 'http_status: 500' }, job: b as LeasedJob, release: { atMs: T0 + 100, counted: true } },
+      { deliveryId: 'dlv_3', patch: { nextAttemptAt: iso(T0 + 100) }, job: c as LeasedJob, release: { atMs: T0 + 100, counted: false, payload: { deliveryId: 'dlv_3', slot: 7 } } },
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...(a as LeasedJob), id: 'nope' } },
+    ]);
+    t.match(await store.webhooks.getDelivery('dlv_1'), { status: 'succeeded', attempts: 1 });
+    t.match(await store.webhooks.getDelivery('dlv_2'), { status: 'pending', error: 'http_status: 500' });
+    t.equal(await store.webhooks.getDelivery('dlv_gone'), null, 'a missing delivery is not created');
+    t.same(await store.queue.stats('deliveries'), { ready: 0, delayed: 2, leased: 0 });
+    clock.advance(100);
+    const again = await store.queue.leaseMany('deliveries', 10, 1000);
+    t.same(
+      again.map((j) => [j.id, j.attempts, j.payload]),
+      [
+        ['dlv_2', 2, { deliveryId: 'dlv_2' }],
+        ['dlv_3', 1, { deliveryId: 'dlv_3', slot: 7 }],
+      ],
+      'a counted release counts the lease; a deferred one does not and takes the new payload',
+    );
+    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), true);
+    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), false, 'a deferred lease is no longer ours');
+    t.match(await store.queue.lease('deliveries', 1000), { id: 'dlv_2', attempts: 2, payload: { deliveryId: 'dlv_2' } }, 'defer without payload keeps it');
+  });
+
+  test('rateLimits.reserve hands out slots an interval apart, starting now when idle', async (t, { store, clock }) => {
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 200);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 400);
+    t.equal(await store.rateLimits.reserve('ep:2', 200), T0, 'keys are apart');
+    clock.advance(1000);
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 1000, 'idle again: the slot starts now, no saved-up burst');
+    t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 1200);
+  });
+
   test('webhooks.listDeliveries filters and pages newest first; deleteEndpoint and purge remove logs', async (t, { store }) => {
     await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
     const all: WebhookDeliveryRecord[] = [];
@@ -595,6 +648,46 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same(await store.webhooks.listAttempts('dlv_1'), [entry(2), entry(3), entry(4)], 'the newest 3, oldest first');
     t.equal(await store.webhooks.updateDelivery('dlv_x', { attempts: 1 }, { attempt: { ...entry(1), deliveryId: 'dlv_x' }, keep: 3 }), null);
     t.same(await store.webhooks.listAttempts('dlv_x'), [], 'nothing logged for a missing delivery');
+  });
+
+  test('webhooks.settleDeliveries appends each send to its attempts log with the outcome, capped', async (t, { store }) => {
+    await store.webhooks.createDeliveries(
+      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0)],
+      (d) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }],
+    );
+    const entry = (deliveryId: string, n: number) => ({
+      deliveryId,
+      attempt: n,
+      trigger: n > 2 ? ('recover' as const) : ('scheduled' as const),
+      startedAt: iso(T0 + n),
+      durationMs: n,
+      responseStatus: 500,
+      responseBody: 'no',
+      error: 'http_status: 500',
+    });
+    for (let n = 1; n <= 4; n++) {
+      const jobs = await store.queue.leaseMany('deliveries', 10, 1000);
+      t.equal(jobs.length, 2);
+      const a = jobs.find((j) => j.id === 'dlv_1') as LeasedJob;
+      const b = jobs.find((j) => j.id === 'dlv_2') as LeasedJob;
+      await store.webhooks.settleDeliveries([
+        { deliveryId: 'dlv_1', patch: { attempts: n }, job: a, release: { atMs: 0, counted: true }, log: { attempt: entry('dlv_1', n), keep: 3 } },
+        // A held-back lease: no send, no entry.
+        { deliveryId: 'dlv_2', patch: { nextAttemptAt: iso(T0) }, job: b, release: { atMs: 0, counted: false } },
+      ]);
+    }
+    t.match(await store.webhooks.getDelivery('dlv_1'), { attempts: 4 });
+    t.same(await store.webhooks.listAttempts('dlv_1'), [entry('dlv_1', 2), entry('dlv_1', 3), entry('dlv_1', 4)], 'the newest 3, oldest first');
+    t.same(await store.webhooks.listAttempts('dlv_2'), [], 'a deferral logs nothing');
+    const [last] = (await store.queue.leaseMany('deliveries', 1, 1000)) as [LeasedJob];
+    await store.webhooks.settleDeliveries([
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...last, id: 'nope' }, log: { attempt: entry('dlv_gone', 1), keep: 3 } },
+      { deliveryId: last.id, patch: { status: 'succeeded', attempts: 9 }, job: last, log: { attempt: entry(last.id, 9), keep: 3 } },
+    ]);
+    t.same(await store.webhooks.listAttempts('dlv_gone'), [], 'nothing logged for a missing delivery');
+    t.match(await store.webhooks.getDelivery(last.id), { status: 'succeeded', attempts: 9 });
+    t.same((await store.webhooks.listAttempts(last.id)).at(-1), entry(last.id, 9), 'a final send is logged with its outcome');
+    t.equal(await store.queue.has('deliveries', last.id), false, 'and its job acked');
   });
 
   // ───────────────────────────── jobs

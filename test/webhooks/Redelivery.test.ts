@@ -255,3 +255,34 @@ void t.test('recover requeues at most maxPerRecover per call and says has_more; 
   t.same(second, { requeued: 1, delivery_ids: ids.slice(0, 1), has_more: false }, 'the pending ones are skipped, the rest taken');
   await receiver.waitForCount(6);
 });
+
+for (const kind of ['embedded', 'redis'] as const) {
+  void t.test(`${kind}: a resend waits for the endpoint's rate-limit slot, then makes its one send, logged as a resend`, { timeout: 60_000 }, async (t) => {
+    // The spec's schedule: a deferred manual send must still not be retried on it.
+    const { clock, store, receiver, service } = await setup(t, kind, { engine: { retryDelaysMs: RETRY_DELAYS_MS } });
+    receiver.reply = () => ({ status: 200, body: 'ok' });
+    const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], rate_limit: 1 });
+    const { event, delivery } = await deliverOne(store, clock, e);
+    t.equal(delivery.status, 'succeeded');
+
+    // The scheduled send took this second's slot: the resend waits for the next one, unsent.
+    receiver.reply = () => ({ status: 503, body: 'busy' });
+    await service.resend('acc_1', e.id, delivery.id);
+    await waitUntil(async () => (await store.queue.stats(DELIVER_QUEUE)).delayed === 1, 'the resend is held back for its slot', 20_000);
+    t.equal(receiver.requests.length, 1, 'not sent before its slot');
+    const held = await store.webhooks.getDelivery(delivery.id);
+    t.match(held, { status: 'pending', attempts: 1 }, 'the wait spends no attempt');
+    t.ok(held?.nextAttemptAt && Date.parse(held.nextAttemptAt) > clock.ms, 'next_attempt_at shows the slot');
+
+    clock.advance(1_000);
+    const done = await finished(store, e, event.id, 2);
+    t.match(done, { status: 'failed', nextAttemptAt: null, responseStatus: 503 }, 'still one send: a failure ends it, no schedule');
+    t.equal(receiver.requests.length, 2);
+    t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+    t.equal((await service.get('acc_1', e.id)).consecutive_failures, 0, 'a manual send does not count toward health');
+    t.match(await service.attempts('acc_1', e.id, delivery.id), [
+      { attempt: 1, trigger: 'scheduled', response_status: 200 },
+      { attempt: 2, trigger: 'resend', response_status: 503, response_body: 'busy' },
+    ]);
+  });
+}

@@ -12,7 +12,7 @@ const stream = {
 };
 
 void t.test('stream.started carries the spec envelope and data fields', { timeout: 5_000 }, async (t) => {
-  const e = streamStartedEvent(stream, { nowMs: Date.parse('2026-03-01T10:00:06Z') });
+  const e = streamStartedEvent(stream, { nowMs: Date.parse('2026-03-01T10:00:06Z'), sequence: 3 });
   t.match(e.id, /^evt_[0-9a-f]{24}$/);
   t.same(e, {
     id: e.id,
@@ -20,6 +20,7 @@ void t.test('stream.started carries the spec envelope and data fields', { timeou
     created_at: '2026-03-01T10:00:06.000Z',
     data: {
       stream_id: 'str_abc',
+      sequence: 3,
       pipeline_id: 'streamdiffusion',
       started_at: '2026-03-01T10:00:05.000Z',
       created_at: '2026-03-01T10:00:00.000Z',
@@ -30,13 +31,14 @@ void t.test('stream.started carries the spec envelope and data fields', { timeou
 });
 
 void t.test('stream.ended carries ended_at, whole duration_seconds and the reason', { timeout: 5_000 }, async (t) => {
-  const e = streamEndedEvent(stream, { id: 'evt_fixed', nowMs: Date.parse('2026-03-01T10:31:00Z') });
+  const e = streamEndedEvent(stream, { id: 'evt_fixed', nowMs: Date.parse('2026-03-01T10:31:00Z'), sequence: 4 });
   t.same(e, {
     id: 'evt_fixed',
     type: 'stream.ended',
     created_at: '2026-03-01T10:31:00.000Z',
     data: {
       stream_id: 'str_abc',
+      sequence: 4,
       pipeline_id: 'streamdiffusion',
       started_at: '2026-03-01T10:00:05.000Z',
       ended_at: '2026-03-01T10:30:05.400Z',
@@ -53,6 +55,9 @@ void t.test('the outbox job lives in queue events with the event id as job id an
   t.equal(job.queue, 'events');
   t.equal(job.id, e.id);
   t.same(parseEventJob(JSON.parse(JSON.stringify(job.payload))), { kind: 'webhook_event', accountId: 'acc_1', event: e });
+  const ordered = webhookEventJob(e, 'acc_1', { after: 'evt_started' });
+  t.same(parseEventJob(JSON.parse(JSON.stringify(ordered.payload))), { kind: 'webhook_event', accountId: 'acc_1', event: e, after: 'evt_started' }, 'after rides in the job, not the event');
+  t.equal(parseEventJob({ ...(ordered.payload as object), after: 7 }), null);
   t.equal(parseEventJob(null), null);
   t.equal(parseEventJob({ kind: 'other' }), null);
   t.equal(parseEventJob({ kind: 'webhook_event', accountId: 'acc_1', event: { id: 'evt_1', type: 'stream.paused', data: {} } }), null);

@@ -90,6 +90,28 @@ void t.test('events must be stream.started / stream.ended; bad input names its f
   t.equal((await service.list('acc_1')).length, 1, 'nothing else was created');
 });
 
+void t.test('rate_limit is a whole number of deliveries per second from 1 to 1000, or null; bad values name the field', { timeout: 15_000 }, async (t) => {
+  const { service, receiver } = await setup(t);
+  const bad = async (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: WebhookError) => [e.code, e.details.field],
+    );
+  for (const rate of [0, -1, 1001, 2.5, '5', Number.NaN]) {
+    // @ts-expect-error deliberately wrong types reach the runtime check
+    t.same(await bad(service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], rate_limit: rate })), ['WEBHOOKS/INVALID_INPUT', 'rate_limit'], `create refuses ${String(rate)}`);
+  }
+  t.equal((await service.list('acc_1')).length, 0, 'nothing was created');
+  const plain = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
+  t.equal(plain.rate_limit, null, 'no limit by default');
+  const limited = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], rate_limit: 1000 });
+  t.equal(limited.rate_limit, 1000);
+  t.equal((await service.update('acc_1', plain.id, { rate_limit: 5 })).rate_limit, 5);
+  t.equal((await service.get('acc_1', plain.id)).rate_limit, 5, 'kept');
+  t.same(await bad(service.update('acc_1', plain.id, { rate_limit: 0 })), ['WEBHOOKS/INVALID_INPUT', 'rate_limit']);
+  t.equal((await service.update('acc_1', plain.id, { rate_limit: null })).rate_limit, null, 'null removes it');
+});
+
 void t.test('update changes url, events, name; a new url is checked; is_active true clears failures', { timeout: 15_000 }, async (t) => {
   const { service, receiver, store } = await setup(t);
   const e = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], name: 'a' });

@@ -13,6 +13,7 @@ import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
 import { H264Depacketizer } from '../../media/H264Depacketizer.ts';
 import { splitAnnexB } from '../../media/H264Nal.ts';
 import { H264Packetizer } from '../../media/H264Packetizer.ts';
+import { until } from '../helpers/until.ts';
 
 const logger = pino({ level: 'silent' });
 const tick = () => new Promise((r) => setTimeout(r, 33));
@@ -65,14 +66,17 @@ t.test('H.264 RTP → depacketizer → decoder: access units byte for byte, RGB2
   });
   const rgb = solid(160, 120, [200, 40, 90]);
   for (let i = 0; i < 20; i++) {
-    enc.push({ width: 160, height: 120, data: rgb, ptsMs: i });
-    await tick();
+    enc.push({ width: 160, height: 120, data: rgb, ptsMs: i * 33 });
+    // x264 (zerolatency, no B-frames) gives one access unit per frame: wait for it before the next
+    // push, so a loaded machine never makes the appsrc drop a frame (a fixed wait counted 18 of 20).
+    await until(`access unit ${i + 1} through the depacketizer`, () => depack.frames, (n) => n > i, 10_000, 5);
   }
-  await new Promise((r) => setTimeout(r, 200));
   t.ok(maxPayload() > 0 && maxPayload() <= 300, `FU-A fragments keep payloads within 300 bytes (max ${maxPayload()})`);
-  t.ok(same >= 19 && same === depack.frames, `every rebuilt access unit equals the encoder's (${same} of ${depack.frames})`);
+  t.ok(same === 20 && depack.frames === 20, `every rebuilt access unit equals the encoder's (${same} of ${depack.frames})`);
   t.equal(depack.dropped, 0, 'nothing dropped on a clean stream');
   t.equal(keyframes, 1, 'one key frame (the first)');
+  // The decoder runs in its own thread and may still be on the last access units.
+  await until('10 decoded frames', () => frames.length, (n) => n >= 10, 10_000, 5);
   t.ok(frames.length >= 10, `decoded ${frames.length} frames`);
   const last = frames[frames.length - 1] as Buffer;
   t.equal(last.length, 96 * 64 * 3, 'scaled to 96x64 RGB24');

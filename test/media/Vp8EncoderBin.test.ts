@@ -12,6 +12,7 @@ import { DecoderBin } from '../../media/DecoderBin.ts';
 import { Vp8Depacketizer } from '../../media/Vp8Depacketizer.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from '../../media/Vp8EncoderBin.ts';
 import { Vp8Packetizer } from '../../media/Vp8Packetizer.ts';
+import { until } from '../helpers/until.ts';
 
 const logger = pino({ level: 'silent' });
 
@@ -69,7 +70,9 @@ t.test('VP8 frames packetized per RFC 7741 decode back (GStreamer rtpvp8depay, a
     enc.push({ width: 160, height: 120, data: rgb, ptsMs: i });
     await tick();
   }
-  await new Promise((r) => setTimeout(r, 200));
+  // Encoder and decoders run in their own threads: wait for their output, not a fixed time.
+  await until('10 encoded frames', () => out.length, (n) => n >= 10, 10_000, 5);
+  await until('10 decoded frames on both paths', () => Math.min(frames.length, ours.length), (n) => n >= 10, 10_000, 5);
   t.ok(out.length >= 10, `encoded ${out.length} frames`);
   t.ok(out[0]?.keyframe, 'the first frame is a key frame');
   t.ok(out.slice(1).some((f) => !f.keyframe), 'later frames are inter frames');

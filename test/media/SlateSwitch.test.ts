@@ -21,15 +21,16 @@ type W = Window & PeerPage;
 const OUTPUT_FPS = 30;
 const INTERVAL_MS = 1000 / OUTPUT_FPS;
 /**
- * Jitter allowed on top of 2 frame intervals, ms. On a quiet machine the slate's frames arrive at
- * the viewer within ±10 ms of their interval (packet arrival times), and the first live frame
- * costs the encoder 10–25 ms more than a still slate frame (a whole new picture); 50 ms covers
- * both with room and stays far below the 0.5–1.2 s freeze this guards against. On a heavily loaded
- * machine (load 12–22 on 2 cores) the switch measured 64–348 ms over 6 runs (median ≈ 130 ms),
- * against 1056 and 1178 ms before the fix: a failure there says to read the node's log printed
- * with it (its builds and the switch, with times) before blaming the switch.
+ * Allowed on top of 2 frame intervals, ms. This test guards against the freeze (0.74–1.36 s; 1056
+ * and 1178 ms here before the fix), not the exact switch time, which is a measurement and lives in
+ * `npm run bench -- slate --part switch` (docs/performance.md). The suite runs this beside another
+ * test file on 2 cores, where the gap also holds scheduling noise: quiet it measured 49–87 ms; with
+ * another heavy file beside it once 190 ms (a 191 ms gap among slate frames while the publisher's
+ * DTLS ran, and 138 ms at the switch); at load 12–22, 64–348 ms (median ≈ 130 ms). 150 ms keeps
+ * the bound far below any freeze, and a failure prints the node's log (its builds and the switch,
+ * with times) to read before blaming the switch.
  */
-const JITTER_MS = 50;
+const JITTER_MS = 150;
 /** Frames on each side of the first live frame whose gaps count as "across the switch". */
 const AROUND = 5;
 

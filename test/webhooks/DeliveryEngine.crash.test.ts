@@ -4,37 +4,12 @@
  * every (event, endpoint) delivery reaches the receiver, under its own event id, and succeeds
  * once after the receiver's dedupe. Nothing is lost, nothing arrives under another id.
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { streamEndedEvent, webhookEventJob, WebhookService, SafeHttpClient } from '../../webhooks/index.ts';
-import { makeTls, openStore, testLogger, TestReceiver, waitUntil } from './helpers.ts';
+import { killChild, makeTls, openStore, startEngineChild, testLogger, TestReceiver, waitUntil } from './helpers.ts';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const child = join(here, 'fixtures', 'engineChild.ts');
-
-function startEngine(dataDir: string, caPath: string): Promise<ChildProcess> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', child], {
-    env: { ...process.env, WH_DATA_DIR: dataDir, WH_CA: caPath },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`engine exited before ready (${code})`)));
-    proc.stdout?.on('data', (b: Buffer) => {
-      if (b.toString().includes('ready')) resolve(proc);
-    });
-  });
-}
-
-async function kill(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGKILL');
-  await exited;
-}
 
 void t.test('SIGKILL during delivery and retries loses nothing; each delivery succeeds once per event id', { timeout: 90_000 }, async (t) => {
   const tls = makeTls();
@@ -82,19 +57,19 @@ void t.test('SIGKILL during delivery and retries loses nothing; each delivery su
   await emit(150);
   const caPath = join(tls.dir, 'ca.crt');
 
-  let proc = await startEngine(dir, caPath);
-  t.teardown(() => kill(proc));
+  let proc = await startEngineChild({ WH_DATA_DIR: dir, WH_CA: caPath });
+  t.teardown(() => killChild(proc));
   await receiver.waitForCount(120);
-  await kill(proc);
+  await killChild(proc);
   t.ok(succeeded.size < emitted.length * paths.length, `first kill came mid-run (${succeeded.size} pairs done)`);
 
   await emit(50); // events written while no engine runs wait in the outbox
-  proc = await startEngine(dir, caPath);
+  proc = await startEngineChild({ WH_DATA_DIR: dir, WH_CA: caPath });
   await receiver.waitForCount(receiver.requests.length + 150);
-  await kill(proc);
+  await killChild(proc);
   t.ok(succeeded.size < emitted.length * paths.length, `second kill came mid-run (${succeeded.size} pairs done)`);
 
-  proc = await startEngine(dir, caPath);
+  proc = await startEngineChild({ WH_DATA_DIR: dir, WH_CA: caPath });
   const expected = emitted.length * paths.length;
   await waitUntil(() => succeeded.size === expected, `${expected} pairs delivered`, 60_000);
   await waitUntil(
@@ -110,7 +85,7 @@ void t.test('SIGKILL during delivery and retries loses nothing; each delivery su
     'no pending delivery left',
     30_000,
   );
-  await kill(proc);
+  await killChild(proc);
 
   const want = new Set(emitted.flatMap((id) => paths.map((p) => `${id}|${p}`)));
   t.same(new Set(succeeded.keys()), want, 'every (event, endpoint) pair succeeded at the receiver');

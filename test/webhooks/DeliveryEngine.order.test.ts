@@ -9,21 +9,13 @@ import t from 'tap';
 import { createWebhooks, streamEndedEvent, streamStartedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { WebhookEvent } from '../../webhooks/index.ts';
 import { until } from '../helpers/until.ts';
-import { makeTls, openStore, testLogger, TestReceiver } from './helpers.ts';
+import { makeTls, openStore, TEST_STREAM, testLogger, TestReceiver } from './helpers.ts';
 import type { ReceivedRequest } from './helpers.ts';
 
 const tls = makeTls();
 t.teardown(() => tls.cleanup());
 
-const session = {
-  id: 'str_order',
-  pipeline: 'streamdiffusion' as const,
-  createdAt: '2026-03-01T11:00:00.000Z',
-  startedAt: '2026-03-01T11:01:00.000Z',
-  endedAt: '2026-03-01T11:31:00.000Z',
-  endReason: 'deleted' as const,
-  gatewayHost: 'gw.example.com',
-};
+const session = { ...TEST_STREAM, id: 'str_order' };
 
 const eventId = (r: ReceivedRequest): string => String(r.headers['reverie-webhook-id']);
 

@@ -4,37 +4,15 @@
  * the same account, fed the same events, gets all of its deliveries at full speed (the throttled
  * backlog holds no send slot). Real HTTPS receiver on loopback.
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { RedisStore } from '../../store/index.ts';
 import { SafeHttpClient, streamEndedEvent, webhookEventJob, WebhookService } from '../../webhooks/index.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { until } from '../helpers/until.ts';
-import { makeTls, testLogger, TestReceiver } from './helpers.ts';
+import { killChild, makeTls, startEngineChild, testLogger, TestReceiver } from './helpers.ts';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const child = join(here, 'fixtures', 'engineChild.ts');
-
-function startEngine(env: Record<string, string>): Promise<ChildProcess> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', child], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`engine exited before ready (${code})`)));
-    proc.stdout?.on('data', (b: Buffer) => {
-      if (b.toString().includes('ready')) resolve(proc);
-    });
-  });
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGKILL');
-  await exited;
-}
 
 void t.test('rate_limit 5/s holds within 10 % over 10 s across two workers on Redis; an unlimited endpoint runs at full speed', { timeout: 120_000 }, async (t) => {
   const tls = makeTls();
@@ -72,8 +50,8 @@ void t.test('rate_limit 5/s holds within 10 % over 10 s across two workers on Re
 
   // Default idle wait (1 s): a deferred delivery is picked up by its slot's wake-up, not polling.
   const env = { WH_REDIS_URL: redis.url, WH_REDIS_PREFIX: prefix, WH_CA: caPath, WH_ENGINE: JSON.stringify({ idleWaitMs: 1_000 }) };
-  const workers = await Promise.all([startEngine(env), startEngine(env)]);
-  t.teardown(() => Promise.all(workers.map(stop)));
+  const workers = await Promise.all([startEngineChild(env), startEngineChild(env)]);
+  t.teardown(() => Promise.all(workers.map(killChild)));
 
   const at = (path: string) => receiver.requests.filter((r) => r.path === path).map((r) => r.atMs);
   await until('every fast delivery', () => at('/fast').length, (n) => n === events, 30_000, 20);

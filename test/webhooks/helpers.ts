@@ -2,13 +2,15 @@
  * Test fixtures for webhooks: a throwaway CA and server certificate made with the `openssl` CLI,
  * and a real HTTPS receiver on loopback that records every request and answers as told.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import type { Logger } from 'pino';
 import { EmbeddedStore } from '../../store/index.ts';
@@ -203,3 +205,23 @@ export const TEST_STREAM = {
   endReason: 'deleted' as const,
   gatewayHost: 'gw.example.com',
 };
+
+/** A webhook worker in its own process (fixtures/engineChild.ts), resolved once it prints `ready`; `env` configures it. */
+export function startEngineChild(env: Record<string, string>): Promise<ChildProcess> {
+  const child = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'engineChild.ts');
+  const proc = spawn(process.execPath, ['--import', 'tsx', child], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`engine exited before ready (${code})`)));
+    proc.stdout?.on('data', (b: Buffer) => {
+      if (b.toString().includes('ready')) resolve(proc);
+    });
+  });
+}
+
+/** SIGKILLs a child (a crash, mid-delivery) and waits for its exit; nothing when it already ended. */
+export async function killChild(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGKILL');
+  await exited;
+}

@@ -114,6 +114,42 @@ export function sizeReceiveBuffers(pc: RTCPeerConnection, bytes: number): void {
 }
 
 /**
+ * How long an ICE consent check (RFC 7675) waits for its answer, at least, ms: just under the
+ * 4–6 s between checks (werift abandons a check when the next one starts anyway).
+ */
+export const CONSENT_RESPONSE_FLOOR_MS = 3_800;
+
+/**
+ * Lets the node's consent checks wait for answers the JS thread reads late.
+ *
+ * werift sends a consent check every 4–6 s and waits 2 × RTT + 200 ms (at least 500 ms) for the
+ * answer; 30 s without one and the session fails. The answer shares the socket's queue with the
+ * publisher's media, so when the one JS thread is late (more streams than the cores carry, a busy
+ * neighbour) every answer is read after its check gave up, and a publisher whose media was still
+ * arriving was dropped after 30 s (decision 0020). RFC 7675 sets no per-check timeout, only the
+ * 30 s; waiting up to the next check changes nothing on a quiet node (answers come in
+ * milliseconds) and keeps a late one's sessions. Connectivity checks (which pass a retry count,
+ * not options) keep werift's own timing. The protocols are werift's, reached through its ICE
+ * connection (not part of its typed API), as in sizeReceiveBuffers.
+ */
+export function patientConsent(pc: RTCPeerConnection): void {
+  type Request = (req: unknown, addr: unknown, key: unknown, options?: unknown, onSent?: unknown) => Promise<unknown>;
+  for (const ice of pc.iceTransports) {
+    const protocols = (ice.connection as unknown as { protocols?: { request?: Request; patientConsent?: true }[] }).protocols ?? [];
+    for (const p of protocols) {
+      const request = p.request;
+      if (typeof request !== 'function' || p.patientConsent) continue;
+      p.patientConsent = true;
+      p.request = function (this: unknown, req, addr, key, options, onSent) {
+        const o = options as { retransmissions?: number; responseTimeout?: number } | undefined;
+        const consent = typeof o === 'object' && o !== null && o.retransmissions === 0 && typeof o.responseTimeout === 'number';
+        return request.call(this, req, addr, key, consent ? { ...o, responseTimeout: Math.max(o.responseTimeout as number, CONSENT_RESPONSE_FLOOR_MS) } : options, onSent);
+      };
+    }
+  }
+}
+
+/**
  * Applies the (already prepared) offer, answers, waits for ICE gathering to complete and returns
  * the answer SDP holding every candidate. Rejects if gathering takes longer than `timeoutMs`.
  */
@@ -129,6 +165,7 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
     await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
   }
   if (transport.udpRecvBufferBytes) sizeReceiveBuffers(pc, transport.udpRecvBufferBytes);
+  patientConsent(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new Error('no local description after gathering');
   return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });

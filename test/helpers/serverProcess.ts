@@ -4,7 +4,7 @@
  * once it listens, with its first-start API key; killed on teardown.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Lab } from './netns.ts';
@@ -48,8 +48,12 @@ export async function startServerProcess(
   const args = ['--import', 'tsx', ...(opts.nodeArgs ?? []), join(ROOT, 'control/main.ts'), 'serve'];
   const child = opts.lab && opts.ns ? opts.lab.spawn(opts.ns, process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
+  // TEST_SERVER_LOG=<file>: every line the server writes is kept there too (with LOG_LEVEL=info,
+  // the whole story of a failed run; the tail below is only what failure messages quote).
+  const logFile = process.env['TEST_SERVER_LOG'];
   const keep = (d: Buffer) => {
     out = (out + d.toString()).slice(-20_000);
+    if (logFile) appendFileSync(logFile, d);
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);

@@ -22,6 +22,11 @@ interface Sample {
   /** The publisher's video packets so far, as the node counts them. */
   lost: number;
   received: number;
+  /** Why the session ended, when OFFLINE. */
+  endReason: string | undefined;
+  /** Output frames since the session started, and when the sample was taken (ms, monotonic). */
+  framesOut: number;
+  at: number;
 }
 
 async function node(t: Test, env: Record<string, string> = {}): Promise<ServerProcess> {
@@ -47,15 +52,18 @@ async function streams(t: Test, server: ServerProcess, pubs: ObsPublishers, n: n
 
 interface StatusData {
   state: string;
+  end_reason?: string;
+  frames_out?: number;
   request_id: string;
   inference_status: { input_fps: number; output_fps: number };
   gateway_status: { ingest_metrics: { stats: { track_stats: { type: string; packets_lost: number; packets_received: number }[] } } };
 }
 
 async function sample(server: ServerProcess, id: string): Promise<Sample> {
+  const at = performance.now();
   const d = ((await server.api('GET', `/v1/streams/${id}/status`)).body as { data: StatusData }).data;
   const video = d.gateway_status.ingest_metrics.stats.track_stats.find((s) => s.type === 'video');
-  return { state: d.state, input: d.inference_status.input_fps, output: d.inference_status.output_fps, session: d.request_id, lost: video?.packets_lost ?? 0, received: video?.packets_received ?? 0 };
+  return { state: d.state, input: d.inference_status.input_fps, output: d.inference_status.output_fps, session: d.request_id, lost: video?.packets_lost ?? 0, received: video?.packets_received ?? 0, endReason: d.end_reason, framesOut: d.frames_out ?? 0, at };
 }
 
 /** Status of every stream every 2 s for `seconds`. */
@@ -88,7 +96,13 @@ t.test('8 OBS-like publishers on one node under the defaults: all ONLINE, input 
     // Status fps is a 1 s window: one sample can catch a stall of the 2-core host. 90 % of samples
     // at 28 or more is what "30 fps for 30 s" means here; none may fall below 24.
     t.ok(quantile(inputs, 0.1) >= 28 && Math.min(...inputs) >= 24, `stream ${i}: input fps p10 ${quantile(inputs, 0.1)}, min ${Math.min(...inputs)}`);
-    t.ok(quantile(outputs, 0.1) >= 28 && Math.min(...outputs) >= 24, `stream ${i}: output fps p10 ${quantile(outputs, 0.1)}, min ${Math.min(...outputs)}`);
+    // Output is judged by its frame counter over the whole window (the 1 s status window reads 27
+    // or 31 as frames land either side of its edge): 28 of the publisher's 30 a second at least,
+    // and no 1 s window below 24.
+    const first = samples[0] as Sample;
+    const last = samples.at(-1) as Sample;
+    const rate = (1000 * (last.framesOut - first.framesOut)) / Math.max(1, last.at - first.at);
+    t.ok(rate >= 28 && Math.min(...outputs) >= 24, `stream ${i}: output ${rate.toFixed(1)} fps over ${((last.at - first.at) / 1000).toFixed(0)} s (1 s windows: p10 ${quantile(outputs, 0.1)}, min ${Math.min(...outputs)})`);
     t.equal(new Set(samples.map((s) => s.session)).size, 1, `stream ${i}: one publisher session throughout`);
   });
 });
@@ -135,8 +149,11 @@ t.test('overload: more publishers than the node can encode stay attached, report
     // The last 10 s: back to the publisher's rate (median), never starved again.
     const tail = samples.slice(-5);
     const ok = tail.every((s) => s.state === 'ONLINE' && s.output >= 18) && median(tail.map((s) => s.output)) >= 26;
-    t.ok(ok, `stream ${i} recovers once the load goes (${samples.map((s) => `${s.state}:${s.output}`).join(' ')})`);
+    t.ok(ok, `stream ${i} recovers once the load goes (${samples.map((s) => `${s.state}${s.endReason ? `(${s.endReason})` : ''}:${s.output}`).join(' ')})`);
   });
+  // What the node warned of after the load went: why a kept publisher would have been dropped.
+  const said = server.output().split('\n').filter((l) => /"level":(40|50)/.test(l)).slice(-10);
+  t.comment(`the node's last warnings and errors: ${said.map((l) => l.slice(0, 300)).join('\n') || 'none'}`);
   const ended = await Promise.all(rest.map(async (m) => (await sample(server, m.id)).state));
   t.notOk(ended.includes('OFFLINE'), 'no stream that kept its publisher was ended');
 });

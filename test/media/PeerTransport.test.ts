@@ -1,12 +1,13 @@
 /**
  * The publisher's UDP sockets get the receive buffer asked for, as the kernel sees it (`ss`),
- * not as werift's objects say.
+ * not as werift's objects say; the node's ICE consent checks wait for answers that come late.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { RTCPeerConnection, RTCRtpCodecParameters } from 'werift';
-import { answerWithAllCandidates, createPeerConnection, udpRecvBufferCap } from '../../media/PeerTransport.ts';
+import { answerWithAllCandidates, CONSENT_RESPONSE_FLOOR_MS, createPeerConnection, udpRecvBufferCap } from '../../media/PeerTransport.ts';
+import { until } from '../helpers/until.ts';
 
 /** A sendonly H.264 offer from a second werift peer, with its candidates. */
 async function offer(t: Test): Promise<string> {
@@ -55,4 +56,46 @@ t.test('without the option the sockets keep the system default (what the option 
   t.ok(sizes.length > 0, 'the kernel lists the sockets');
   // Linux reports twice what it grants.
   t.ok(sizes.every((rb) => rb <= 2 * rmemDefault), `receive buffers ${sizes.join(', ')} bytes: the default (${rmemDefault} granted), below the ${asked} asked above`);
+});
+
+/** werift's ICE internals the consent test reads (not part of its typed API). */
+interface IceInternals {
+  state: string;
+  nominated?: { consentRequestsSent: number; responsesReceived: number; rtt?: number };
+  protocols: { sendStun(message: { messageClass: number }, addr: unknown): Promise<void> }[];
+}
+const iceOf = (pc: RTCPeerConnection) => pc.iceTransports[0]?.connection as unknown as IceInternals;
+
+t.test("the node's consent checks wait for answers read late (a busy JS thread reads them after werift's 500 ms)", { timeout: 60_000 }, async (t) => {
+  const remote = new RTCPeerConnection({ codecs: { video: [new RTCRtpCodecParameters({ mimeType: 'video/H264', clockRate: 90000, parameters: 'profile-level-id=42e01f;packetization-mode=1' })] }, iceAdditionalHostAddresses: ['127.0.0.1'] });
+  t.teardown(() => remote.close());
+  remote.addTransceiver('video', { direction: 'sendonly' });
+  await remote.setLocalDescription(await remote.createOffer());
+  if (remote.iceGatheringState !== 'complete') await remote.iceGatheringStateChange.watch((s) => s === 'complete', 10_000);
+  const transport = { iceAddresses: ['127.0.0.1'], iceTcp: false };
+  const pc = createPeerConnection('whip', transport);
+  t.teardown(() => pc.close());
+  const answer = await answerWithAllCandidates(pc, remote.localDescription?.sdp ?? '', transport, 10_000);
+  await remote.setRemoteDescription({ type: 'answer', sdp: answer });
+  await until('connected', async () => pc.connectionState, (s) => s === 'connected', 15_000);
+  // From now on the publisher's STUN answers leave 1.5 s late: what the node sees when its JS
+  // thread reads them 1.5 s after they arrived.
+  const lateMs = 1_500;
+  for (const p of iceOf(remote).protocols) {
+    const send = p.sendStun.bind(p);
+    p.sendStun = (message, addr) => (message.messageClass === 256 ? new Promise((r) => setTimeout(r, lateMs)).then(() => send(message, addr)) : send(message, addr));
+  }
+  const ice = iceOf(pc);
+  const before = { sent: ice.nominated?.consentRequestsSent ?? 0, answered: ice.nominated?.responsesReceived ?? 0 };
+  // Consent checks go every 4–6 s; two of them, each answered late.
+  const after = await until(
+    'two late consent answers counted',
+    async () => ({ sent: ice.nominated?.consentRequestsSent ?? 0, answered: ice.nominated?.responsesReceived ?? 0, rtt: ice.nominated?.rtt ?? 0 }),
+    (n) => n.sent - before.sent >= 2 && n.answered - before.answered >= 2,
+    20_000,
+  );
+  t.ok(after.answered - before.answered >= 2, `consent checks answered ${lateMs} ms late still count (${after.answered - before.answered} of ${after.sent - before.sent} sent)`);
+  t.ok((after.rtt ?? 0) * 1000 >= lateMs, `the round trip werift measured is the late one (${Math.round((after.rtt ?? 0) * 1000)} ms)`);
+  t.ok(lateMs < CONSENT_RESPONSE_FLOOR_MS, `an answer up to ${CONSENT_RESPONSE_FLOOR_MS} ms late counts`);
+  t.equal(ice.state, 'connected', 'the session stays connected');
 });

@@ -137,6 +137,12 @@ function isConstraint(err: unknown): boolean {
   return typeof err === 'object' && err !== null && String((err as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT');
 }
 
+/** `createDeliveries`' `ack` option as a list. */
+function ackList(ack: LeasedJob | readonly LeasedJob[] | undefined): readonly LeasedJob[] {
+  if (ack === undefined) return [];
+  return 'token' in ack ? [ack] : ack;
+}
+
 function parseDoc<T>(row: Row | undefined): T | null {
   return row ? (JSON.parse(row.doc as string) as T) : null;
 }
@@ -758,9 +764,10 @@ class Webhooks implements WebhookRepo {
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
-    opts?: { ack?: LeasedJob },
+    opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]> {
     this.jobs.assertOpen();
+    const acks = ackList(opts?.ack);
     const planned = deliveries.map((d) => ({ delivery: d, ms: createdMs(d.createdAt), jobs: jobsFor(d) }));
     const insert = this.db.prepare(
       `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, stream_id, status, created_ms, doc)
@@ -781,7 +788,7 @@ class Webhooks implements WebhookRepo {
         for (const job of p.jobs) this.jobs.insert(job);
         out.push(p);
       }
-      if (opts?.ack) this.jobs.ackSync(opts.ack);
+      for (const job of acks) this.jobs.ackSync(job);
       return out;
     })();
     this.jobs.notify(inserted.flatMap((p) => p.jobs));

@@ -308,8 +308,9 @@ return 1
 `),
 
   /**
-   * n, then per delivery: id, endpointId, pairKey, createdMs, listMember, fields, jobs
-   * → the 1-based indexes of the deliveries inserted.
+   * n, then per delivery: id, endpointId, pairKey, createdMs, listMember, fields, jobs; then
+   * the jobs to ack: count, then queue, id, token each → the 1-based indexes of the deliveries
+   * inserted.
    */
   deliveriesCreate: lua(`
 local n = argn()
@@ -327,8 +328,10 @@ for i = 1, n do
     inserted[#inserted + 1] = i
   end
 end
-local ackq = arg(); local ackid = arg(); local acktoken = arg()
-if ackq ~= '' then ack_job(ackq, ackid, acktoken) end
+for i = 1, argn() do
+  local ackq = arg(); local ackid = arg(); local acktoken = arg()
+  ack_job(ackq, ackid, acktoken)
+end
 return inserted
 `),
 

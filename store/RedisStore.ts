@@ -90,6 +90,11 @@ function jobArgs(jobs: readonly NewJob[], now: number): (string | number)[] {
 }
 
 /** `'='+value` when the patch sets the property, else `''` (see `streamUpdate`). */
+/** Jobs to ack inside a script: count, then queue, id, token each. */
+function ackArgs(jobs: readonly LeasedJob[]): (string | number)[] {
+  return [jobs.length, ...jobs.flatMap((j) => [j.queue, j.id, j.token])];
+}
+
 function optional(value: string | undefined): string {
   return value === undefined ? '' : `=${value}`;
 }
@@ -511,10 +516,11 @@ class Webhooks implements WebhookRepo {
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
-    opts?: { ack?: LeasedJob },
+    opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]> {
+    const acks = opts?.ack === undefined ? [] : 'token' in opts.ack ? [opts.ack] : opts.ack;
     if (deliveries.length === 0) {
-      if (opts?.ack) await this.ctx.run(scripts.ack, [opts.ack.queue, opts.ack.id, opts.ack.token]);
+      if (acks.length > 0) await this.ctx.run(scripts.deliveriesCreate, [0, ...ackArgs(acks)]);
       return [];
     }
     const now = this.ctx.now();
@@ -523,8 +529,7 @@ class Webhooks implements WebhookRepo {
       const ms = createdMs(d.createdAt);
       args.push(d.id, d.endpointId, this.pairKey(d.eventId, d.endpointId), ms, sortMember(ms, d.id), ...fieldArgs(d), ...jobArgs(jobsFor(d), now));
     }
-    const ack = opts?.ack;
-    args.push(ack?.queue ?? '', ack?.id ?? '', ack?.token ?? '');
+    args.push(...ackArgs(acks));
     const inserted = (await this.ctx.run(scripts.deliveriesCreate, args)) as number[];
     return inserted.map((i) => deliveries[i - 1] as WebhookDeliveryRecord);
   }

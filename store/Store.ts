@@ -188,11 +188,13 @@ export interface WebhookRepo {
    * Inserts deliveries with their jobs atomically. Idempotent on (eventId, endpointId):
    * a pair that already has a delivery is skipped with its job. Returns those inserted.
    * `jobsFor` is called for every delivery (inserted or not), so it must not have side effects.
+   * `ack`: the event job (or several: a batched fan-out of many events) acked in the same
+   * transaction; a job whose lease is no longer ours is left alone, as `queue.ack` does.
    */
   createDeliveries(
     deliveries: WebhookDeliveryRecord[],
     jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
-    opts?: { ack?: LeasedJob },
+    opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]>;
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
   /** The delivery of event `eventId` to `endpointId` (the pair is unique), or null. */

@@ -19,8 +19,11 @@ import { DELIVER_QUEUE, EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.t
 export const DELIVERY_ENGINE_DEFAULTS = {
   /** Sends in flight at once. */
   concurrency: 16,
-  /** Events fanned out at once. */
-  dispatchConcurrency: 4,
+  /**
+   * Events fanned out at once; their fan-outs share one store transaction (Dispatcher), so up
+   * to this many events cost one commit. Equal to `leaseBatch`: one lease, one fan-out write.
+   */
+  dispatchConcurrency: 16,
   /** Request deadline, ms (spec "Webhook response time"). */
   timeoutMs: 10_000,
   /** Job lease, ms: three times the request deadline, so a live send never loses its lease. */

@@ -5,6 +5,10 @@
  * (event, endpoint), so an event leased again after a crash never makes a second delivery.
  * An event that follows another (`after`: a `stream.ended` its session's `stream.started`) is
  * fanned out only once that one has been, and its deliveries carry `afterEventId`.
+ * Fan-outs are written in batches: every event handled in the same turn of the event loop (the
+ * job loop starts up to its concurrency at once) shares one `createDeliveries` call, its
+ * deliveries, their jobs and the event jobs' acks in one store transaction, so a burst of events
+ * costs one commit per batch instead of one per event.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -31,8 +35,18 @@ export interface DispatcherOptions {
   wakeIn?: (delayMs: number) => void;
 }
 
+/** One event's fan-out waiting for the batch's store call. */
+interface PendingFanOut {
+  records: WebhookDeliveryRecord[];
+  runAtMs: number;
+  job: LeasedJob;
+  resolve: (created: WebhookDeliveryRecord[]) => void;
+  reject: (err: unknown) => void;
+}
+
 export class Dispatcher {
   readonly #o: DispatcherOptions;
+  #batch: PendingFanOut[] = [];
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -61,13 +75,13 @@ export class Dispatcher {
     const endpoints = (await store.webhooks.listEndpoints(accountId)).filter(
       (e) => e.isActive && e.events.includes(event.type) && e.id !== about,
     );
-    let created: WebhookDeliveryRecord[] = [];
+    let records: WebhookDeliveryRecord[] = [];
+    const nowMs = now();
     if (endpoints.length > 0) {
-      const nowMs = now();
       const nowIso = new Date(nowMs).toISOString();
       // The exact bytes every endpoint receives, frozen now (the record keeps them).
       const payload = JSON.stringify(event);
-      const records = endpoints.map(
+      records = endpoints.map(
         (e): WebhookDeliveryRecord => ({
           id: newDeliveryId(),
           endpointId: e.id,
@@ -88,15 +102,43 @@ export class Dispatcher {
           ...(after !== undefined ? { afterEventId: after } : {}),
         }),
       );
-      // The event's job is acked in the same transaction: one commit per event.
-      created = await store.webhooks.createDeliveries(records, (d) => [deliverJob(d, nowMs)], { ack: job });
-    } else {
-      await store.queue.ack(job);
     }
+    // The event's job is acked in the same transaction as its deliveries (none: just the ack).
+    const created = await this.#fanOut(records, nowMs, job);
     logger.debug(
       { eventId: event.id, endpoints: endpoints.length, created: created.length },
       `handle() | dispatched [eventId:${event.id}] [deliveries:${created.length}]`,
     );
     return created;
+  }
+
+  /** Queues one event's fan-out for this turn's batch; resolves with the deliveries inserted. */
+  #fanOut(records: WebhookDeliveryRecord[], runAtMs: number, job: LeasedJob): Promise<WebhookDeliveryRecord[]> {
+    return new Promise((resolve, reject) => {
+      this.#batch.push({ records, runAtMs, job, resolve, reject });
+      if (this.#batch.length === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  /**
+   * Writes the batch in one `createDeliveries` call. If it fails, every event of the batch keeps
+   * its job leased (leased again when the lease runs out; the fan-out is idempotent).
+   */
+  async #flush(): Promise<void> {
+    const batch = this.#batch;
+    this.#batch = [];
+    const runAt = new Map<string, number>();
+    for (const b of batch) for (const r of b.records) runAt.set(r.id, b.runAtMs);
+    try {
+      const inserted = await this.#o.store.webhooks.createDeliveries(
+        batch.flatMap((b) => b.records),
+        (d) => [deliverJob(d, runAt.get(d.id))],
+        { ack: batch.map((b) => b.job) },
+      );
+      const ids = new Set(inserted.map((d) => d.id));
+      for (const b of batch) b.resolve(b.records.filter((r) => ids.has(r.id)));
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
   }
 }

@@ -518,6 +518,36 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.match(await store.queue.lease('deliveries', 1000), { id: 'dlv_2', attempts: 2, payload: { deliveryId: 'dlv_2' } }, 'defer without payload keeps it');
   });
 
+  test('webhooks.createDeliveries fans out several events at once and acks every event job in the same call', async (t, { store, clock }) => {
+    for (const id of ['evt_1', 'evt_2', 'evt_3', 'evt_4']) await store.queue.enqueue({ queue: 'events', id, payload: id });
+    const [e1, e2, e3] = await store.queue.leaseMany('events', 3, 10_000);
+    const e4 = await store.queue.lease('events', 1000);
+    // evt_4's lease runs out and someone else leases it: its old lease must not ack the new one.
+    clock.advance(1000);
+    const e4again = (await store.queue.lease('events', 1000)) as LeasedJob;
+    t.equal(e4again.id, 'evt_4');
+    const jobsFor = (d: WebhookDeliveryRecord) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }];
+    const created = await store.webhooks.createDeliveries(
+      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_1', 'evt_2', T0)],
+      jobsFor,
+      { ack: [e1, e2, e3, e4] as LeasedJob[] },
+    );
+    t.same(created.map((d) => d.id), ['dlv_1', 'dlv_2', 'dlv_3']);
+    t.same(
+      await Promise.all(['evt_1', 'evt_2', 'evt_3', 'evt_4'].map((id) => store.queue.has('events', id))),
+      [false, false, false, true],
+      'every event job whose lease is ours is acked (evt_3 had no subscriber), a stale lease is left alone',
+    );
+    t.same((await leaseAll(store, 'deliveries')).map((j) => j.id).sort(), ['dlv_1', 'dlv_2', 'dlv_3']);
+    t.equal(await store.queue.ack(e4again), true, 'the new lease of evt_4 is intact');
+
+    await store.queue.enqueue({ queue: 'events', id: 'evt_5', payload: 5 });
+    await store.queue.enqueue({ queue: 'events', id: 'evt_6', payload: 6 });
+    const none = await store.queue.leaseMany('events', 2, 1000);
+    t.same(await store.webhooks.createDeliveries([], jobsFor, { ack: none }), [], 'no deliveries: the acks alone');
+    t.same(await store.queue.stats('events'), { ready: 0, delayed: 0, leased: 0 });
+  });
+
   test('rateLimits.reserve hands out slots an interval apart, starting now when idle', async (t, { store, clock }) => {
     t.equal(await store.rateLimits.reserve('ep:1', 200), T0);
     t.equal(await store.rateLimits.reserve('ep:1', 200), T0 + 200);

@@ -11,4 +11,4 @@ export { EmbeddedStore, type EmbeddedStoreOptions } from './EmbeddedStore.ts';
 export { RedisStore, type RedisStoreOptions } from './RedisStore.ts';
 export { FsBlobStore, checkBlobKey, type BlobStore } from './BlobStore.ts';
 export { JobLoop, type JobLoopOptions } from './JobLoop.ts';
-export { newId } from './ids.ts';
+export { newId, newTimeOrderedId } from './ids.ts';

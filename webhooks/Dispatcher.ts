@@ -10,14 +10,15 @@
  * deliveries, their jobs and the event jobs' acks in one store transaction, so a burst of events
  * costs one commit per batch instead of one per event.
  */
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { newTimeOrderedId } from '../store/index.ts';
 import type { LeasedJob, NewJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
 import type { DeliverJobPayload } from './Deliverer.ts';
 import { DELIVER_QUEUE, EVENTS_QUEUE, parseEventJob } from './WebhookEvent.ts';
 
+/** `dlv_` + 24 hex characters, ordered by creation time (see store `newTimeOrderedId`). */
 export function newDeliveryId(): string {
-  return `dlv_${randomBytes(12).toString('hex')}`;
+  return newTimeOrderedId('dlv');
 }
 
 export function deliverJob(delivery: WebhookDeliveryRecord, runAtMs?: number): NewJob {

@@ -4,7 +4,7 @@
  * change (`effects.jobs`), so the event exists if and only if the change does. The dispatcher
  * (DeliveryEngine) fans it out to endpoints.
  */
-import { randomBytes } from 'node:crypto';
+import { newTimeOrderedId } from '../store/index.ts';
 import type { NewJob, StreamEndReason, StreamRecord } from '../store/index.ts';
 import { isOperationalEventType, OPERATIONAL_EVENT_TYPES } from './OperationalEvent.ts';
 import type { OperationalEvent, OperationalEventType } from './OperationalEvent.ts';
@@ -74,8 +74,9 @@ export interface EventJobPayload {
   after?: string;
 }
 
+/** `evt_` + 24 hex characters, ordered by creation time (see store `newTimeOrderedId`). */
 export function newEventId(): string {
-  return `evt_${randomBytes(12).toString('hex')}`;
+  return newTimeOrderedId('evt');
 }
 
 export interface EventOptions {

@@ -15,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 export interface PlayerResult {
   /** Distinct parts this player received (200, an fMP4 fragment). */
   parts: string[];
+  /** When each of `parts` arrived, ms since the epoch (performance.timeOrigin + now: comparable across processes). */
+  at: number[];
   /** Statuses other than 200 and errors, numbers masked (`404 partN.N.mNs`). */
   failures: string[];
 }
@@ -27,7 +29,7 @@ function hinted(playlist: string): [number, number] | undefined {
 
 /** One player at the live edge of `base` (…/hls/{playbackId}) until `endAt` (performance.now() ms). */
 async function player(base: string, endAt: number): Promise<PlayerResult> {
-  const parts = new Set<string>();
+  const parts = new Map<string, number>();
   const failures: string[] = [];
   // Its own connections, at most 6 (a browser's per host), kept alive between requests.
   const agent = new Agent({ keepAlive: true, maxSockets: 6 });
@@ -46,7 +48,7 @@ async function player(base: string, endAt: number): Promise<PlayerResult> {
     if (parts.has(uri)) return;
     const r = await get(uri, hint);
     // A part is an fMP4 fragment: moof first.
-    if (r.status === 200 && r.body.subarray(4, 8).toString('latin1') === 'moof') parts.add(uri);
+    if (r.status === 200 && r.body.subarray(4, 8).toString('latin1') === 'moof') parts.set(uri, performance.timeOrigin + performance.now());
   };
   let pl = await get('index.m3u8');
   while (performance.now() < endAt && pl.status === 200) {
@@ -63,7 +65,7 @@ async function player(base: string, endAt: number): Promise<PlayerResult> {
     pl = reload;
   }
   agent.destroy();
-  return { parts: [...parts], failures };
+  return { parts: [...parts.keys()], at: [...parts.values()], failures };
 }
 
 /** GET `url` through `agent`: status and body. Bounded: a blocking reload is held 3 × target duration at most (6 s with the defaults). */

@@ -26,6 +26,8 @@ import { until } from '../helpers/until.ts';
 import { PLAYBACK_ID, STREAM_KEY, startMediaServer, type MediaServer } from '../media/harness.ts';
 
 const HLS_JS = readFileSync(join(createRequire(import.meta.url).resolve('hls.js/dist/hls.min.js')));
+/** HTTP players that share the cache with hls.js in the latency test. */
+const AUDIENCE = 20;
 /** The packager's part target, ms (the default). */
 const PART_MS = 200;
 
@@ -64,10 +66,11 @@ type Win = {
 /** A media node with one live stream published by Chromium, and the reference cache in front. */
 async function liveBehindCache(t: Test): Promise<{ srv: MediaServer; ctx: BrowserContext; pub: Page; cacheUrl: string; cacheErrors: () => string; originHls: () => number }> {
   const srv = await startMediaServer(t, { params: { width: 256, height: 256 } });
-  // Every HLS request that reaches the node, counted where it arrives.
   let originHls = 0;
-  srv.app.server.on('request', (req: { url?: string }) => {
-    if (req.url?.startsWith('/hls/')) originHls++;
+  // Every HLS request that reaches the node through the cache (nginx adds X-Forwarded-For; the
+  // players that read the node directly do not), counted where it arrives.
+  srv.app.server.on('request', (req: { url?: string; headers: Record<string, unknown> }) => {
+    if (req.url?.startsWith('/hls/') && req.headers['x-forwarded-for'] !== undefined) originHls++;
   });
   const cache = await startNginxCache(t, srv.baseUrl);
   const ctx = await launchChromium(t);
@@ -95,28 +98,35 @@ async function liveBehindCache(t: Test): Promise<{ srv: MediaServer; ctx: Browse
 }
 
 /** `n` players through `base` for `ms`; origin HLS requests and parts published meanwhile. */
-async function phase(t: Test, base: string, originHls: () => number, n: number, ms: number) {
+async function phase(t: Test, base: string, direct: string, originHls: () => number, n: number, ms: number) {
   const before = originHls();
-  const results = await runPlayers(t, base, n, ms);
+  // One player reads the node directly meanwhile: what the cache adds is when a part reaches a
+  // cached player minus when it reached the direct one.
+  const [results, [side]] = await Promise.all([runPlayers(t, base, n, ms), runPlayers(t, direct, 1, ms)]);
   const origin = originHls() - before;
+  const directAt = new Map(side?.parts.map((u, i) => [u, side.at[i] ?? NaN]));
+  const added = results.flatMap((r) => r.parts.map((u, i) => (r.at[i] ?? NaN) - (directAt.get(u) ?? NaN))).filter(Number.isFinite).sort((a, b) => a - b);
+  const addedP50 = added[Math.floor(added.length / 2)] ?? NaN;
+  const addedP95 = added[Math.floor(added.length * 0.95)] ?? NaN;
   const all = new Set(results.flatMap((r) => r.parts));
   const failures = results.flatMap((r) => r.failures);
   const perPlayer = results.map((r) => r.parts.length).sort((a, b) => a - b);
   const perPart = origin / all.size;
-  t.comment(`${n} players for ${ms} ms: ${all.size} parts published, ${origin} origin requests (${perPart.toFixed(2)} per part); parts per player min ${perPlayer[0]} median ${perPlayer[Math.floor(n / 2)]}; ${failures.length} failures ${[...new Set(failures)].slice(0, 8).join(', ')}`);
-  return { parts: all.size, origin, perPart, minParts: perPlayer[0] ?? 0, failures };
+  t.comment(`${n} players for ${ms} ms: ${all.size} parts published, ${origin} origin requests (${perPart.toFixed(2)} per part); parts per player min ${perPlayer[0]} median ${perPlayer[Math.floor(n / 2)]}; a part reached them ${addedP50.toFixed(0)} ms (p50), ${addedP95.toFixed(0)} ms (p95) after the direct player; ${failures.length} failures ${[...new Set(failures)].slice(0, 8).join(', ')}`);
+  return { parts: all.size, origin, perPart, minParts: perPlayer[0] ?? 0, failures, addedP50 };
 }
 
 t.test('200 LL-HLS players through the reference nginx cache cost the node no more requests per part than 20 do', { timeout: 240_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
-  const { cacheUrl, originHls, cacheErrors } = await liveBehindCache(t);
+  const { srv, cacheUrl, originHls, cacheErrors } = await liveBehindCache(t);
   t.teardown(() => {
     const errors = cacheErrors().trim().split('\n').slice(-5).join('\n');
     if (errors !== '') t.comment(`nginx error log (last lines): ${errors}`);
   });
   const base = `${cacheUrl}/hls/${PLAYBACK_ID}`;
   const ms = 10_000;
-  const few = await phase(t, base, originHls, 20, ms);
-  const many = await phase(t, base, originHls, 200, ms);
+  const direct = `${srv.baseUrl}/hls/${PLAYBACK_ID}`;
+  const few = await phase(t, base, direct, originHls, 20, ms);
+  const many = await phase(t, base, direct, originHls, 200, ms);
   // Parts come every ≈ 200 ms: 10 s holds ≈ 50 (fewer on a loaded machine); every player must
   // have followed the edge for most of them.
   for (const [name, p] of [['20 players', few], ['200 players', many]] as const) {
@@ -128,6 +138,11 @@ t.test('200 LL-HLS players through the reference nginx cache cost the node no mo
   // requests at the node. With it, ≈ hold ÷ lock age per key (docs/operations.md), whatever the count.
   t.ok(many.perPart <= 12, `200 players: ${many.perPart.toFixed(2)} origin requests per part (≤ 12, not ≈ 400)`);
   t.ok(many.perPart <= few.perPart * 1.5 + 1, `origin requests per part: 200 players ${many.perPart.toFixed(2)} vs 20 players ${few.perPart.toFixed(2)}`);
+  // What collapsing costs a player: nginx's lock waiters look for the answer every 500 ms (they
+  // are not woken), so a part reaches most players up to 500 ms after it reached the node's own.
+  for (const [name, p] of [['20 players', few], ['200 players', many]] as const) {
+    t.ok(p.addedP50 <= 500, `${name}: a part reaches a player through the cache ${p.addedP50.toFixed(0)} ms (p50) after a direct player (≤ nginx's 500 ms lock poll)`);
+  }
 });
 
 function p50(xs: number[]): number {
@@ -135,7 +150,7 @@ function p50(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
-t.test('hls.js plays through the reference nginx cache within 0.2 s of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
+t.test('hls.js plays through the reference nginx cache, shared with 20 other players, within nginx\'s 0.5 s lock poll of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
   const { srv, ctx, pub, cacheUrl } = await liveBehindCache(t);
   // Two players side by side in one browser, same stream, same time: one direct, one through the cache.
   const pages = { direct: await ctx.newPage(), cached: await ctx.newPage() };
@@ -150,9 +165,14 @@ t.test('hls.js plays through the reference nginx cache within 0.2 s of the laten
     t.teardown(async () => t.comment(`${k} hls.js errors: ${(await errs().catch(() => [])).join(', ')}`));
     await until(`${k} hls.js presents frames`, () => pages[k].evaluate(() => (window as unknown as Win).recv.length), (n) => n > 30, 60_000, 250);
   }
+  // The cached player shares the cache with an audience, as it would behind a CDN: others ask
+  // for each playlist update and part first, and hls.js waits on the cache lock behind them.
+  const audience = runPlayers(t, `${cacheUrl}/hls/${PLAYBACK_ID}`, AUDIENCE, 12_000);
   for (const k of ['direct', 'cached'] as const) await pages[k].evaluate(() => ((window as unknown as Win).recv = []));
   // The measurement window (both players over the same 10 s), not a wait for anything.
   await pages.direct.waitForTimeout(10_000);
+  const others = await audience;
+  t.ok(others.every((r) => r.parts.length > 0), `the ${AUDIENCE} other players played too`);
   const sent = new Map(await pub.evaluate(() => [...(window as unknown as Win).sent.entries()]));
   const lat: Record<string, number> = {};
   for (const k of ['direct', 'cached'] as const) {
@@ -165,5 +185,7 @@ t.test('hls.js plays through the reference nginx cache within 0.2 s of the laten
     t.notOk(errors.some((e) => e.endsWith(':fatal')), `${k}: no fatal hls.js error`);
   }
   const diff = (lat['cached'] ?? NaN) - (lat['direct'] ?? NaN);
-  t.ok(diff <= 200, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ 200)`);
+  // nginx's lock waiters poll every 500 ms: that is the most the cache can add to a player that
+  // waits behind another (docs/operations.md); measured p50s are in docs/performance.md.
+  t.ok(diff <= 500, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ 500)`);
 });

@@ -13,8 +13,8 @@
  *
  * Caching (for a shared cache or CDN in front, docs/operations.md "LL-HLS behind a cache"): every
  * answer but an admission refusal is `public` with a max-age, so that a cache stores it and
- * collapses concurrent misses into one origin request. Playlists, blocking or not, live 1 s
- * (Cache-Control counts whole seconds; the cache key holds the query, so each `_HLS_msn`/`_HLS_part`
+ * collapses concurrent misses into one origin request. Playlists, blocking or not, live 1 s in
+ * a shared cache and not at all in a player's (Cache-Control counts whole seconds; the cache key holds the query, so each `_HLS_msn`/`_HLS_part`
  * answer is its own entry, and one that names the part asked for stays right while its parts are
  * served: ≥ 3 segments); media files never change once published and live MEDIA_MAX_AGE_S. Errors
  * a player retries (not live yet, a part that never came) live 1 s too: uncacheable answers
@@ -36,8 +36,12 @@ import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.t
 const PLAYLIST = 'application/vnd.apple.mpegurl';
 const PUBLIC = { config: { public: true }, schema: { hide: true } } as Record<string, unknown>;
 const CORS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, OPTIONS' };
-/** Cache-Control of playlists and of errors a player retries: 1 s, the shortest Cache-Control can say. */
-export const PLAYLIST_CACHE = 'public, max-age=1';
+/**
+ * Cache-Control of playlists and of errors a player retries: a shared cache keeps them 1 s (the
+ * shortest Cache-Control can say; RFC 9111 §5.2.2.10 s-maxage), a player's own cache not at all
+ * (max-age=0), so a player that asks again, a non-blocking reload or a retry, reaches the server.
+ */
+export const PLAYLIST_CACHE = 'public, max-age=0, s-maxage=1';
 /**
  * s a shared cache keeps a part, segment or init segment: longer than a player still asks for one
  * (plain players fetch segments up to ≈ 4 target durations behind the edge, 8 s with the defaults),

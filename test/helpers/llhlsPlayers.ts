@@ -44,8 +44,11 @@ async function player(base: string, endAt: number): Promise<PlayerResult> {
       return { status: 0, body: Buffer.alloc(0) };
     }
   };
+  // Parts asked for once: a part that failed is not asked again (a player moves on, as hls.js does).
+  const tried = new Set<string>();
   const part = async (uri: string, hint = false) => {
-    if (parts.has(uri)) return;
+    if (parts.has(uri) || (tried.has(uri) && !hint)) return;
+    tried.add(uri);
     const r = await get(uri, hint);
     // A part is an fMP4 fragment: moof first.
     if (r.status === 200 && r.body.subarray(4, 8).toString('latin1') === 'moof') parts.set(uri, performance.timeOrigin + performance.now());
@@ -54,7 +57,7 @@ async function player(base: string, endAt: number): Promise<PlayerResult> {
   while (performance.now() < endAt && pl.status === 200) {
     const text = pl.body.toString('utf8');
     const listed = [...text.matchAll(/#EXT-X-PART:[^\n]*URI="(part\d+\.\d+\.m4s)"/g)].map((m) => m[1] ?? '');
-    const fresh = parts.size === 0 ? listed.slice(-1) : listed.filter((u) => !parts.has(u));
+    const fresh = parts.size === 0 ? listed.slice(-1) : listed.filter((u) => !tried.has(u));
     const next = hinted(text);
     if (!next) {
       failures.push('playlist without a preload hint');

@@ -11,6 +11,16 @@
  * named by EXT-X-PRELOAD-HINT is held the same way. Before the stream's first keyframe a playlist
  * request waits up to `firstMediaWaitMs`, then 404 (players retry).
  *
+ * Caching (for a shared cache or CDN in front, docs/operations.md "LL-HLS behind a cache"): every
+ * answer but an admission refusal is `public` with a max-age, so that a cache stores it and
+ * collapses concurrent misses into one origin request. Playlists, blocking or not, live 1 s in
+ * a shared cache and not at all in a player's (Cache-Control counts whole seconds; the cache key holds the query, so each `_HLS_msn`/`_HLS_part`
+ * answer is its own entry, and one that names the part asked for stays right while its parts are
+ * served: ≥ 3 segments); media files never change once published and live MEDIA_MAX_AGE_S. Errors
+ * a player retries (not live yet, a part that never came) live 1 s too: uncacheable answers
+ * behind a collapsing cache are fetched one waiter after another. No `Vary`: the answers depend
+ * on nothing but the URL (CORS is `*`).
+ *
  * Admission: when the stream (or its account) has an admission rule for `read`, every request —
  * playlists and media files alike, since a part's name is easy to guess — is asked about first
  * (401/403 before anything is served). The rule caches its decisions per client, token and query,
@@ -26,6 +36,21 @@ import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.t
 const PLAYLIST = 'application/vnd.apple.mpegurl';
 const PUBLIC = { config: { public: true }, schema: { hide: true } } as Record<string, unknown>;
 const CORS = { 'access-control-allow-origin': '*', 'access-control-allow-methods': 'GET, OPTIONS' };
+/**
+ * Cache-Control of playlists and of errors a player retries: a shared cache keeps them 1 s (the
+ * shortest Cache-Control can say; RFC 9111 §5.2.2.10 s-maxage), a player's own cache not at all
+ * (max-age=0), so a player that asks again, a non-blocking reload or a retry, reaches the server.
+ */
+export const PLAYLIST_CACHE = 'public, max-age=0, s-maxage=1';
+/**
+ * s a shared cache keeps a part, segment or init segment: longer than a player still asks for one
+ * (plain players fetch segments up to ≈ 4 target durations behind the edge, 8 s with the defaults),
+ * short enough that a stream started again under the same playback id (its numbering restarts at
+ * 0) is not served the last run's files for long.
+ */
+export const MEDIA_MAX_AGE_S = 10;
+/** Answers for one client only (admission refusals): no shared cache may keep them. */
+const PRIVATE = 'private, no-store';
 /** Playback id → stream id lookups are cached this long (LL-HLS players send ≈ 10 requests/s). */
 const RESOLVE_TTL_MS = 5000;
 
@@ -33,7 +58,8 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
   const { node } = opts;
   const cache = new Map<string, { streamId: string | null; until: number }>();
 
-  const fail = (reply: FastifyReply, status: number, message: string) => reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+  const fail = (reply: FastifyReply, status: number, message: string) =>
+    reply.code(status).headers({ ...CORS, 'cache-control': PLAYLIST_CACHE }).type('text/plain; charset=utf-8').send(`${message}\n`);
 
   /** The stream's packager when the client may read it; otherwise the reply is sent and null returned. */
   const packager = async (req: FastifyRequest<{ Params: { playbackId: string } }>, reply: FastifyReply): Promise<HlsPackager | null> => {
@@ -45,7 +71,7 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
     }
     const verdict = await askAdmission(node, req, { action: 'read', protocol: 'hls', streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
     if (!verdict.admitted) {
-      refuseAdmission(reply, verdict, CORS);
+      refuseAdmission(reply, verdict, { ...CORS, 'cache-control': PRIVATE });
       return null;
     }
     hls.markRequested();
@@ -82,7 +108,7 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
       const text = hls.playlist(ll ? 'll' : 'plain');
       const q = req.url.indexOf('?');
       const carried = q < 0 ? '' : req.url.slice(q + 1).split('&').filter((p) => p !== '' && !p.startsWith('_HLS_')).join('&');
-      return reply.code(200).headers({ ...CORS, 'cache-control': 'no-cache' }).type(PLAYLIST).send(carried === '' ? text : withQuery(text, carried));
+      return reply.code(200).headers({ ...CORS, 'cache-control': PLAYLIST_CACHE }).type(PLAYLIST).send(carried === '' ? text : withQuery(text, carried));
   };
   app.get('/hls/:playbackId/index.m3u8', PUBLIC, playlist(true));
   app.get('/hls/:playbackId/plain.m3u8', PUBLIC, playlist(false));
@@ -97,8 +123,7 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
     else if ((m = /^seg(\d+)\.m4s$/.exec(file))) body = hls.segment(Number(m[1]));
     else if ((m = /^part(\d+)\.(\d+)\.m4s$/.exec(file))) body = await hls.part(Number(m[1]), Number(m[2]), 3 * hls.targetDuration * 1000);
     if (!body) return fail(reply, 404, 'no such segment (expired or not yet produced)');
-    // Media files never change once published; the window moves past them within seconds.
-    return reply.code(200).headers({ ...CORS, 'cache-control': 'public, max-age=60' }).type('video/mp4').send(body);
+    return reply.code(200).headers({ ...CORS, 'cache-control': `public, max-age=${MEDIA_MAX_AGE_S}` }).type('video/mp4').send(body);
   });
 }
 

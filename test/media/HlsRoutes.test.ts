@@ -138,6 +138,7 @@ t.test('the LL-HLS playlist follows the HLS spec across reloads; blocking reload
   const first = await fetch(`${base}/index.m3u8`);
   t.equal(first.status, 200);
   t.equal(first.headers.get('content-type'), 'application/vnd.apple.mpegurl');
+  t.equal(first.headers.get('cache-control'), 'public, max-age=0, s-maxage=1', 'a playlist may be kept 1 s by a shared cache (it collapses players\' identical requests), not by the player');
 
   // Walk the live edge with blocking reloads for ≈ 8 s of media, checking every playlist.
   let pl = parse(await first.text());
@@ -234,6 +235,7 @@ t.test('the LL-HLS playlist follows the HLS spec across reloads; blocking reload
   if (lastPart) {
     const res = await fetch(`${base}/${lastPart.uri}`);
     t.equal(res.status, 200, `part ${lastPart.uri} is served`);
+    t.equal(res.headers.get('cache-control'), 'public, max-age=10', 'a part may be kept 10 s by a shared cache');
     const part = Buffer.from(await res.arrayBuffer());
     writeFileSync(join(dir, 'part.mp4'), Buffer.concat([init, part]));
     const p = await run('ffprobe', ['-v', 'error', '-count_frames', '-select_streams', 'v', '-show_entries', 'stream=nb_read_frames', '-of', 'csv=p=0', join(dir, 'part.mp4')]);
@@ -251,5 +253,7 @@ t.test('unknown playback ids get 404 on every HLS path', { timeout: 20_000 }, as
   for (const path of ['index.m3u8', 'plain.m3u8', 'init0.mp4', 'seg0.m4s', 'part0.0.m4s']) {
     const res = await srv.app.inject({ method: 'GET', url: `/hls/nope/${path}` });
     t.equal(res.statusCode, 404, path);
+    // Players retry a 404: a collapsing cache that may not keep it hands it to its waiters one at a time.
+    t.equal(res.headers['cache-control'], 'public, max-age=0, s-maxage=1', `${path}: the 404 may be kept 1 s by a shared cache, not by the player`);
   }
 });

@@ -1,10 +1,13 @@
 /**
- * `npm run bench -- api [--seconds 5] [--connections 32]`: requests/s and p50/p99 latency of an
+ * `npm run bench -- api [--seconds 5] [--connections 32] [--auth-cache-ttl 2] [--profile]`: requests/s and p50/p99 latency of an
  * authenticated trivial route (GET /music/v1/usage: auth lookup + one store read) against a bare
  * fastify route in the same run, over real HTTP on loopback, as a ratio. The load comes from a
- * worker thread so it does not share the servers' event loop.
+ * worker thread so it does not share the servers' event loop. `--profile` also writes a V8 CPU
+ * profile of the servers' thread during the first measured window of our route (open it in
+ * Chrome DevTools, or sum it by package) to bench/results/.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
@@ -17,13 +20,15 @@ import { Metrics } from '../control/Metrics.ts';
 import { SongService } from '../songs/SongService.ts';
 import { createStore, FsBlobStore } from '../store/index.ts';
 import { httpLoad } from './httpLoad.ts';
-import { printTable, progress, summarize, writeResult } from './lib.ts';
+import { printTable, progress, RESULTS_DIR, summarize, writeResult } from './lib.ts';
 
 export default async function bench(args: Map<string, string>): Promise<void> {
   const seconds = Number(args.get('seconds') ?? 5);
   const connections = Number(args.get('connections') ?? 32);
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-bench-api-'));
-  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0 });
+  // --auth-cache-ttl 0 measures the route as it was before the key → account cache.
+  const authTtl = args.get('auth-cache-ttl');
+  const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0, ...(authTtl !== undefined ? { AUTH_CACHE_TTL: authTtl } : {}) });
   const store = await createStore({ dataDir });
   const logger = pino({ level: 'silent' });
   const songs = new SongService({ store, planner: () => ({ bpm: 100, key: null, duration: 120, sections: [], plan: {} }), canRender: async () => true });
@@ -45,7 +50,21 @@ export default async function bench(args: Map<string, string>): Promise<void> {
   await httpLoad({ url: ourUrl, headers: auth, seconds: 1, connections });
   await httpLoad({ url: bareUrl, headers: {}, seconds: 1, connections });
   bar.tick();
+  const inspector = args.has('profile') ? new Session() : null;
+  if (inspector) {
+    inspector.connect();
+    await inspector.post('Profiler.enable');
+    await inspector.post('Profiler.start');
+  }
   const oursA = await httpLoad({ url: ourUrl, headers: auth, seconds: seconds / 2, connections });
+  if (inspector) {
+    const { profile } = await inspector.post('Profiler.stop');
+    inspector.disconnect();
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    const out = join(RESULTS_DIR, `api-ours-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+    writeFileSync(out, JSON.stringify(profile));
+    console.log(`\nwrote ${out}`);
+  }
   bar.tick();
   const bareA = await httpLoad({ url: bareUrl, headers: {}, seconds: seconds / 2, connections });
   bar.tick();
@@ -60,7 +79,7 @@ export default async function bench(args: Map<string, string>): Promise<void> {
     { route: 'bare fastify GET /ping', 'req/s': base.rps, 'p50 ms': base.lat.p50, 'p95 ms': base.lat.p95, 'p99 ms': base.lat.p99, errors: base.errors },
     { route: 'ratio ours/bare', 'req/s': ours.rps / base.rps, 'p50 ms': ours.lat.p50 / base.lat.p50, 'p95 ms': ours.lat.p95 / base.lat.p95, 'p99 ms': ours.lat.p99 / base.lat.p99, errors: '' },
   ];
-  printTable(`api: ${connections} connections, ${seconds} s per side, store ${store.kind}`, rows);
+  printTable(`api: ${connections} connections, ${seconds} s per side, store ${store.kind}, auth cache ${config.authCache.ttlMs} ms`, rows);
   const path = writeResult('api', { seconds, connections, ours, bare: base, ratio: { rps: ours.rps / base.rps, p50: ours.lat.p50 / base.lat.p50, p99: ours.lat.p99 / base.lat.p99 } });
   console.log(`\nwrote ${path}`);
 

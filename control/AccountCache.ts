@@ -46,7 +46,9 @@ export class AccountCache {
     const hit = this.#entries.get(digest);
     if (hit && hit.expiresAt > now) return hit.account;
 
-    const entry: Entry = { expiresAt: now + this.#o.ttlMs, account: accountForDigest(this.#o.store, digest) };
+    // Frozen: every request of the key gets this one object for the TTL, so none may change it.
+    const account = accountForDigest(this.#o.store, digest).then((a) => (a ? Object.freeze(a) : null));
+    const entry: Entry = { expiresAt: now + this.#o.ttlMs, account };
     this.#entries.delete(digest);
     this.#entries.set(digest, entry);
     if (this.#entries.size > this.#o.maxEntries) {

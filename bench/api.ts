@@ -1,10 +1,14 @@
 /**
- * `npm run bench -- api [--seconds 5] [--connections 32]`: requests/s and p50/p99 latency of an
+ * `npm run bench -- api [--seconds 5] [--rounds 5] [--connections 32] [--profile]`: requests/s and p50/p99 latency of an
  * authenticated trivial route (GET /music/v1/usage: auth lookup + one store read) against a bare
- * fastify route in the same run, over real HTTP on loopback, as a ratio. The load comes from a
- * worker thread so it does not share the servers' event loop.
+ * fastify route and against the same route with the key → account cache off (AUTH_CACHE_TTL=0),
+ * in the same run, over real HTTP on loopback, as a ratio. The load comes from a
+ * worker thread so it does not share the servers' event loop. `--profile` also writes a V8 CPU
+ * profile of the servers' thread during the first measured window of our route (open it in
+ * Chrome DevTools, or sum it by package) to bench/results/.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
@@ -17,7 +21,7 @@ import { Metrics } from '../control/Metrics.ts';
 import { SongService } from '../songs/SongService.ts';
 import { createStore, FsBlobStore } from '../store/index.ts';
 import { httpLoad } from './httpLoad.ts';
-import { printTable, progress, summarize, writeResult } from './lib.ts';
+import { printTable, progress, RESULTS_DIR, summarize, writeResult } from './lib.ts';
 
 export default async function bench(args: Map<string, string>): Promise<void> {
   const seconds = Number(args.get('seconds') ?? 5);
@@ -29,6 +33,9 @@ export default async function bench(args: Map<string, string>): Promise<void> {
   const songs = new SongService({ store, planner: () => ({ bpm: 100, key: null, duration: 120, sections: [], plan: {} }), canRender: async () => true });
   const app = await buildApp(config, { store, logger, metrics: new Metrics(), blobs: new FsBlobStore(join(dataDir, 'blobs')), links: LinkSigner.fromConfig(null, dataDir), songs });
   await app.listen({ port: 0, host: '127.0.0.1' });
+  // The same app with the key → account cache off: the route as it was before the cache.
+  const uncached = await buildApp(loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: 0, AUTH_CACHE_TTL: '0' }), { store, logger, metrics: new Metrics(), blobs: new FsBlobStore(join(dataDir, 'blobs')), links: LinkSigner.fromConfig(null, dataDir), songs });
+  await uncached.listen({ port: 0, host: '127.0.0.1' });
   const { key } = await createAccountWithKey(store, 'free');
 
   // The baseline: fastify with no plugins, one route answering a small JSON object.
@@ -37,34 +44,66 @@ export default async function bench(args: Map<string, string>): Promise<void> {
   await bare.listen({ port: 0, host: '127.0.0.1' });
 
   const ourUrl = `http://127.0.0.1:${(app.server.address() as { port: number }).port}${config.musicBasePath}/usage`;
+  const uncachedUrl = `http://127.0.0.1:${(uncached.server.address() as { port: number }).port}${config.musicBasePath}/usage`;
   const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}/ping`;
   const auth = { authorization: `Bearer ${key}` };
 
-  const bar = progress('api bench', 4);
-  // Warm-up both (JIT, connection pools), then measure alternately so drift hits both alike.
-  await httpLoad({ url: ourUrl, headers: auth, seconds: 1, connections });
-  await httpLoad({ url: bareUrl, headers: {}, seconds: 1, connections });
+  const rounds = Number(args.get('rounds') ?? 5);
+  const window = seconds / rounds; // each target gets `seconds` in all
+  const targets = [
+    { route: `GET ${config.musicBasePath}/usage (auth + store)`, url: ourUrl, headers: auth },
+    { route: `  same, AUTH_CACHE_TTL=0 (reads key + account each time)`, url: uncachedUrl, headers: auth },
+    { route: 'bare fastify GET /ping', url: bareUrl, headers: {} },
+  ];
+  const bar = progress('api bench', rounds + 1);
+  // Warm-up all (JIT, connection pools), then measure in short alternating windows so a load
+  // swing on a shared machine hits every target alike; each round gives one ratio per target.
+  for (const x of targets) await httpLoad({ url: x.url, headers: x.headers, seconds: 1, connections });
   bar.tick();
-  const oursA = await httpLoad({ url: ourUrl, headers: auth, seconds: seconds / 2, connections });
-  bar.tick();
-  const bareA = await httpLoad({ url: bareUrl, headers: {}, seconds: seconds / 2, connections });
-  bar.tick();
-  const oursB = await httpLoad({ url: ourUrl, headers: auth, seconds: seconds / 2, connections });
-  const bareB = await httpLoad({ url: bareUrl, headers: {}, seconds: seconds / 2, connections });
+  const inspector = args.has('profile') ? new Session() : null;
+  const runs = targets.map(() => [] as Awaited<ReturnType<typeof httpLoad>>[]);
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, x] of targets.entries()) {
+      const profiling = inspector !== null && r === 0 && i === 0;
+      if (profiling) {
+        inspector.connect();
+        await inspector.post('Profiler.enable');
+        await inspector.post('Profiler.start');
+      }
+      runs[i]!.push(await httpLoad({ url: x.url, headers: x.headers, seconds: window, connections }));
+      if (profiling) {
+        const { profile } = await inspector.post('Profiler.stop');
+        inspector.disconnect();
+        mkdirSync(RESULTS_DIR, { recursive: true });
+        const out = join(RESULTS_DIR, `api-ours-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+        writeFileSync(out, JSON.stringify(profile));
+        console.log(`\nwrote ${out}`);
+      }
+    }
+    bar.tick();
+  }
   bar.done();
 
-  const ours = { rps: (oursA.rps + oursB.rps) / 2, lat: summarize([...oursA.latenciesMs, ...oursB.latenciesMs]), errors: oursA.errors + oursB.errors };
-  const base = { rps: (bareA.rps + bareB.rps) / 2, lat: summarize([...bareA.latenciesMs, ...bareB.latenciesMs]), errors: bareA.errors + bareB.errors };
-  const rows = [
-    { route: 'GET /music/v1/usage (auth + store)', 'req/s': ours.rps, 'p50 ms': ours.lat.p50, 'p95 ms': ours.lat.p95, 'p99 ms': ours.lat.p99, errors: ours.errors },
-    { route: 'bare fastify GET /ping', 'req/s': base.rps, 'p50 ms': base.lat.p50, 'p95 ms': base.lat.p95, 'p99 ms': base.lat.p99, errors: base.errors },
-    { route: 'ratio ours/bare', 'req/s': ours.rps / base.rps, 'p50 ms': ours.lat.p50 / base.lat.p50, 'p95 ms': ours.lat.p95 / base.lat.p95, 'p99 ms': ours.lat.p99 / base.lat.p99, errors: '' },
-  ];
-  printTable(`api: ${connections} connections, ${seconds} s per side, store ${store.kind}`, rows);
-  const path = writeResult('api', { seconds, connections, ours, bare: base, ratio: { rps: ours.rps / base.rps, p50: ours.lat.p50 / base.lat.p50, p99: ours.lat.p99 / base.lat.p99 } });
+  const bareRuns = runs[2]!;
+  const median = (xs: number[]): number => summarize(xs).p50;
+  const results = targets.map((x, i) => {
+    const rs = runs[i]!;
+    const lat = summarize(rs.flatMap((run) => run.latenciesMs));
+    return {
+      route: x.route,
+      rps: median(rs.map((run) => run.rps)),
+      ratio: median(rs.map((run, k) => run.rps / bareRuns[k]!.rps)),
+      lat,
+      errors: rs.reduce((n, run) => n + run.errors, 0),
+    };
+  });
+  const rows = results.map((x) => ({ route: x.route, 'req/s (median)': x.rps, 'ratio to bare (median of rounds)': x.ratio, 'p50 ms': x.lat.p50, 'p95 ms': x.lat.p95, 'p99 ms': x.lat.p99, errors: x.errors }));
+  printTable(`api: ${connections} connections, ${rounds} rounds of ${window} s per target, store ${store.kind}, auth cache ${config.authCache.ttlMs} ms`, rows);
+  const path = writeResult('api', { seconds, rounds, connections, results });
   console.log(`\nwrote ${path}`);
 
   await app.close();
+  await uncached.close();
   await bare.close();
   await store.close();
   rmSync(dataDir, { recursive: true, force: true });

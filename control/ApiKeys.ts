@@ -7,7 +7,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { newId, type Account, type Plan, type Store } from '../store/index.ts';
 
 export const KEY_PREFIX = 'rv_';
-const KEY_PATTERN = /^rv_[A-Za-z0-9_-]{43}$/;
+/** The shape of every key we hand out; anything else is refused without a store read. */
+export const KEY_PATTERN = /^rv_[A-Za-z0-9_-]{43}$/;
 
 export function digestKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
@@ -47,7 +48,11 @@ export function bearerToken(header: string | undefined): string | null {
 /** Resolves an API key to its account, or null. Never throws for client input. */
 export async function authenticate(store: Store, token: string | null): Promise<Account | null> {
   if (!token || !KEY_PATTERN.test(token)) return null;
-  const digest = digestKey(token);
+  return accountForDigest(store, digestKey(token));
+}
+
+/** The account a key digest (hex SHA-256) belongs to, or null: two store reads (key, account). */
+export async function accountForDigest(store: Store, digest: string): Promise<Account | null> {
   const found = await store.accounts.findKey(digest);
   if (!found) return null;
   const a = Buffer.from(found.digest, 'hex');

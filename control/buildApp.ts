@@ -15,8 +15,9 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
-import type { Account, Store } from '../store/index.ts';
-import { authenticate, bearerToken, traceIdFrom } from './ApiKeys.ts';
+import type { Account } from '../store/index.ts';
+import { AccountCache } from './AccountCache.ts';
+import { bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
 import { musicError, streamError, type Area } from '../errors/index.ts';
@@ -83,6 +84,7 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
 
 export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promise<App> {
   const app = createFastify(config, ctx.logger);
+  const accounts = new AccountCache({ store: ctx.store, ttlMs: config.authCache.ttlMs, maxEntries: config.authCache.maxKeys });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -146,7 +148,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     async (area) => {
       area.setErrorHandler(areaErrorHandler('music'));
       area.setNotFoundHandler(areaNotFoundHandler('music'));
-      area.addHook('onRequest', authHook('music', ctx.store));
+      area.addHook('onRequest', authHook('music', accounts));
       await area.register(musicRoutes(config, ctx));
     },
     { prefix: config.musicBasePath },
@@ -157,7 +159,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   const controlTokens = new ControlTokens(ctx.links ? ctx.links.derive('control-token') : randomBytes(32));
   const areaCtx = { ...ctx, control, controlTokens };
   await app.register(async (area) => {
-    area.addHook('onRequest', authHook('streams', ctx.store));
+    area.addHook('onRequest', authHook('streams', accounts));
     await area.register(streamRoutes(config, areaCtx));
     await area.register(clipRoutes(config, areaCtx));
     await area.register(recordingRoutes(config, areaCtx));
@@ -175,10 +177,10 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
 }
 
 /** Bearer auth for every route of an area except those marked `config: { public: true }` and unknown routes (they 404). */
-function authHook(area: Area, store: Store) {
+function authHook(area: Area, accounts: AccountCache) {
   return async function auth(request: FastifyRequest, reply: FastifyReply) {
     if (request.routeOptions.config.public || request.routeOptions.url === undefined) return;
-    const account = await authenticate(store, bearerToken(request.headers.authorization));
+    const account = await accounts.authenticate(bearerToken(request.headers.authorization));
     if (!account) {
       void reply.header('www-authenticate', 'Bearer');
       return sendApiError(reply, request, area === 'music' ? musicError('unauthorized') : streamError('AUTH/UNAUTHORIZED'));

@@ -135,6 +135,14 @@ export const ConfigEnvSchema = z.object({
   ADMISSION_HOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(10_000).default(ADMISSION_DEFAULTS.hookTimeoutMs),
   /** Seconds a hook's decision (per client and token) and a stream's rule are reused: an LL-HLS player asks ≈ 10 times a second. 0: never reused. */
   ADMISSION_CACHE_TTL: z.coerce.number().min(0).max(300).default(ADMISSION_DEFAULTS.decisionTtlMs / 1000),
+  /**
+   * Seconds an API key's account is reused in-process (the API's hot path then reads the store
+   * once per request, not three times). A key removed from the store, or an account's plan
+   * changed there, applies on every api replica within this. 0: every request reads the store.
+   */
+  AUTH_CACHE_TTL: z.coerce.number().min(0).max(300).default(2),
+  /** Most API keys an api process keeps cached (≈ 1 KB each); past it the least recently fetched is dropped. */
+  AUTH_CACHE_MAX_KEYS: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
   /** Seconds a fetched JWKS of a JWT rule is used before it is fetched again. */
   ADMISSION_JWKS_CACHE_TTL: z.coerce.number().min(1).max(86_400).default(ADMISSION_DEFAULTS.jwksTtlMs / 1000),
   /** Seconds between retention sweeps of recordings (api role). */
@@ -303,6 +311,8 @@ export interface Config {
   media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
   admission: Readonly<AdmissionSettings>;
+  /** AUTH_CACHE_TTL (ms) and AUTH_CACHE_MAX_KEYS: the in-process API key → account cache. */
+  authCache: Readonly<{ ttlMs: number; maxKeys: number }>;
   /** Seconds a deleted stream's status still reads OFFLINE (DELETED_STREAM_STATUS_TTL). */
   deletedStreamStatusTtlS: number;
   recording: {
@@ -407,6 +417,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
       maxWaitingSlates: e.WHEP_WAITING_SLATES,
     }),
+    authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),
     deletedStreamStatusTtlS: e.DELETED_STREAM_STATUS_TTL,
     recording: Object.freeze({ maxBytes: e.RECORDING_MAX_BYTES ?? null, maxAgeHours: e.RECORDING_MAX_AGE_HOURS ?? null, sweepIntervalS: e.RECORDING_SWEEP_INTERVAL }),

@@ -5,9 +5,14 @@
  * Video RTP goes through a reorder window (ReorderBuffer: in-order packets pass at once, a gap
  * waits up to `jitterLatencyMs` for the retransmission werift's NACK asks for), then through our
  * depacketizer (H264Depacketizer / Vp8Depacketizer), and whole frames are handed on, starting at
- * the first key frame; damaged frames are dropped there. We send PLI ourselves (werift never
- * does): on the first packet, every `pliMinIntervalMs` until a key frame arrives, and after each
- * loss or dropped frame. OBS ignores PLI, so its keyframe interval bounds start-up.
+ * the first key frame; damaged frames are dropped there. After a loss (a packet the reorder window
+ * gave up on, a damaged frame) frames are held back again until the next key frame: the frames
+ * that follow reference what was lost, and decoded they are garbage that every output carried until
+ * the publisher's next key frame (seconds of smeared blocks on a loaded node that lost packets,
+ * since Chromium sends key frames only when asked). The outputs hold the last good picture meanwhile
+ * (the slate after `slateAfterMs`). We send PLI ourselves (werift never does): on the first packet,
+ * after each loss or dropped frame, and every `pliMinIntervalMs` while frames wait for a key frame.
+ * OBS ignores PLI, so its keyframe interval bounds start-up and recovery.
  *
  * Liveness: the session closes when no RTP arrives for `ingestTimeoutMs` (a publisher that
  * vanished without DELETE), when ICE/DTLS fails (werift runs RFC 7675 consent checks), or when it
@@ -102,6 +107,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #closed = false;
   #connected = false;
   #videoSsrc: number | undefined;
+  /** A key frame came since the first packet and since the last loss: frames are handed on. */
   #sawKeyframe = false;
   #lastPliMs = -Infinity;
   #timers: NodeJS.Timeout[] = [];
@@ -207,7 +213,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     const { packets, lost } = this.#reorder.push(rtp.header.sequenceNumber, rtp, performance.now());
     if (lost > 0) {
       this.#stats.packetsLost += lost;
-      this.requestKeyframe('loss');
+      this.#awaitKeyframe();
     }
     for (const p of packets) this.#forward(p);
   }
@@ -217,7 +223,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     const { frame, dropped } = this.#depacketizer.push({ sequenceNumber: h.sequenceNumber, timestamp: h.timestamp, marker: h.marker, payload: rtp.payload });
     if (dropped) {
       this.#stats.framesDropped++;
-      this.requestKeyframe('loss');
+      this.#awaitKeyframe();
     }
     if (!frame) return;
     if (frame.keyframe) this.#stats.keyframes++;
@@ -230,6 +236,12 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     }
     this.#stats.framesIn++;
     this.#opts.onVideoFrame(frame);
+  }
+
+  /** A loss: frames that may reference what was lost wait for a key frame (one is asked for now). */
+  #awaitKeyframe(): void {
+    this.#sawKeyframe = false;
+    this.requestKeyframe('loss');
   }
 
   /** Sends PLI to the publisher, at most every pliMinIntervalMs. */

@@ -4,14 +4,17 @@
  * drew each value; a viewer reads the counter back from every presented frame
  * (requestVideoFrameCallback → canvas). Both pages share the machine clock, so
  * latency = present time − draw time. Used by the live and outputs benchmarks and the HLS test.
+ * Only a clean stamp is read (every block centre clearly black or white, one white at least): a
+ * slate, a greyed or a garbled picture is counted in `unstamped`, not read as some old counter
+ * (a garbled picture read as one made "latency" grow by a second a second).
  *
- * Defines on `window`: `sent` (counter → draw time), `recv` ([counter, present time]),
+ * Defines on `window`: `sent` (counter → draw time), `recv` ([counter, present time]), `unstamped`,
  * `startSource(size, withAudio)` (sets `window.srcStream`), `readStamps(video)`, `takeLatencies()`,
  * and the helper `gathered(pc)` (waits for ICE gathering: WHIP clients here never trickle).
  */
 export const STAMPED_FRAMES_JS = `
 const GRID = 4;
-window.sent = new Map(); window.recv = [];
+window.sent = new Map(); window.recv = []; window.unstamped = 0;
 window.startSource = async (size, withAudio) => {
   const c = document.getElementById('src'); c.width = size; c.height = size;
   const g = c.getContext('2d'); let n = 1;
@@ -38,12 +41,14 @@ function readStamps(video) {
     if (w > 0) {
       if (rd.width !== w) { rd.width = w; rd.height = h; }
       g.drawImage(video, 0, 0);
-      const d = g.getImageData(0, 0, w, h).data; let n = 0;
+      const d = g.getImageData(0, 0, w, h).data; let n = 0, clean = true;
       for (let i = 0; i < 16; i++) {
         const x = Math.floor(((i % GRID) + 0.5) * w / GRID), y = Math.floor((Math.floor(i / GRID) + 0.5) * h / GRID);
-        if (d[(y * w + x) * 4 + 1] > 128) n |= 1 << i;
+        const o = (y * w + x) * 4, luma = 0.299 * d[o] + 0.587 * d[o + 1] + 0.114 * d[o + 2];
+        if (luma > 160) n |= 1 << i;
+        else if (luma >= 96) clean = false; // stamps are 0/255 (canvas) or 45/210 ± 20 (stampedH264)
       }
-      window.recv.push([n, at]);
+      if (clean && n !== 0) window.recv.push([n, at]); else window.unstamped++;
     }
     video.requestVideoFrameCallback(onFrame);
   };

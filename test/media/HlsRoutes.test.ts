@@ -110,11 +110,12 @@ t.test('hls.js (lowLatencyMode) plays the LL-HLS output of a live stream with au
   const recv = await player.evaluate(() => (window as unknown as { recv: [number, number][] }).recv.splice(0));
   const sent = new Map(await pub.evaluate(() => [...(window as unknown as { sent: Map<number, number> }).sent.entries()]));
   const lat = recv.map(([n, at]) => (sent.has(n) ? at - (sent.get(n) ?? 0) : NaN)).filter((x) => Number.isFinite(x) && x > 0 && x < 30_000);
+  const unstamped = await player.evaluate(() => (window as unknown as { unstamped: number }).unstamped);
   const errors = await player.evaluate(() => (window as unknown as { hlsErrors: string[] }).hlsErrors);
   const tracks = await player.evaluate(() => (window as unknown as { tracks(): { videoWidth: number; audioDecoded: number } }).tracks());
   const p50 = percentile(lat, 50);
   const p95 = percentile(lat, 95);
-  t.comment(`LL-HLS publisher→hls.js latency over 10 s: p50 ${p50.toFixed(0)} ms, p95 ${p95.toFixed(0)} ms, ${lat.length} frames matched of ${recv.length} presented; hls.js errors: ${errors.join(', ') || 'none'}`);
+  t.comment(`LL-HLS publisher→hls.js latency over 10 s: p50 ${p50.toFixed(0)} ms, p95 ${p95.toFixed(0)} ms, ${lat.length} frames matched of ${recv.length} clean stamps presented (${unstamped} pictures without one since start: slate, garbled); hls.js errors: ${errors.join(', ') || 'none'}`);
   const status = srv.node.status(STREAM_ID);
   t.comment(`packager: ${JSON.stringify(status?.hls)}`);
   t.ok(lat.length > 100, 'hls.js presented frames whose counters match published frames');

@@ -1,10 +1,15 @@
 /**
  * Publisher behaviours with real peers: a second libwebrtc (@roamhq/wrtc) publishing VP8 frames
  * of a known colour, an OBS-like H.264-only publisher that sends no candidates and never trickles,
- * and a publisher that goes silent without DELETE.
+ * a publisher that goes silent without DELETE, and a publisher that loses a frame on the way.
  */
 import t from 'tap';
+import { H264Packetizer } from '../../media/H264Packetizer.ts';
+import { isH264Keyframe, splitAnnexB } from '../../media/H264Nal.ts';
 import { launchChromium } from '../helpers/chromium.ts';
+import { readAccessUnits, stampedH264 } from '../helpers/h264Source.ts';
+import { startObsPublishers } from '../helpers/obsPublisher.ts';
+import { until } from '../helpers/until.ts';
 import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 import { wrtcPublish } from './wrtcPeers.ts';
 
@@ -86,4 +91,49 @@ t.test('a publisher that goes silent without DELETE is timed out and ended; the 
   const ended2 = new Promise<{ reason: string }>((resolve) => srv.node.once('ended', resolve));
   pub2.kill();
   t.equal((await ended2).reason, 'timeout', 'a killed publisher ends the stream with reason timeout');
+});
+
+t.test('after a lost frame, the frames that reference it wait for the next key frame (decoded they are garbage)', { timeout: 60_000 }, async (t) => {
+  const jitterLatencyMs = 50;
+  const srv = await startMediaServer(t, { params: { width: 256, height: 256 }, settings: { jitterLatencyMs } });
+  const pubs = startObsPublishers(t);
+  // A libdatachannel peer that sends exactly the RTP we give it: real H.264 (one key frame, then P-frames).
+  const source = await stampedH264({ size: 256, frames: 60 });
+  const aus = readAccessUnits(source).map((au) => splitAnnexB(au));
+  t.ok(isH264Keyframe(aus[0] ?? []) && !aus.slice(1).some((nals) => isH264Keyframe(nals)), 'the source is one key frame, then P-frames');
+  const pub = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source, raw: true });
+  t.equal(pub.status, 201);
+  await pubs.waitState(pub.id, 'connected', 20_000);
+  const { ssrc } = await pubs.sendRaw(pub.id, []);
+  const packetizer = new H264Packetizer({ ssrc, payloadType: 96, maxPayload: 1200 });
+  let ts = 0;
+  let sent = 0;
+  const send = async (nals: Uint8Array[][]) => {
+    const packets = nals.flatMap((au) => packetizer.packetize(au, (ts += 3000)));
+    const { accepted } = await pubs.sendRaw(pub.id, packets);
+    sent += accepted;
+    return accepted === packets.length;
+  };
+  const ingest = () => srv.node.status(STREAM_ID)?.ingest;
+
+  t.ok(await send(aus.slice(0, 10)), 'key frame and 9 P-frames sent');
+  await until('10 frames handed to the decoder', () => ingest()?.framesIn, (n) => n === 10, 20_000);
+  // Frame 10 is lost on the way: packetized (its sequence numbers used), never sent.
+  packetizer.packetize(aus[10] ?? [], (ts += 3000));
+  t.ok(await send(aus.slice(11, 20)), 'the 9 P-frames after the lost one sent');
+  const arrived = await until('every sent packet received', () => ingest()?.videoPackets, (n) => n === sent, 20_000);
+  // The reorder window gives the gap up when a packet comes after it has waited jitterLatencyMs:
+  // let it age (the scenario's timing), then one more P-frame declares it lost.
+  const agedFrom = performance.now();
+  await until('the gap aged past the reorder window', () => performance.now() - agedFrom, (ms) => ms > 2 * jitterLatencyMs, 5_000, 20);
+  t.ok(await send(aus.slice(20, 21)), 'one more P-frame sent');
+  const afterLoss = await until('the loss declared and every packet through', () => ingest(), (s) => (s?.packetsLost ?? 0) > 0 && s?.videoPackets === sent, 20_000);
+  t.comment(`received ${arrived} packets before the last P-frame; ingest ${JSON.stringify(afterLoss)}`);
+  t.equal(afterLoss?.framesIn, 10, 'no frame after the lost one reached the decoder (they reference it)');
+  t.ok((afterLoss?.pliSent ?? 0) > 0, 'a key frame was asked for (PLI)');
+
+  // The publisher answers with a key frame: frames flow again from it.
+  t.ok(await send(aus.slice(0, 5)), 'key frame and 4 P-frames sent');
+  await until('the key frame and its P-frames handed to the decoder', () => ingest()?.framesIn ?? 0, (n) => n >= 15, 20_000);
+  t.equal(ingest()?.framesIn, 15, 'decoding resumes at the key frame');
 });

@@ -40,7 +40,12 @@ export interface MediaSettings {
    * whose publisher never returns.
    */
   idleHoldMaxMs: number;
-  /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. */
+  /**
+   * Connected viewers of all streams on this node (beyond → 503: the node is full). The operator's
+   * WHEP_VIEWERS_PER_NODE, by default 500 per core from the measured fan-out cost (control/config.ts).
+   */
+  maxViewersPerNode: number;
+  /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. WHEP_VIEWERS_PER_STREAM. */
   maxViewersPerStream: number;
   /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
   maxPendingViewersPerStream: number;
@@ -141,7 +146,9 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   heartbeatMs: 5_000,
   idleStreamMs: 60_000,
   idleHoldMaxMs: 30 * 60_000,
-  maxViewersPerStream: 100,
+  // A node made without the process config (tests, embedding): 2 cores' worth (config derives it from the cores).
+  maxViewersPerNode: 1000,
+  maxViewersPerStream: 1000,
   maxPendingViewersPerStream: 50,
   maxPendingViewersPerAddress: 8,
   maxWaitingViewersPerStream: 20,

@@ -107,8 +107,18 @@ function bindsUdp(port: number, address: string): Promise<string | null> {
 }
 
 /** The live path's network settings as clients will meet them (docs/operations.md, "Ports and NAT"). */
-async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity'>, add: (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => void): Promise<void> {
+async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media'>, add: (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => void): Promise<void> {
   const rtc = cfg.webrtc;
+  const m = cfg.media;
+  // What this node admits, as the operator set it or as derived from the cores (docs/operations.md, "Limits").
+  add(
+    'capacity',
+    'media',
+    true,
+    `${cfg.mediaCapacity} streams with a publisher (MEDIA_CAPACITY); ${m.maxViewersPerNode} connected viewers (WHEP_VIEWERS_PER_NODE), ${m.maxViewersPerStream} of one stream (WHEP_VIEWERS_PER_STREAM); ` +
+      `per client address ${m.whepPerAddressPerMinute} WHEP a minute and ${m.maxPendingViewersPerAddress} connecting at once; per stream ${m.whepPerPlaybackPerMinute} WHEP a minute and ${m.maxPendingViewersPerStream} connecting at once`,
+    null,
+  );
   const local = new Set(Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)));
   if (rtc.interfaces) {
     const missing = rtc.interfaces.filter((a) => !local.has(a));
@@ -151,7 +161,7 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity'>, add:
   }
 }
 
-export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, 'webrtc' | 'mediaCapacity'> }): Promise<CheckResult[]> {
+export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media'> }): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   const add = (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => out.push({ name, need, ok, detail, fix: ok ? null : fix });
 

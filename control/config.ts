@@ -45,6 +45,14 @@ const ipOrCidr = z.string().refine((s) => {
  */
 export const STREAMS_PER_CORE = 4;
 
+/**
+ * Connected WHEP viewers per core of a node's default viewer capacity. Measured (docs/performance.md,
+ * "Viewers"): fan-out costs the node ≈ 1.6 ms of CPU per second per viewer at 1.5 Mb/s, ≈ 625
+ * viewers per core at 100 %; 500 keeps a fifth of each core for publishers, handshakes and the OS.
+ * A 2-core node carries 1,000 viewers of one stream by default.
+ */
+export const VIEWERS_PER_CORE = 500;
+
 /** Environment variable → schema. Defaults live here and only here. */
 export const ConfigEnvSchema = z.object({
   /** TCP port of the HTTP server. */
@@ -124,6 +132,21 @@ export const ConfigEnvSchema = z.object({
   WHEP_WAITING_STREAMS_PER_ACCOUNT: z.coerce.number().int().min(1).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingStreamsPerAccount),
   /** Slate encodes (one x264 encode of a still at the slate's rate each) of streams that never had a publisher, per node; 0: none. */
   WHEP_WAITING_SLATES: z.coerce.number().int().min(0).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingSlates),
+  /**
+   * Connected WHEP viewers of all streams on this media node (beyond → 503: the node is full);
+   * default VIEWERS_PER_CORE × cores, from the measured per-viewer cost.
+   */
+  WHEP_VIEWERS_PER_NODE: z.coerce.number().int().min(1).max(1_000_000).optional(),
+  /** Connected WHEP viewers of one stream on this media node (beyond → 503); default WHEP_VIEWERS_PER_NODE: one stream may take the whole node. */
+  WHEP_VIEWERS_PER_STREAM: z.coerce.number().int().min(1).max(1_000_000).optional(),
+  /** WHEP viewer sessions of one stream still connecting (ICE + DTLS) at once (beyond → 503): bounds the handshakes a burst costs. */
+  WHEP_PENDING_VIEWERS_PER_STREAM: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MEDIA_SETTINGS.maxPendingViewersPerStream),
+  /** WHEP viewer sessions from one client address still connecting, across streams (beyond → 429 + Retry-After). */
+  WHEP_PENDING_VIEWERS_PER_ADDRESS: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MEDIA_SETTINGS.maxPendingViewersPerAddress),
+  /** WHEP POSTs per client address a minute (beyond → 429 + Retry-After, when the window frees). Raise it for audiences behind one NAT. */
+  WHEP_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MEDIA_SETTINGS.whepPerAddressPerMinute),
+  /** WHEP POSTs per playback id a minute from all addresses (beyond → 429 + Retry-After): how fast one stream's audience may join. */
+  WHEP_PER_PLAYBACK_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MEDIA_SETTINGS.whepPerPlaybackPerMinute),
   /** Caps every account's recordings at this many bytes (below the plan's limit; docs/api.md "Recordings"). */
   RECORDING_MAX_BYTES: z.coerce.number().int().min(1).optional(),
   /** Caps the age of every account's recorded segments, hours (below the plan's limit). */
@@ -307,8 +330,21 @@ export interface Config {
   mediaCapacity: number;
   /** Addresses and CIDR blocks whose X-Forwarded-For is believed (TRUSTED_PROXIES); empty: none. */
   trustedProxies: readonly string[];
-  /** Operator settings of the media node (WHEP_WAITING_*), merged over its defaults. */
-  media: Readonly<Pick<MediaSettings, 'maxWaitingViewersPerStream' | 'maxWaitingStreamsPerAccount' | 'maxWaitingSlates'>>;
+  /** Operator settings of the media node (WHEP_*), merged over its defaults. */
+  media: Readonly<
+    Pick<
+      MediaSettings,
+      | 'maxWaitingViewersPerStream'
+      | 'maxWaitingStreamsPerAccount'
+      | 'maxWaitingSlates'
+      | 'maxViewersPerNode'
+      | 'maxViewersPerStream'
+      | 'maxPendingViewersPerStream'
+      | 'maxPendingViewersPerAddress'
+      | 'whepPerAddressPerMinute'
+      | 'whepPerPlaybackPerMinute'
+    >
+  >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
   admission: Readonly<AdmissionSettings>;
   /** AUTH_CACHE_TTL (ms) and AUTH_CACHE_MAX_KEYS: the in-process API key → account cache. */
@@ -388,6 +424,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = parsed.data;
   if (e.TURN_URLS && !e.TURN_SECRET) throw new ConfigError('invalid TURN_SECRET: TURN_URLS needs TURN_SECRET (credentials are made per session from it)', 'TURN_SECRET');
   const dataDir = isAbsolute(e.DATA_DIR) ? e.DATA_DIR : resolve(e.DATA_DIR);
+  const viewersPerNode = e.WHEP_VIEWERS_PER_NODE ?? Math.max(1, VIEWERS_PER_CORE * availableParallelism());
   const hostForUrl = e.HOST === '0.0.0.0' || e.HOST === '::' ? '127.0.0.1' : e.HOST;
   return Object.freeze({
     port: e.PORT,
@@ -416,6 +453,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxWaitingViewersPerStream: e.WHEP_WAITING_VIEWERS_PER_STREAM,
       maxWaitingStreamsPerAccount: e.WHEP_WAITING_STREAMS_PER_ACCOUNT,
       maxWaitingSlates: e.WHEP_WAITING_SLATES,
+      maxViewersPerNode: viewersPerNode,
+      maxViewersPerStream: e.WHEP_VIEWERS_PER_STREAM ?? viewersPerNode,
+      maxPendingViewersPerStream: e.WHEP_PENDING_VIEWERS_PER_STREAM,
+      maxPendingViewersPerAddress: e.WHEP_PENDING_VIEWERS_PER_ADDRESS,
+      whepPerAddressPerMinute: e.WHEP_PER_ADDRESS_PER_MINUTE,
+      whepPerPlaybackPerMinute: e.WHEP_PER_PLAYBACK_PER_MINUTE,
     }),
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),

@@ -222,6 +222,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#viewers.size;
   }
 
+  /** Viewers that completed ICE and DTLS: what maxViewersPerStream and the node's maxViewersPerNode count. */
+  get connectedViewerCount(): number {
+    return this.#viewers.connected();
+  }
+
   /** An LL-HLS player requested something in the last 30 s, or an RTMP push runs (the node holds the stream for them). */
   get outputConsumed(): boolean {
     return this.#state !== 'closed' && this.#outputs.watched;

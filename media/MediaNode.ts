@@ -213,8 +213,12 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * made instead of being lost. Kept EARLY_UPDATE_TTL_MS, at most EARLY_UPDATES_MAX streams.
    */
   readonly #early = new Map<string, { params: StreamParams; storedAt: number | undefined; atMs: number }>();
-  /** Viewer sessions not connected yet, per client address. */
-  readonly #pendingViewers = new Map<string, number>();
+  /**
+   * Viewer sessions not connected yet, per client address: when each was admitted (ms,
+   * performance.now()), oldest first. The oldest is closed at connectTimeoutMs at the latest,
+   * which is what a refused client's Retry-After says.
+   */
+  readonly #pendingViewers = new Map<string, number[]>();
   /** The owner (account id, else the stream id) of each stream a viewer asked for: what bounds waiting streams. */
   readonly #owners = new Map<string, string>();
   /** Streams that never had a publisher whose slate runs now (at most maxWaitingSlates). */
@@ -504,9 +508,17 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    */
   async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }, accountId?: string): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whep');
-    const pending = this.#pendingViewers.get(client.address) ?? 0;
-    if (pending >= this.settings.maxPendingViewersPerAddress) {
-      throw new MediaError('RATE_LIMITED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS: 5 });
+    const pending = this.#pendingViewers.get(client.address) ?? [];
+    if (pending.length >= this.settings.maxPendingViewersPerAddress) {
+      // A slot frees when one of them connects, or when the oldest misses its connect deadline at the latest.
+      const retryAfterS = Math.max(1, Math.ceil(((pending[0] ?? 0) + this.settings.connectTimeoutMs - performance.now()) / 1000));
+      this.#logger.warn(`play() | refused: viewers still connecting per address [limit:${this.settings.maxPendingViewersPerAddress}] [retryAfterS:${retryAfterS}]`);
+      throw new MediaError('RATE_LIMITED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS });
+    }
+    const connected = this.connectedViewerCount;
+    if (connected >= this.settings.maxViewersPerNode) {
+      this.#logger.warn(`play() | refused: node viewer limit [streamId:${streamId}] [limit:${this.settings.maxViewersPerNode}]`);
+      throw new MediaError('OVERLOADED', `this media node carries its maximum of ${this.settings.maxViewersPerNode} viewers; try again later`, { retryAfterS: 30 });
     }
     const held = this.#streams.get(streamId);
     const owner = (held ? this.#owners.get(streamId) : undefined) ?? accountId ?? streamId;
@@ -515,14 +527,15 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     if (!held?.publisher && !held?.everPublished) this.#admitWaiting(streamId, held, owner);
     // Counted from now until it connects or goes: a client cannot hold sockets and slots with
     // offers it never completes (reserved before the answer, so parallel POSTs count too).
-    this.#pendingViewers.set(client.address, pending + 1);
+    const admittedAt = performance.now();
+    this.#pendingViewers.set(client.address, [...pending, admittedAt]);
     let counted = true;
     const done = () => {
       if (!counted) return;
       counted = false;
-      const left = (this.#pendingViewers.get(client.address) ?? 1) - 1;
-      if (left > 0) this.#pendingViewers.set(client.address, left);
-      else this.#pendingViewers.delete(client.address);
+      const left = this.#pendingViewers.get(client.address) ?? [];
+      left.splice(left.indexOf(admittedAt), 1);
+      if (left.length === 0) this.#pendingViewers.delete(client.address);
     };
     let stream: LiveStream | undefined;
     try {
@@ -533,7 +546,14 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       const { session, answer } = await stream.addViewer(offer, sessionId);
       this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
       if (session.connected) done();
-      session.once('connected', done);
+      session.once('connected', () => {
+        done();
+        // Many admitted at once can connect past the node's limit: the late ones go (as past the stream's).
+        if (this.connectedViewerCount > this.settings.maxViewersPerNode) {
+          this.#logger.warn(`play() | closed a viewer that connected past the node's limit [streamId:${streamId}]`);
+          session.close('closed');
+        }
+      });
       session.once('close', () => {
         done();
         this.#sessions.delete(sessionId);
@@ -577,7 +597,14 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return prepareOffer(sdp, role, { maxBytes: this.settings.maxSdpBytes, maxLines: this.settings.maxSdpLines, allowLoopbackCandidates: this.servesLoopback });
   }
 
-  get streamCount(): number {
+  /** Connected viewers of every stream here: what maxViewersPerNode counts. */
+  get connectedViewerCount(): number {
+    let n = 0;
+    for (const s of this.#streams.values()) n += s.connectedViewerCount;
+    return n;
+  }
+
+    get streamCount(): number {
     return this.#streams.size;
   }
 

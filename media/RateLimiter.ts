@@ -52,17 +52,28 @@ export class RateLimiter {
     if (this.#keys.size > this.#maxKeys) this.#keys.delete(this.#keys.keys().next().value as string);
     const overlap = 1 - (now - window * windowMs) / windowMs;
     const estimate = c.previous * overlap + c.current;
-    if (estimate + 1 > max) {
-      // When the previous window's weight has decayed enough for one more request.
-      const need = estimate + 1 - max;
-      const wait = c.previous > 0 ? Math.min(windowMs, Math.ceil((need / c.previous) * windowMs)) : (window + 1) * windowMs - now;
-      return { allowed: false, retryAfterMs: Math.max(1, wait) };
-    }
+    if (estimate + 1 > max) return { allowed: false, retryAfterMs: Math.max(1, this.#wait(c, now, window)) };
     c.current++;
     return { allowed: true, retryAfterMs: 0 };
   }
 
-  get size(): number {
+  /**
+   * ms until one more request of a refused key is allowed: the first moment its estimate has
+   * room, not merely the end of this window (a full window counts, weighted, into the next one).
+   */
+  #wait(c: Counter, now: number, window: number): number {
+    const { max, windowMs } = this.#limit;
+    const end = (window + 1) * windowMs;
+    if (c.current + 1 <= max) {
+      // Only the previous window's share is in the way; it decays linearly to 0 at `end`.
+      const need = c.previous * (1 - (now - window * windowMs) / windowMs) + c.current + 1 - max;
+      return Math.min(end - now, Math.ceil((need / c.previous) * windowMs));
+    }
+    // This window is full: from `end` it is the previous one, and room comes once its share is ≤ max - 1.
+    return end - now + Math.ceil((Math.max(0, c.current - (max - 1)) * windowMs) / c.current);
+  }
+
+    get size(): number {
     return this.#keys.size;
   }
 }

@@ -40,11 +40,20 @@ export interface MediaSettings {
    * whose publisher never returns.
    */
   idleHoldMaxMs: number;
-  /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. */
+  /**
+   * Connected viewers of all streams on this node (beyond → 503: the node is full). The operator's
+   * WHEP_VIEWERS_PER_NODE, by default 500 per core from the measured fan-out cost (control/config.ts).
+   */
+  maxViewersPerNode: number;
+  /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. WHEP_VIEWERS_PER_STREAM. */
   maxViewersPerStream: number;
-  /** Viewer sessions of one stream that have not connected yet (beyond → 503). */
+  /** Viewer sessions of one stream that have not connected yet (beyond → 503). WHEP_PENDING_VIEWERS_PER_STREAM. */
   maxPendingViewersPerStream: number;
-  /** Viewer sessions from one client address that have not connected yet, across streams (beyond → 429: a per-client limit). */
+  /**
+   * Viewer sessions from one client address that have not connected yet, across streams (beyond →
+   * 429: a per-client limit; Retry-After: until the oldest must have connected or gone).
+   * WHEP_PENDING_VIEWERS_PER_ADDRESS.
+   */
   maxPendingViewersPerAddress: number;
   /**
    * Viewer sessions (connecting or connected) of one stream that has not had a publisher on this
@@ -66,9 +75,9 @@ export interface MediaSettings {
   maxWaitingSlates: number;
   /** WHIP POSTs per client address per minute (beyond → 429; OBS retries a refused publish every few seconds). */
   whipPerAddressPerMinute: number;
-  /** WHEP POSTs per client address per minute (beyond → 429). */
+  /** WHEP POSTs per client address per minute (beyond → 429). WHEP_PER_ADDRESS_PER_MINUTE. */
   whepPerAddressPerMinute: number;
-  /** WHEP POSTs per playback id per minute from all addresses (beyond → 429): ≈ 10 viewers joining a second. */
+  /** WHEP POSTs per playback id per minute from all addresses (beyond → 429): ≈ 10 viewers joining a second. WHEP_PER_PLAYBACK_PER_MINUTE. */
   whepPerPlaybackPerMinute: number;
   /** RTP payload size limit for our H.264 and VP8 packetizers, bytes (fits 1280 MTU with SRTP/ext headroom). */
   rtpMaxPayload: number;
@@ -141,7 +150,9 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   heartbeatMs: 5_000,
   idleStreamMs: 60_000,
   idleHoldMaxMs: 30 * 60_000,
-  maxViewersPerStream: 100,
+  // A node made without the process config (tests, embedding): 2 cores' worth (config derives it from the cores).
+  maxViewersPerNode: 1000,
+  maxViewersPerStream: 1000,
   maxPendingViewersPerStream: 50,
   maxPendingViewersPerAddress: 8,
   maxWaitingViewersPerStream: 20,

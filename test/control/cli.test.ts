@@ -149,4 +149,7 @@ t.test("doctor checks the live path's network settings: interfaces, port range, 
   let good = await doctor(goodEnv);
   for (let i = 0; i < 20 && !get(good, 'TURN')?.ok; i++) good = await doctor(goodEnv);
   for (const name of ['WEBRTC_INTERFACES', 'WEBRTC_UDP_PORT_RANGE', 'UDP ports bind', 'TURN', 'UDP receive buffers']) t.equal(get(good, name)?.ok, true, `${name}: ok (${get(good, name)?.detail})`);
+  t.match(get(good, 'capacity'), { ok: true, detail: /^8 streams with a publisher \(MEDIA_CAPACITY\); \d+ connected viewers \(WHEP_VIEWERS_PER_NODE\)/ }, 'the node capacity, viewers included, is shown');
+  const set = await doctor({ ...goodEnv, WHEP_VIEWERS_PER_NODE: '2400', WHEP_VIEWERS_PER_STREAM: '1200', WHEP_PER_ADDRESS_PER_MINUTE: '300' });
+  t.match(get(set, 'capacity'), { detail: /2400 connected viewers \(WHEP_VIEWERS_PER_NODE\), 1200 of one stream .*300 WHEP a minute/ }, 'as the operator set it');
 });

@@ -3,8 +3,9 @@
  * The README's table lists every variable.
  */
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import t from 'tap';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../control/config.ts';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, VIEWERS_PER_CORE } from '../../control/config.ts';
 
 t.test('defaults match the README and the config is frozen', async (t) => {
   const c = loadConfig({});
@@ -62,10 +63,29 @@ t.test('TURN_VIEWER_CREDENTIAL_TTL: viewers get 300 s credentials by default, pu
 });
 
 t.test('WHEP_WAITING_*: the media defaults unless set, 0 slates allowed, nonsense named', async (t) => {
-  t.same(loadConfig({}).media, { maxWaitingViewersPerStream: 20, maxWaitingStreamsPerAccount: 10, maxWaitingSlates: 8 });
+  t.match(loadConfig({}).media, { maxWaitingViewersPerStream: 20, maxWaitingStreamsPerAccount: 10, maxWaitingSlates: 8 });
   const c = loadConfig({ WHEP_WAITING_VIEWERS_PER_STREAM: '5', WHEP_WAITING_STREAMS_PER_ACCOUNT: '2', WHEP_WAITING_SLATES: '0' });
-  t.same(c.media, { maxWaitingViewersPerStream: 5, maxWaitingStreamsPerAccount: 2, maxWaitingSlates: 0 });
+  t.match(c.media, { maxWaitingViewersPerStream: 5, maxWaitingStreamsPerAccount: 2, maxWaitingSlates: 0 });
   for (const [variable, bad] of [['WHEP_WAITING_VIEWERS_PER_STREAM', '0'], ['WHEP_WAITING_STREAMS_PER_ACCOUNT', 'many'], ['WHEP_WAITING_SLATES', '-1']] as const) {
+    t.throws(() => loadConfig({ [variable]: bad }), { name: 'ConfigError', variable }, `${variable}=${bad} is refused, naming the variable`);
+  }
+});
+
+t.test('WHEP viewer limits: per node and per stream from the cores unless set, per-client limits the media defaults unless set, nonsense named', async (t) => {
+  const cores = availableParallelism();
+  t.match(loadConfig({}).media, {
+    maxViewersPerNode: VIEWERS_PER_CORE * cores,
+    maxViewersPerStream: VIEWERS_PER_CORE * cores,
+    maxPendingViewersPerStream: 50,
+    maxPendingViewersPerAddress: 8,
+    whepPerAddressPerMinute: 60,
+    whepPerPlaybackPerMinute: 600,
+  });
+  t.ok(VIEWERS_PER_CORE * 2 >= 1000, 'a 2-core node carries 1,000 viewers of one stream by default');
+  t.match(loadConfig({ WHEP_VIEWERS_PER_NODE: '40' }).media, { maxViewersPerNode: 40, maxViewersPerStream: 40 }, 'one stream may take the whole node');
+  const c = loadConfig({ WHEP_VIEWERS_PER_NODE: '5000', WHEP_VIEWERS_PER_STREAM: '3', WHEP_PENDING_VIEWERS_PER_STREAM: '7', WHEP_PENDING_VIEWERS_PER_ADDRESS: '200', WHEP_PER_ADDRESS_PER_MINUTE: '600', WHEP_PER_PLAYBACK_PER_MINUTE: '6000' });
+  t.match(c.media, { maxViewersPerNode: 5000, maxViewersPerStream: 3, maxPendingViewersPerStream: 7, maxPendingViewersPerAddress: 200, whepPerAddressPerMinute: 600, whepPerPlaybackPerMinute: 6000 });
+  for (const [variable, bad] of [['WHEP_VIEWERS_PER_NODE', '0'], ['WHEP_VIEWERS_PER_STREAM', 'lots'], ['WHEP_PENDING_VIEWERS_PER_STREAM', '-1'], ['WHEP_PENDING_VIEWERS_PER_ADDRESS', '1.5'], ['WHEP_PER_ADDRESS_PER_MINUTE', '0'], ['WHEP_PER_PLAYBACK_PER_MINUTE', 'x']] as const) {
     t.throws(() => loadConfig({ [variable]: bad }), { name: 'ConfigError', variable }, `${variable}=${bad} is refused, naming the variable`);
   }
 });

@@ -69,7 +69,7 @@ t.test('offers that never connect: bounded per address, never holding a viewer s
   for (const f of fakes) codes.push((await post(f, '10.9.9.9')).statusCode);
   t.same(codes, [201, 201, 201, 201, 429, 429], 'the fifth unconnected offer from one address → 429 (a per-client limit)');
   const refused = await post(fakes[0] ?? '', '10.9.9.9');
-  t.equal(refused.headers['retry-after'], '5', 'with Retry-After');
+  t.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 15, 'with Retry-After: at most the connect timeout (15 s), when the oldest must be gone');
   t.match(refused.body, /still connecting/);
   t.equal((await post(fakes[0] ?? '', '10.9.9.10')).statusCode, 201, 'another address is not affected');
   t.equal(srv.node.status(STREAM_ID)?.viewers, 5, 'five sessions wait to connect');

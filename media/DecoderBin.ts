@@ -13,14 +13,8 @@
  * (what the decoder produces, so no conversion at all) while nothing does. `configure` switches
  * either in place; the decoder keeps its reference frames, so no key frame is needed.
  *
- * Frames queue in the appsrc while the decoder is behind (a loaded node). The bin bounds that
- * queue itself: a frame the caller marks droppable (a non-key frame) is refused while
- * MAX_IN_FLIGHT frames are pushed and not yet decoded, and the caller skips to the next key frame.
- * Dropping inside the pipeline instead (a leaky appsrc) lost P-frames silently: every frame after
- * one decoded against a missing reference, and the garbage went to every output until the
- * publisher's next key frame, which Chromium sends only when asked (seconds of smeared blocks on a
- * loaded node). Key frames are always taken; the leaky appsrc bound (APPSRC_MAX_BUFFERS) stays as
- * a last resort that a decoder stuck that long never reaches (VideoIngest rebuilds it first). A source picture of another shape than W×H is
+ * appsrc is leaky-downstream and bounded so a stalled decoder drops the oldest frames (the next
+ * PLI recovers) instead of growing a queue. A source picture of another shape than W×H is
  * letterboxed (scaled to fit, square pixels, black bars; videoscale `add-borders`), never
  * stretched: a 16:9 or 4:3 camera into a 512² stream keeps its proportions, and nothing the
  * streamer framed is cut off. (Cropping would need the crop re-set on every size change; bars
@@ -31,14 +25,6 @@ import { AppPipeline } from './AppPipeline.ts';
 import { InvalidStateError } from './errors.ts';
 import type { PixelFormat } from './FrameProcessor.ts';
 import type { IngestVideoCodec } from './Sdp.ts';
-
-/**
- * Frames pushed and not yet decoded before a droppable one is refused: 200 ms at 30 fps, more than
- * a decode takes on a loaded machine, so an idle node never refuses one.
- */
-const MAX_IN_FLIGHT = 6;
-/** The appsrc's own bound, frames: room for key frames pushed past MAX_IN_FLIGHT (one per PLI interval). */
-const APPSRC_MAX_BUFFERS = 16;
 
 export interface DecoderBinOptions {
   codec: IngestVideoCodec;
@@ -66,8 +52,6 @@ export class DecoderBin {
   #format: PixelFormat;
   #width: number;
   #height: number;
-  /** PTS (ns) of the frames pushed and not yet seen decoded, oldest first. */
-  readonly #inFlight: number[] = [];
 
   constructor(opts: DecoderBinOptions) {
     this.codec = opts.codec;
@@ -76,14 +60,14 @@ export class DecoderBin {
     this.#format = opts.format ?? 'RGB';
     const decode =
       opts.codec === 'VP8'
-        ? `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=${APPSRC_MAX_BUFFERS} caps="video/x-vp8" ! vp8dec threads=${opts.threads}`
-        : `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=${APPSRC_MAX_BUFFERS} caps="video/x-h264,stream-format=byte-stream,alignment=au" ` +
+        ? `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=8 caps="video/x-vp8" ! vp8dec threads=${opts.threads}`
+        : `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=8 caps="video/x-h264,stream-format=byte-stream,alignment=au" ` +
           `! h264parse ! avdec_h264 max-threads=${opts.threads}`;
     const launch =
       `${decode} ! videoconvert ! videoscale add-borders=true ` +
       `! capsfilter name=out caps="${this.#caps(this.#format)}" ` +
       `! appsink name=sink max-buffers=1 drop=true sync=false`;
-    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: (buf, pts) => this.#onSample(buf, pts, opts.onFrame), borrowSamples: opts.borrowFrames === true, nice: opts.nice ?? 0, ...(opts.onError ? { onError: opts.onError } : {}) });
+    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, nice: opts.nice ?? 0, ...(opts.onError ? { onError: opts.onError } : {}) });
     opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
   }
 
@@ -117,29 +101,10 @@ export class DecoderBin {
     return this.#bin.samples;
   }
 
-  /** A decoded frame: the frames pushed up to it are done (samples the appsink dropped included). */
-  #onSample(buf: Buffer, pts: number, onFrame: (frame: Buffer) => void): void {
-    while (this.#inFlight.length > 0 && (this.#inFlight[0] as number) <= pts) this.#inFlight.shift();
-    onFrame(buf);
-  }
-
-  /** Frames pushed and not yet decoded. */
-  get inFlight(): number {
-    return this.#inFlight.length;
-  }
-
-  /**
-   * Feeds one whole frame (an H.264 access unit in Annex B, or a VP8 frame), in decode order.
-   * A `droppable` frame (not a key frame) is refused while the decoder is MAX_IN_FLIGHT frames
-   * behind: false, and the frames after it must wait for a key frame (they reference it).
-   */
-  push(frame: Uint8Array, droppable = false): boolean {
+  /** Feeds one whole frame (an H.264 access unit in Annex B, or a VP8 frame), in decode order. */
+  push(frame: Uint8Array): void {
     if (this.#bin.closed) throw new InvalidStateError('decoder closed');
-    if (droppable && this.#inFlight.length >= MAX_IN_FLIGHT) return false;
-    const pts = this.#bin.push(frame, true);
-    if (pts >= 0) this.#inFlight.push(pts);
-    if (this.#inFlight.length > APPSRC_MAX_BUFFERS) this.#inFlight.shift(); // dropped by the appsrc
-    return true;
+    this.#bin.push(frame);
   }
 
   get closed(): boolean {

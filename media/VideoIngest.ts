@@ -8,10 +8,7 @@
  * references only decode to garbage). Input it cannot take (corrupt or hostile RTP) drops it: the
  * next frame builds a new one, which starts at the next key frame asked for. So does a decoder
  * that takes frames for `decoderStallMs` and gives none out (stuck: a stream would otherwise stay
- * `connecting` with its publisher sending). A decoder that falls behind (DecoderBin refuses a
- * P-frame) keeps its references and skips to the next key frame: outputs keep the last good
- * picture rather than frames decoded without theirs. Size and layout change in place (no key
- * frame to wait for).
+ * `connecting` with its publisher sending). Size and layout change in place (no key frame to wait for).
  */
 import type { Logger } from 'pino';
 import { CaptureClock } from './CaptureClock.ts';
@@ -52,8 +49,6 @@ export class VideoIngest {
   #waitingSinceMs: number | undefined;
   /** Whole frames received from the publisher (what the streamer sends, whatever the node keeps up with). */
   readonly inRate = new RateMeter();
-  /** Frames skipped because the decoder was behind (from one until the next key frame). */
-  framesSkipped = 0;
   /** Frames decoded and handed on (below inRate when the node is overloaded). */
   readonly decodedRate = new RateMeter();
   /** ms from the last packet of a frame in to the decoded frame out. */
@@ -109,18 +104,11 @@ export class VideoIngest {
       this.#dropDecoder(session, `no frame out for ${Math.round(waited)} ms`);
       return;
     }
-    this.inRate.mark(now);
-    if (!decoder.push(frame.data, !frame.keyframe)) {
-      // The decoder is behind (a loaded node): this frame is skipped, and the ones after it
-      // reference it, so decoding resumes at the next key frame (asked for now).
-      this.framesSkipped++;
-      this.#needsKey = true;
-      session.requestKeyframe('decoder');
-      return;
-    }
     this.#waitingSinceMs ??= now;
     this.#lastInMs = now;
+    this.inRate.mark(now);
     this.#capture.frameIn(frame.timestamp);
+    decoder.push(frame.data);
   }
 
   /** A decoder for the session's codec (a new one starts at a key frame). */

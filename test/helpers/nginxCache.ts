@@ -4,15 +4,11 @@
  * only its addresses and paths changed, so what the test measures is what operators are told to
  * run. Killed on `t`'s teardown.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, send } from './net.ts';
-import { until } from './until.ts';
+import { startNginx } from './nginxProcess.ts';
 
-const NGINX = '/usr/sbin/nginx';
-export const haveNginx = existsSync(NGINX);
+export { haveNginx } from './nginxProcess.ts';
 const DOC = new URL('../../docs/operations.md', import.meta.url);
 
 /** The nginx block of docs/operations.md's "LL-HLS behind a shared cache". */
@@ -35,53 +31,24 @@ export interface NginxCache {
 
 /** Starts the reference cache in front of `upstream` (http://127.0.0.1:port). */
 export async function startNginxCache(t: { teardown(fn: () => unknown): void }, upstream: string, opts: { workerConnections?: number } = {}): Promise<NginxCache> {
-  const dir = mkdtempSync(join(tmpdir(), 'rv-hlscache-'));
-  const port = await freePort();
-  const temp = (name: string) => `${name}_temp_path ${join(dir, name)};`;
   const ref = referenceConfig();
-  const site = ref
-    .replace('/var/cache/nginx/reverie-hls', join(dir, 'cache'))
-    .replace('server 127.0.0.1:8080;', `server ${new URL(upstream).host};`)
-    .replace('listen 80;', `listen 127.0.0.1:${port};`);
-  if (site === ref || !site.includes(join(dir, 'cache')) || !site.includes(`listen 127.0.0.1:${port}`)) throw new Error('the reference nginx block changed shape');
-  const log = join(dir, 'access.log');
-  writeFileSync(
-    join(dir, 'nginx.conf'),
-    `daemon off;
-master_process off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections ${opts.workerConnections ?? 4096}; }
-http {
-  ${temp('client_body')} ${temp('proxy')} ${temp('fastcgi')} ${temp('uwsgi')} ${temp('scgi')}
-  log_format cache '$upstream_cache_status $status $request_uri';
-  access_log ${log} cache;
-${site}
-}
-`,
-  );
-  const proc: ChildProcess = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' });
-  const exited = new Promise((r) => proc.once('exit', r));
-  t.teardown(async () => {
-    if (proc.exitCode === null) {
-      proc.kill('SIGKILL');
-      await exited;
-    }
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const url = `http://127.0.0.1:${port}`;
-  // Ready when it answers /hls/ from the node (404 for an unknown playback id) .
-  await until(
-    'nginx cache answers',
-    async () => {
-      if (proc.exitCode !== null) throw new Error(`nginx exited ${proc.exitCode}: ${readFileSync(join(dir, 'error.log'), 'utf8')}`);
-      return (await send(url, { method: 'GET', path: '/hls/nginx-ready/index.m3u8' }).catch(() => ({ status: 0 }))).status;
+  const nginx = await startNginx(t, {
+    name: 'rv-hlscache',
+    workerConnections: opts.workerConnections ?? 4096,
+    http: (port, dir) => {
+      const site = ref
+        .replace('/var/cache/nginx/reverie-hls', join(dir, 'cache'))
+        .replace('server 127.0.0.1:8080;', `server ${new URL(upstream).host};`)
+        .replace('listen 80;', `listen 127.0.0.1:${port};`);
+      if (site === ref || !site.includes(join(dir, 'cache')) || !site.includes(`listen 127.0.0.1:${port}`)) throw new Error('the reference nginx block changed shape');
+      return `  log_format cache '$upstream_cache_status $status $request_uri';
+  access_log ${join(dir, 'access.log')} cache;
+${site}`;
     },
-    (status) => status === 404,
-    5000,
-    50,
-  );
-  const errors = () => readFileSync(join(dir, 'error.log'), 'utf8');
-  return { url, errors, log: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l !== '') : []) };
+    // Ready when it answers /hls/ from the node (404 for an unknown playback id).
+    readyPath: '/hls/nginx-ready/index.m3u8',
+    readyStatus: 404,
+  });
+  const log = join(nginx.dir, 'access.log');
+  return { url: nginx.url, errors: nginx.errors, log: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l !== '') : []) };
 }

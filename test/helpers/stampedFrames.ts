@@ -10,7 +10,9 @@
  *
  * Defines on `window`: `sent` (counter → draw time), `recv` ([counter, present time]), `unstamped`,
  * `startSource(size, withAudio)` (sets `window.srcStream`), `readStamps(video)`, `takeLatencies()`,
- * and the helper `gathered(pc)` (waits for ICE gathering: WHIP clients here never trickle).
+ * the helper `gathered(pc)` (waits for ICE gathering: WHIP clients here never trickle) and
+ * `publish(url, token)`, a non-trickle WHIP publish of `srcStream` (sets `pub`, `pubLocation`;
+ * resolves with the status).
  */
 export const STAMPED_FRAMES_JS = `
 const GRID = 4;
@@ -33,6 +35,16 @@ async function gathered(pc) {
   if (pc.iceGatheringState === 'complete') return;
   await new Promise((r) => { pc.addEventListener('icegatheringstatechange', () => pc.iceGatheringState === 'complete' && r()); setTimeout(r, 2000); });
 }
+window.publish = async (url, token) => {
+  const pc = new RTCPeerConnection(); window.pub = pc;
+  for (const tr of window.srcStream.getTracks()) pc.addTransceiver(tr, { direction: 'sendonly', streams: [window.srcStream] });
+  await pc.setLocalDescription(await pc.createOffer());
+  await gathered(pc);
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
+  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
+  window.pubLocation = new URL(res.headers.get('location'), url).href;
+  return res.status;
+};
 function readStamps(video) {
   const rd = document.getElementById('rd'); const g = rd.getContext('2d', { willReadFrequently: true });
   const onFrame = () => {

@@ -24,15 +24,6 @@ const PAGE = `<!doctype html><html><body><canvas id="src"></canvas><video id="v"
 <script src="/hls.min.js"></script><script>
 ${STAMPED_FRAMES_JS}
 window.hlsErrors = [];
-window.publish = async (url, token) => {
-  const pc = new RTCPeerConnection(); window.pub = pc;
-  for (const tr of window.srcStream.getTracks()) pc.addTransceiver(tr, { direction: 'sendonly', streams: [window.srcStream] });
-  await pc.setLocalDescription(await pc.createOffer());
-  await gathered(pc);
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
-  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
-  return res.status;
-};
 window.playHls = (url, lowLatency) => {
   const v = document.getElementById('v');
   const hls = new Hls({ lowLatencyMode: lowLatency, backBufferLength: 4 });

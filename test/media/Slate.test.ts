@@ -69,16 +69,6 @@ function watch(id) {
   v.requestVideoFrameCallback(onFrame);
 }
 window.resetCounts = () => { window.counts = { w: {}, h: {} }; };
-window.publish = async (url, token) => {
-  const pc = new RTCPeerConnection(); window.pub = pc;
-  for (const tr of window.srcStream.getTracks()) pc.addTransceiver(tr, { direction: 'sendonly', streams: [window.srcStream] });
-  await pc.setLocalDescription(await pc.createOffer());
-  await gathered(pc);
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp', Authorization: 'Bearer ' + token }, body: pc.localDescription.sdp });
-  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
-  window.pubLocation = new URL(res.headers.get('location'), url).href;
-  return res.status;
-};
 window.unpublish = async (token) => {
   window.pub.close();
   return (await fetch(window.pubLocation, { method: 'DELETE', headers: { Authorization: 'Bearer ' + token } })).status;

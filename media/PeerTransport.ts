@@ -84,6 +84,16 @@ export function createPeerConnection(role: OfferRole, opts: TransportOptions): R
   });
 }
 
+/** werift's STUN/TURN protocol objects of every ICE transport of `pc` (not part of its typed API). */
+interface IceProtocol {
+  transport?: { socket?: unknown };
+  request?: (req: unknown, addr: unknown, key: unknown, options?: unknown, onSent?: unknown) => Promise<unknown>;
+  patientConsent?: true;
+}
+function iceProtocols(pc: RTCPeerConnection): IceProtocol[] {
+  return pc.iceTransports.flatMap((ice) => (ice.connection as unknown as { protocols?: IceProtocol[] }).protocols ?? []);
+}
+
 /**
  * Asks for `bytes` of receive buffer (SO_RCVBUF) on every UDP socket the connection gathered on.
  *
@@ -99,16 +109,13 @@ export function createPeerConnection(role: OfferRole, opts: TransportOptions): R
  * The sockets are werift's, reached through its ICE connection (not part of its typed API).
  */
 export function sizeReceiveBuffers(pc: RTCPeerConnection, bytes: number): void {
-  for (const ice of pc.iceTransports) {
-    const protocols = (ice.connection as unknown as { protocols?: { transport?: { socket?: unknown } }[] }).protocols ?? [];
-    for (const p of protocols) {
-      const socket = p.transport?.socket;
-      if (!(socket instanceof UdpSocket)) continue;
-      try {
-        socket.setRecvBufferSize(bytes);
-      } catch {
-        // Closed under us (the session ended while answering): nothing to size.
-      }
+  for (const p of iceProtocols(pc)) {
+    const socket = p.transport?.socket;
+    if (!(socket instanceof UdpSocket)) continue;
+    try {
+      socket.setRecvBufferSize(bytes);
+    } catch {
+      // Closed under us (the session ended while answering): nothing to size.
     }
   }
 }
@@ -133,19 +140,15 @@ export const CONSENT_RESPONSE_FLOOR_MS = 3_800;
  * connection (not part of its typed API), as in sizeReceiveBuffers.
  */
 export function patientConsent(pc: RTCPeerConnection): void {
-  type Request = (req: unknown, addr: unknown, key: unknown, options?: unknown, onSent?: unknown) => Promise<unknown>;
-  for (const ice of pc.iceTransports) {
-    const protocols = (ice.connection as unknown as { protocols?: { request?: Request; patientConsent?: true }[] }).protocols ?? [];
-    for (const p of protocols) {
-      const request = p.request;
-      if (typeof request !== 'function' || p.patientConsent) continue;
-      p.patientConsent = true;
-      p.request = function (this: unknown, req, addr, key, options, onSent) {
-        const o = options as { retransmissions?: number; responseTimeout?: number } | undefined;
-        const consent = typeof o === 'object' && o !== null && o.retransmissions === 0 && typeof o.responseTimeout === 'number';
-        return request.call(this, req, addr, key, consent ? { ...o, responseTimeout: Math.max(o.responseTimeout as number, CONSENT_RESPONSE_FLOOR_MS) } : options, onSent);
-      };
-    }
+  for (const p of iceProtocols(pc)) {
+    const request = p.request;
+    if (typeof request !== 'function' || p.patientConsent) continue;
+    p.patientConsent = true;
+    p.request = function (this: unknown, req, addr, key, options, onSent) {
+      const o = options as { retransmissions?: number; responseTimeout?: number } | undefined;
+      const consent = typeof o === 'object' && o !== null && o.retransmissions === 0 && typeof o.responseTimeout === 'number';
+      return request.call(this, req, addr, key, consent ? { ...o, responseTimeout: Math.max(o.responseTimeout as number, CONSENT_RESPONSE_FLOOR_MS) } : options, onSent);
+    };
   }
 }
 

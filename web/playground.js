@@ -20,7 +20,7 @@ let statusTimer = null;
 let control = null;
 // Exposed for tests and for the curious: the last status, the changes sent (socket or PATCH) and
 // how the last one went.
-window.playground = { status: null, patches: 0, mode: 'off', copied: null, via: null };
+window.playground = { status: null, patches: 0, mode: 'off', copied: null, via: null, hlsErrors: [] };
 
 /** The stream's control channel (reconnects by itself); closed when the stream ends. */
 function openControl() {
@@ -172,7 +172,7 @@ async function watch(forceHls) {
     setPill('outState', text);
   };
   try {
-    viewer = forceHls ? await playHls($('output'), urls.hlsUrl) : await playLive($('output'), { ...urls, onMode });
+    viewer = forceHls ? await playHls($('output'), urls.hlsUrl, { onError: (e) => (window.playground.hlsErrors = [...window.playground.hlsErrors.slice(-19), e]) }) : await playLive($('output'), { ...urls, onMode });
     onMode(viewer.kind, viewer.kind === 'hls' ? 'LL-HLS' : 'WebRTC');
   } catch (err) {
     onMode('off', 'failed');

@@ -84,14 +84,39 @@ function loadHlsJs() {
   return hlsScript;
 }
 
-/** Plays LL-HLS into `video` (hls.js with lowLatencyMode, or native HLS in Safari). */
-export async function playHls(video, hlsUrl, timeoutMs = 20000) {
+/**
+ * Plays LL-HLS into `video` (hls.js with lowLatencyMode, or native HLS in Safari); resolves once
+ * the first frame is shown. Rejects after `timeoutMs` (default 20 s) or when hls.js gives up, with
+ * the last hls.js errors in the message. `onError(text)` sees every hls.js error as it happens.
+ */
+export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () => {} } = {}) {
   video.srcObject = null;
   const Hls = await loadHlsJs().catch(() => null);
   let hls = null;
+  const errors = [];
+  let failed = null;
+  const gaveUp = new Promise((_, reject) => (failed = reject));
+  gaveUp.catch(() => {});
   if (Hls?.isSupported()) {
-    // Retry while the stream is not live yet (the playlist answers 404 until the first keyframe).
-    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: { default: { maxTimeToFirstByteMs: 15000, maxLoadTimeMs: 20000, timeoutRetry: { maxNumRetry: 5, retryDelayMs: 1000, maxRetryDelayMs: 4000 }, errorRetry: { maxNumRetry: 10, retryDelayMs: 1000, maxRetryDelayMs: 4000 } } } });
+    // Playlists, blocking reloads included, are retried as patiently as the first manifest: the
+    // manifest answers 404 until the first keyframe, and a busy node may answer a blocking reload
+    // late. hls.js's defaults (2 retries) end playback for good after a few slow answers.
+    const patient = { default: { maxTimeToFirstByteMs: 15000, maxLoadTimeMs: 20000, timeoutRetry: { maxNumRetry: 5, retryDelayMs: 1000, maxRetryDelayMs: 4000 }, errorRetry: { maxNumRetry: 10, retryDelayMs: 1000, maxRetryDelayMs: 4000 } } };
+    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient });
+    let recoveries = 0;
+    hls.on(Hls.Events.ERROR, (_event, data) => {
+      const text = `${data.details}${data.response?.code ? ` (HTTP ${data.response.code})` : ''}${data.fatal ? ', fatal' : ''}`;
+      errors.push(text);
+      if (errors.length > 5) errors.shift();
+      onError(text);
+      if (!data.fatal) return;
+      // hls.js's recovery for fatal errors: load again after a network error, rebuild the media
+      // buffer after a media error (a few times each); the rest, and a manifest that never came, end it.
+      const manifest = /^manifest/.test(data.details);
+      if (recoveries++ < 5 && data.type === Hls.ErrorTypes.NETWORK_ERROR && !manifest) hls.startLoad();
+      else if (recoveries <= 5 && data.type === Hls.ErrorTypes.MEDIA_ERROR) hls.recoverMediaError();
+      else failed(new Error(`LL-HLS failed: ${errors.join('; ')}`));
+    });
     hls.loadSource(hlsUrl);
     hls.attachMedia(video);
   } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
@@ -101,10 +126,12 @@ export async function playHls(video, hlsUrl, timeoutMs = 20000) {
   }
   video.play().catch(() => {});
   try {
-    await firstFrame(video, timeoutMs);
+    await Promise.race([firstFrame(video, timeoutMs), gaveUp]);
   } catch (err) {
     hls?.destroy();
-    throw err;
+    const state = `video readyState ${video.readyState}, networkState ${video.networkState}${video.error ? `, error ${video.error.message}` : ''}`;
+    const seen = errors.length && !err.message.startsWith('LL-HLS failed') ? `; hls.js: ${errors.join('; ')}` : '';
+    throw new Error(`${err.message} (${state}${seen})`);
   }
   return { kind: 'hls', hls, pc: { close: () => hls?.destroy() }, url: null };
 }

@@ -56,7 +56,7 @@ async function videoStats(page: Page, selector: string): Promise<{ width: number
 }
 
 interface PlaygroundWindow {
-  playground: { status: { state?: string; demo?: boolean; inference_status?: { output_fps?: number; input_fps?: number; last_params?: { prompt?: unknown }; last_params_update_time?: number } } | null; patches: number; mode: string; copied: string | null };
+  playground: { status: { state?: string; demo?: boolean; inference_status?: { output_fps?: number; input_fps?: number; last_params?: { prompt?: unknown }; last_params_update_time?: number } } | null; patches: number; mode: string; copied: string | null; hlsErrors: string[] };
 }
 
 /** Mean luminance of pixel rows of a <video>'s current frame, top to bottom, at the given fractions of its height. */
@@ -212,10 +212,11 @@ t.test('playground: create a stream, publish the camera, see the output, change 
     const video = await page.evaluate(() => {
       const v = document.getElementById('output') as HTMLVideoElement;
       const ranges = Array.from({ length: v.buffered.length }, (_, i) => `${v.buffered.start(i).toFixed(3)}-${v.buffered.end(i).toFixed(3)}`);
-      return { readyState: v.readyState, networkState: v.networkState, currentTime: v.currentTime, buffered: ranges, error: v.error?.message ?? null, pill: document.getElementById('outState')?.textContent };
+      return { readyState: v.readyState, networkState: v.networkState, currentTime: v.currentTime, buffered: ranges, error: v.error?.message ?? null, pill: document.getElementById('outState')?.textContent, shown: document.getElementById('error')?.textContent, hlsErrors: (window as unknown as PlaygroundWindow).playground.hlsErrors };
     });
     const playlist = await fetch(`${server.url}/hls/${playbackId}/index.m3u8`).then((r) => r.text(), (e: unknown) => String(e));
-    t.comment(`LL-HLS did not start: ${JSON.stringify(video)}\nplaylist:\n${playlist}`);
+    // The player's state last: a CI log keeps only the tail of a long comment.
+    t.comment(`LL-HLS did not start. playlist:\n${playlist}\nplayer: ${JSON.stringify(video)}`);
     throw err;
   });
   const hls = await until('HLS frames', () => videoStats(page, '#output'), (s) => s.width > 0 && s.time > 1, 30_000);

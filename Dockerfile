@@ -44,6 +44,8 @@ USER node
 # Listen on every interface; WebRTC on a fixed UDP range so it can be published (one port per
 # publisher or viewer session: 100 here). Behind Docker's NAT browsers need the host's address:
 # set WEBRTC_ANNOUNCED_ADDRESSES (docs/operations.md, "Ports and NAT").
+# WHEP_VIEWERS_PER_NODE: each publisher and each WHEP viewer holds one port of the UDP range;
+# the 100 ports carry the streams and 90 viewers (widen the range and this together).
 # MALLOC_ARENA_MAX: two glibc malloc arenas, against fragmentation under stream churn
 # (docs/operations.md "Memory").
 ENV NODE_ENV=production \
@@ -51,7 +53,8 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/data \
-    WEBRTC_UDP_PORT_RANGE=40000-40099
+    WEBRTC_UDP_PORT_RANGE=40000-40099 \
+    WHEP_VIEWERS_PER_NODE=90
 VOLUME ["/data"]
 EXPOSE 8080/tcp 40000-40099/udp
 

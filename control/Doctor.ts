@@ -135,7 +135,16 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'med
   if (rtc.udpPortRange) {
     const [lo, hi] = rtc.udpPortRange;
     const size = hi - lo + 1;
-    add('WEBRTC_UDP_PORT_RANGE', 'media', size >= cfg.mediaCapacity, `${lo}-${hi}: ${size} WebRTC sessions (publishers + viewers) at once; capacity ${cfg.mediaCapacity} streams`, `widen it to at least MEDIA_CAPACITY (${cfg.mediaCapacity}) ports, plus the viewers you expect`);
+    // Every WebRTC session, publisher or WHEP viewer, holds one port of the range: a range smaller
+    // than both caps together turns viewers the caps admit into ICE failures instead of a clean 503.
+    const sessions = cfg.mediaCapacity + m.maxViewersPerNode;
+    add(
+      'WEBRTC_UDP_PORT_RANGE',
+      'media',
+      size >= sessions,
+      `${lo}-${hi}: ${size} WebRTC sessions (publishers + viewers) at once; capacity ${cfg.mediaCapacity} streams and ${m.maxViewersPerNode} viewers`,
+      `widen it to at least MEDIA_CAPACITY + WHEP_VIEWERS_PER_NODE (${sessions}) ports, or lower WHEP_VIEWERS_PER_NODE to ${Math.max(0, size - cfg.mediaCapacity)}`,
+    );
     let bound: string | null = 'no port tried';
     const address = rtc.interfaces?.[0] ?? '0.0.0.0';
     for (let p = lo; p <= Math.min(hi, lo + 4) && bound !== null; p++) bound = await bindsUdp(p, address);

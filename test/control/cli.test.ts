@@ -145,11 +145,13 @@ t.test("doctor checks the live path's network settings: interfaces, port range, 
   t.match(get(bad, 'WEBRTC_UDP_PORT_RANGE'), { ok: false, fix: /MEDIA_CAPACITY/ }, 'a range smaller than the capacity is flagged');
   t.match(get(bad, 'TURN'), { ok: false, fix: /TURN server/ }, 'an unreachable TURN server is flagged');
   t.match(get(bad, 'UDP receive buffers'), { ok: false, detail: new RegExp(`rmem_max ${rmemMax}`), fix: /sysctl -w net\.core\.rmem_max=/ }, 'a receive buffer above the kernel cap is flagged, with the sysctl that lifts it');
-  const goodEnv = { WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123', WEBRTC_UDP_BUFFER_BYTES: String(Math.max(65_536, Math.min(rmemMax, 4 * 1024 * 1024))) };
+  const goodEnv = { WEBRTC_INTERFACES: '127.0.0.1', WEBRTC_UDP_PORT_RANGE: '40100-40199', MEDIA_CAPACITY: '8', WHEP_VIEWERS_PER_NODE: '92', TURN_URLS: `turn:127.0.0.1:${turnPort}?transport=udp`, TURN_SECRET: 'doctor-test-secret-123', WEBRTC_UDP_BUFFER_BYTES: String(Math.max(65_536, Math.min(rmemMax, 4 * 1024 * 1024))) };
   let good = await doctor(goodEnv);
   for (let i = 0; i < 20 && !get(good, 'TURN')?.ok; i++) good = await doctor(goodEnv);
   for (const name of ['WEBRTC_INTERFACES', 'WEBRTC_UDP_PORT_RANGE', 'UDP ports bind', 'TURN', 'UDP receive buffers']) t.equal(get(good, name)?.ok, true, `${name}: ok (${get(good, name)?.detail})`);
   t.match(get(good, 'capacity'), { ok: true, detail: /^8 streams with a publisher \(MEDIA_CAPACITY\); \d+ connected viewers \(WHEP_VIEWERS_PER_NODE\)/ }, 'the node capacity, viewers included, is shown');
   const set = await doctor({ ...goodEnv, WHEP_VIEWERS_PER_NODE: '2400', WHEP_VIEWERS_PER_STREAM: '1200', WHEP_PER_ADDRESS_PER_MINUTE: '300' });
   t.match(get(set, 'capacity'), { detail: /2400 connected viewers \(WHEP_VIEWERS_PER_NODE\), 1200 of one stream .*300 WHEP a minute/ }, 'as the operator set it');
+  // Each viewer holds a port too: 100 ports carry 8 streams and 92 viewers, not 2400.
+  t.match(get(set, 'WEBRTC_UDP_PORT_RANGE'), { ok: false, fix: /at least MEDIA_CAPACITY \+ WHEP_VIEWERS_PER_NODE \(2408\) ports, or lower WHEP_VIEWERS_PER_NODE to 92/ }, 'a range too small for the viewers is flagged');
 });

@@ -13,13 +13,15 @@
  * the output near `capturedAt` against drift; the offset is taken again only when RTP time jumped
  * (STEADY_RESET_MS from the window's: a publisher that restarted its clock).
  *
- * It also holds the capture times of the frames inside the decoder, oldest first (the decoder
- * emits in order), so a decoded frame gets the time of the frame that went in.
+ * It also holds the capture times of the frames inside the decoder by the stamp each push got
+ * (DecoderBin.push), so a decoded frame gets the time of the very frame it was decoded from. (Matched
+ * by order instead, every frame a leaky decoder queue dropped shifted the match by one frame for good:
+ * outputs were stamped up to half a second early.)
  */
 
 /** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
 const CAPTURE_WINDOW_MS = 2000;
-/** A decoder holds a few frames at most: more means it dropped some (the newest are kept). */
+/** A decoder holds a few frames at most: older entries are frames it dropped (the newest are kept). */
 const MAX_IN_DECODER = 16;
 /** Further apart than this the fixed offset is taken again from the window's (a publisher whose RTP time jumped), ms. */
 const STEADY_RESET_MS = 1000;
@@ -33,8 +35,8 @@ export interface CaptureTime {
 }
 
 export class CaptureClock {
-  /** Capture times of the frames inside the decoder, oldest first. */
-  #inputTimes: CaptureTime[] = [];
+  /** Capture times of the frames inside the decoder by their push stamp, oldest first. */
+  #inputTimes = new Map<number, CaptureTime>();
   /**
    * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms on performance.now(), as a
    * monotonic queue whose head is the least: maps RTP time to the node's clock.
@@ -51,23 +53,32 @@ export class CaptureClock {
     this.#offsets = [];
     this.#steady = null;
     this.#rtpLast = null;
-    this.#inputTimes = [];
+    this.#inputTimes.clear();
   }
 
-  /** A frame with RTP timestamp `rtpTs` (90 kHz) went into the decoder. */
-  frameIn(rtpTs: number): void {
-    this.#inputTimes.push(this.#captureAt(rtpTs));
-    if (this.#inputTimes.length > MAX_IN_DECODER) this.#inputTimes.splice(0, this.#inputTimes.length - MAX_IN_DECODER);
+  /** A frame with RTP timestamp `rtpTs` (90 kHz) went into the decoder with push stamp `stamp`. */
+  frameIn(rtpTs: number, stamp: number): void {
+    const time = this.#captureAt(rtpTs);
+    if (stamp < 0) return; // refused by the decoder: no frame will come of it
+    this.#inputTimes.set(stamp, time);
+    // Frames the decoder dropped never come out: the oldest entries go (a Map iterates in insertion order).
+    for (const old of this.#inputTimes.keys()) {
+      if (this.#inputTimes.size <= MAX_IN_DECODER) break;
+      this.#inputTimes.delete(old);
+    }
   }
 
-  /** The decoder emitted a frame: the capture time of the oldest frame inside it (now when unknown). */
-  frameOut(): CaptureTime {
-    return this.#inputTimes.shift() ?? { capturedAt: Date.now(), ptsMs: performance.now() };
+  /** The decoder emitted the frame pushed with `stamp`: its capture time (now when unknown). */
+  frameOut(stamp: number): CaptureTime {
+    const time = this.#inputTimes.get(stamp);
+    if (time === undefined) return { capturedAt: Date.now(), ptsMs: performance.now() };
+    this.#inputTimes.delete(stamp);
+    return time;
   }
 
   /** The decoder went, with the frames inside it. */
   decoderReset(): void {
-    this.#inputTimes = [];
+    this.#inputTimes.clear();
   }
 
   #captureAt(rtpTs: number): CaptureTime {

@@ -36,8 +36,11 @@ export interface DecoderBinOptions {
   /** avdec_h264 threads (1 = no frame-threading delay). */
   threads: number;
   logger: Logger;
-  /** Called on the main thread with each decoded RGB24 frame (latest wins inside the appsink). */
-  onFrame: (frame: Buffer) => void;
+  /**
+   * Called on the main thread with each decoded frame (latest wins inside the appsink) and the
+   * stamp `push` returned for the frame it was decoded from (-1: unknown).
+   */
+  onFrame: (frame: Buffer, stamp: number) => void;
   /** The frame given to onFrame is valid only during the call (no copy per frame); see AppPipeline. */
   borrowFrames?: boolean;
   /** Nice value of its streaming threads (see AppPipeline). */
@@ -101,10 +104,15 @@ export class DecoderBin {
     return this.#bin.samples;
   }
 
-  /** Feeds one whole frame (an H.264 access unit in Annex B, or a VP8 frame), in decode order. */
-  push(frame: Uint8Array): void {
+  /**
+   * Feeds one whole frame (an H.264 access unit in Annex B, or a VP8 frame), in decode order.
+   * Returns its stamp (a PTS, ns; -1 when refused), which the decoded frame brings back to onFrame:
+   * the appsrc and the appsink drop frames when the decoder or this thread falls behind, so the
+   * order of frames out says nothing about which frame went in.
+   */
+  push(frame: Uint8Array): number {
     if (this.#bin.closed) throw new InvalidStateError('decoder closed');
-    this.#bin.push(frame);
+    return this.#bin.push(frame, true);
   }
 
   get closed(): boolean {

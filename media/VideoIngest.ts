@@ -107,8 +107,7 @@ export class VideoIngest {
     this.#waitingSinceMs ??= now;
     this.#lastInMs = now;
     this.inRate.mark(now);
-    this.#capture.frameIn(frame.timestamp);
-    decoder.push(frame.data);
+    this.#capture.frameIn(frame.timestamp, decoder.push(frame.data));
   }
 
   /** A decoder for the session's codec (a new one starts at a key frame). */
@@ -151,13 +150,13 @@ export class VideoIngest {
       // Frames are encoded (copied) inside the callback; the processor path copies what it keeps.
       borrowFrames: true,
       logger: this.#opts.logger,
-      onFrame: (buf) => this.#onDecoded(buf),
+      onFrame: (buf, stamp) => this.#onDecoded(buf, stamp),
       // Input the decoder could not take (corrupt or hostile RTP).
       onError: (message) => this.#dropDecoder(session, message),
     });
   }
 
-  #onDecoded(buf: Buffer): void {
+  #onDecoded(buf: Buffer, stamp: number): void {
     if (this.#closed) return;
     const now = performance.now();
     this.#waitingSinceMs = undefined;
@@ -169,7 +168,7 @@ export class VideoIngest {
     const format: PixelFormat | null = buf.length === frameBytes(width, height, 'RGB') ? 'RGB' : buf.length === frameBytes(width, height, 'I420') ? 'I420' : null;
     if (format === null) return; // a bin being resized
     // Stamped with its capture time, not its decode time: the output keeps the publisher's intervals.
-    const { capturedAt, ptsMs } = this.#capture.frameOut();
+    const { capturedAt, ptsMs } = this.#capture.frameOut(stamp);
     this.#opts.onFrame({ width, height, data: buf, ptsMs, format }, now, decodeMs, capturedAt);
   }
 

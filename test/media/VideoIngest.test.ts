@@ -2,11 +2,13 @@
  * VideoIngest with a real decoder (GStreamer): a decoder that takes frames and gives none out is
  * rebuilt after `decoderStallMs`, and the rebuilt one decodes the publisher's next key frame on;
  * a publisher that is merely slow (a frame every few hundred ms, each decoded) is not a stall; a
- * decoder prepared when the publisher attaches takes its first key frame.
+ * decoder prepared when the publisher attaches takes its first key frame; a decoded frame carries
+ * the capture time of the very frame it was decoded from, also when the decoder's queues drop some.
  */
 import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
+import { readAccessUnits, stampedH264 } from '../helpers/h264Source.ts';
 import { DEFAULT_MEDIA_SETTINGS } from '../../media/settings.ts';
 import { VideoIngest } from '../../media/VideoIngest.ts';
 import type { WhipSession } from '../../media/WhipSession.ts';
@@ -113,4 +115,47 @@ t.test('prepare builds the decoder before the first frame; the first key frame d
   t.ok(decoded() >= 1, `the first key frame decodes (${decoded()} frames)`);
   t.equal(vi.restarts, 0, 'on the decoder prepared, not a rebuilt one');
   t.same(errors, []);
+});
+
+t.test('a decoded frame carries the capture time of the frame it was decoded from, also when the decoder drops frames', { timeout: 60_000 }, async (t) => {
+  // 64² pictures whose 4×4 blocks (16 px) carry a counter: picture i shows i + 1, key frame every 30.
+  const S = 64;
+  const aus = readAccessUnits(await stampedH264({ size: S, frames: 90, gop: 30, noise: 10 }));
+  const counter = (y: Buffer) => {
+    let n = 0;
+    for (let i = 0; i < 16; i++) if ((y[(Math.floor(i / 4) * 16 + 8) * S + (i % 4) * 16 + 8] ?? 0) > 128) n |= 1 << i;
+    return n;
+  };
+  const got: { n: number; ptsMs: number }[] = [];
+  const vi = new VideoIngest({
+    streamId: 'str_test',
+    settings: { ...DEFAULT_MEDIA_SETTINGS, decoderStallMs: 10_000 },
+    size: () => ({ width: S, height: S }),
+    format: () => 'I420',
+    onFrame: (f) => got.push({ n: counter(f.data as Buffer), ptsMs: f.ptsMs }),
+    onError: (m) => t.fail(m),
+    logger,
+  });
+  t.teardown(() => vi.close());
+  const { session } = fakeSession();
+  // Six pictures (200 ms of RTP time) at once, then this thread held for 120 ms: the decoder's
+  // output (one frame, latest wins) drops what this thread does not take in time, as on a busy node.
+  for (const [i, au] of aus.entries()) {
+    vi.push(session, { data: au, keyframe: i % 30 === 0, timestamp: i * 3000 });
+    if (i % 6 === 5) {
+      const until = performance.now() + 120;
+      while (performance.now() < until); // a busy JS thread, on purpose
+      await tick(80);
+    }
+  }
+  let seen = -1;
+  for (let i = 0; i < 100 && got.length !== seen; i++) {
+    seen = got.length;
+    await tick(100);
+  }
+  const first = got[0];
+  t.ok(first && got.length >= 10 && got.length < aus.length, `${got.length} of ${aus.length} pictures came out: the decoder dropped some`);
+  // Picture n was sent with RTP time (n − 1) × 3000 (90 kHz): its ptsMs must be the first's plus (n − first.n) × 33.3 ms.
+  const off = got.filter((g) => Math.abs(g.ptsMs - (first?.ptsMs ?? 0) - ((g.n - (first?.n ?? 0)) * 1000) / 30) > 1);
+  t.same(off.map((g) => `#${g.n} at ${(g.ptsMs - (first?.ptsMs ?? 0)).toFixed(1)} ms`), [], 'every picture has its own capture time');
 });

@@ -131,7 +131,8 @@ export default async function network(args: Map<string, string>): Promise<void> 
         size: w.size,
         ...extra,
       });
-      rows.push(row('viewer', v, { fps_vs_pair: p.fps > 0 ? v.fps / p.fps : Number.NaN, frozen_minus_pair_s: v.frozenS - p.frozenS }));
+      // Chromium counts a freeze only when the next frame comes: with none at all, the difference means nothing.
+      rows.push(row('viewer', v, { fps_vs_pair: p.fps > 0 ? v.fps / p.fps : Number.NaN, frozen_minus_pair_s: v.fps > 0 ? v.frozenS - p.frozenS : 'no frames' }));
       rows.push(row('pair', p, { fps_vs_pair: '', frozen_minus_pair_s: '' }));
     }
     bar.done();

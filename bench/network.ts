@@ -13,7 +13,8 @@
  * once a frame comes), Chromium's freezeCount and totalFreezesDuration, the NACKs and PLIs the receiver sent, packets
  * lost (net of retransmissions that came on the media SSRC: negative when duplicates outnumber the
  * losses), kb/s received, the mean jitter-buffer delay; the viewer's row also shows its fps as a
- * ratio of the pair's and its frozen seconds minus the pair's.
+ * ratio of the pair's and its frozen seconds minus the pair's, and the node's input and output fps
+ * (its stream status) at the end of the window.
  *
  * Conditions (the field: 40 ± 10 ms each way is an 80 ms round trip with 10 ms jitter):
  *   clean    no impairment
@@ -23,7 +24,10 @@
  *   rate600  40 ± 10 ms each way, no loss, 600 kb/s toward the receiver (64 KiB queue)
  *   rate300  … 300 kb/s
  *
- *   npm run bench -- network [--conditions clean,loss1,loss3,loss10,rate600,rate300] [--seconds 20] [--warmup 6]
+ * `--side publisher` impairs the publisher's link to the node instead of the viewer's (rates then
+ * limit what the publisher sends): the viewer, on a clean link, shows what the node made of it.
+ *
+ *   npm run bench -- network [--conditions clean,loss1,loss3,loss10,rate600,rate300] [--seconds 20] [--warmup 6] [--side viewer|publisher]
  *
  * Needs root (network namespaces), iproute2, nftables, cc and Chromium, as the network tests do.
  */
@@ -96,24 +100,29 @@ export default async function network(args: Map<string, string>): Promise<void> 
   if (unknown.length > 0) throw new Error(`unknown conditions: ${unknown.join(', ')} (known: ${Object.keys(CONDITIONS).join(', ')})`);
   const seconds = Number(args.get('seconds') ?? 20);
   const warmup = Number(args.get('warmup') ?? 6);
+  const side = args.get('side') ?? 'viewer';
+  if (side !== 'viewer' && side !== 'publisher') throw new Error(`--side is viewer or publisher, not ${side}`);
   if (!(await canUseNetns())) throw new Error('the network bench needs root with iproute2 and nftables (network namespaces)');
 
   const cleanups: (() => unknown)[] = [];
   const t = { teardown: (fn: () => unknown) => cleanups.push(fn) };
   const rows: Row[] = [];
-  const results: { condition: string; impairment: Condition; viewer: Window; pair: Window }[] = [];
+  const results: { condition: string; impairment: Condition; node: { inputFps: number; outputFps: number }; viewer: Window; pair: Window }[] = [];
   try {
-    const lab = await startViewerLab(t, 30);
+    const lab = await startViewerLab(t, 30, { publisherLink: side === 'publisher' ? 'impaired' : 'clean' });
     const bar = progress('network', names.length * (warmup + seconds));
     for (const name of names) {
       const c = CONDITIONS[name] as Condition;
-      await lab.impair(c.both, c.down ?? {});
+      await lab.impair(c.both, c.down ?? {}, {}, side);
       await sleep(warmup * 1000);
       bar.tick(warmup);
       const { viewer, pair } = await lab.measure(seconds, () => bar.tick());
+      // The node's own view at the end of the window: is the publisher still there, at what rate?
+      const status = (await lab.server.api('GET', `/v1/streams/${lab.streamId}/status`)).body as { data?: { inference_status?: { input_fps?: number; output_fps?: number } } };
+      const node = { inputFps: status.data?.inference_status?.input_fps ?? Number.NaN, outputFps: status.data?.inference_status?.output_fps ?? Number.NaN };
       const v = summarise(viewer, seconds);
       const p = summarise(pair, seconds);
-      results.push({ condition: name, impairment: c, viewer: v, pair: p });
+      results.push({ condition: name, impairment: c, node, viewer: v, pair: p });
       const row = (who: string, w: Window, extra: Row): Row => ({
         condition: name,
         receiver: who,
@@ -132,12 +141,12 @@ export default async function network(args: Map<string, string>): Promise<void> 
         ...extra,
       });
       // Chromium counts a freeze only when the next frame comes: with none at all, the difference means nothing.
-      rows.push(row('viewer', v, { fps_vs_pair: p.fps > 0 ? v.fps / p.fps : Number.NaN, frozen_minus_pair_s: v.fps > 0 ? v.frozenS - p.frozenS : 'no frames' }));
-      rows.push(row('pair', p, { fps_vs_pair: '', frozen_minus_pair_s: '' }));
+      rows.push(row('viewer', v, { node_in_fps: node.inputFps, node_out_fps: node.outputFps, fps_vs_pair: p.fps > 0 ? v.fps / p.fps : Number.NaN, frozen_minus_pair_s: v.fps > 0 ? v.frozenS - p.frozenS : 'no frames' }));
+      rows.push(row('pair', p, { node_in_fps: '', node_out_fps: '', fps_vs_pair: '', frozen_minus_pair_s: '' }));
     }
     bar.done();
-    printTable(`WHEP viewer vs direct Chromium pair, same impairment, ${seconds} s windows after ${warmup} s`, rows);
-    const path = writeResult('network', { seconds, warmup, conditions: results });
+    printTable(`WHEP viewer vs direct Chromium pair, the ${side}'s link impaired as the pair's, ${seconds} s windows after ${warmup} s`, rows);
+    const path = writeResult('network', { side, seconds, warmup, conditions: results });
     console.log(`\nresults: ${path}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();

@@ -12,6 +12,9 @@
  *
  * Each impaired link is its own (same settings, own rate limit and queue), so the two never compete
  * for a thin link. `down` is toward the receivers (ab of both links), `up` back toward the senders.
+ * With `{ publisherLink: 'impaired' }` the publisher's link is an impaired one too (ab: publisher →
+ * node), and `impair(…, 'publisher')` impairs it instead of the viewer's: the viewer then shows what
+ * the node made of a publisher on a bad link, beside the pair on the same kind of link.
  *
  *   const lab = await startViewerLab(t, 30);
  *   await lab.impair({ delayMs: 40, jitterMs: 10, lossPercent: 3 });   // 80 ms RTT, both directions
@@ -55,12 +58,19 @@ export interface ReceiverStats {
 
 export interface ViewerLab {
   server: ServerProcess;
+  /** The stream the publisher sends and the viewer plays. */
+  streamId: string;
   /** srv → view (ab) and back (ba). */
   viewerLink: ImpairedLink;
+  /** pub → srv (ab) and back (ba), with `publisherLink: 'impaired'`; else null (a clean veth). */
+  publisherLink: ImpairedLink | null;
   /** psend → precv (ab) and back (ba). */
   pairLink: ImpairedLink;
-  /** Sets both links the same: `both` each way, then `down` (toward the receivers) and `up` on top. */
-  impair(both: Impairment, down?: Impairment, up?: Impairment): Promise<void>;
+  /**
+   * Sets the pair's link and the viewer's (or, with `side` 'publisher', the publisher's) the same:
+   * `both` each way, then `down` (away from the sender: toward the receiver, or the node) and `up` on top.
+   */
+  impair(both: Impairment, down?: Impairment, up?: Impairment, side?: 'viewer' | 'publisher'): Promise<void>;
   /** The viewer's and the pair receiver's counters now. */
   stats(): Promise<{ viewer: ReceiverStats; pair: ReceiverStats }>;
   /** `seconds` + 1 readings of both, 1 s apart on the wall clock (however long a reading takes). */
@@ -145,12 +155,18 @@ async function openPage(ctx: BrowserContext, url: string, html: string): Promise
 }
 
 /** Builds the lab `id` (netns.ts), starts everything with clean links and waits until both receivers decode. */
-export async function startViewerLab(t: Teardown, id: number): Promise<ViewerLab> {
+export interface ViewerLabOptions {
+  /** The publisher's link to the node: a clean veth (default) or an impaired link, clean until `impair(…, 'publisher')`. */
+  publisherLink?: 'clean' | 'impaired';
+}
+
+export async function startViewerLab(t: Teardown, id: number, opts: ViewerLabOptions = {}): Promise<ViewerLab> {
   const lab = await createLab(t, id, ['srv', 'pub', 'view', 'psend', 'precv']);
   await lab.link({ ns: null, addr: lab.ip(0, 1) }, { ns: 'srv', addr: lab.ip(0, 2) }); // the test's API calls
-  await lab.link({ ns: 'srv', addr: lab.ip(1, 1) }, { ns: 'pub', addr: lab.ip(1, 2) });
-  const viewerLink = await lab.impairedLink({ ns: 'srv', addr: lab.ip(2, 1) }, { ns: 'view', addr: lab.ip(2, 2) }, {}, id * 2);
-  const pairLink = await lab.impairedLink({ ns: 'psend', addr: lab.ip(3, 1) }, { ns: 'precv', addr: lab.ip(3, 2) }, {}, id * 2 + 1);
+  const publisherLink = opts.publisherLink === 'impaired' ? await lab.impairedLink({ ns: 'pub', addr: lab.ip(1, 2) }, { ns: 'srv', addr: lab.ip(1, 1) }, {}, id * 3 + 2) : null;
+  if (!publisherLink) await lab.link({ ns: 'srv', addr: lab.ip(1, 1) }, { ns: 'pub', addr: lab.ip(1, 2) });
+  const viewerLink = await lab.impairedLink({ ns: 'srv', addr: lab.ip(2, 1) }, { ns: 'view', addr: lab.ip(2, 2) }, {}, id * 3);
+  const pairLink = await lab.impairedLink({ ns: 'psend', addr: lab.ip(3, 1) }, { ns: 'precv', addr: lab.ip(3, 2) }, {}, id * 3 + 1);
   await lab.run('pub', ['ip', 'route', 'add', 'default', 'via', lab.ip(1, 1, false)]);
   await lab.run('view', ['ip', 'route', 'add', 'default', 'via', lab.ip(2, 1, false)]);
   await lab.routeFromHere(lab.ip(0, 2, false));
@@ -195,10 +211,13 @@ export async function startViewerLab(t: Teardown, id: number): Promise<ViewerLab
 
   return {
     server,
+    streamId: stream.id,
     viewerLink,
+    publisherLink,
     pairLink,
-    async impair(both, down = {}, up = {}) {
-      for (const link of [viewerLink, pairLink]) {
+    async impair(both, down = {}, up = {}, side = 'viewer') {
+      if (side === 'publisher' && !publisherLink) throw new Error("impair(…, 'publisher') needs startViewerLab(t, id, { publisherLink: 'impaired' })");
+      for (const link of [side === 'viewer' ? viewerLink : (publisherLink as ImpairedLink), pairLink]) {
         await link.set('both', both);
         await link.set('ab', down);
         await link.set('ba', up);

@@ -296,6 +296,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test that started it */
+  /* The link must keep its timing while the machine is busy with what runs across it (netem runs
+   * in the kernel): a starved forwarder would delay packets more than set, and lose the rate
+   * limit's tokens (the bucket holds one packet). Real-time priority, best effort (root only); it
+   * sleeps in ppoll between packets, and the kernel's RT throttling bounds it anyway. */
+  struct sched_param rt = {.sched_priority = 1};
+  if (sched_setscheduler(0, SCHED_FIFO, &rt) < 0) fprintf(stderr, "impaired-link: no real-time priority (%s): timing may drift under load\n", strerror(errno));
   signal(SIGPIPE, SIG_IGN);
   rng_state = strtoull(argv[5], NULL, 10) * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
   int a = open_tun(argv[1], argv[2]);

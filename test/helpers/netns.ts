@@ -37,7 +37,7 @@ export interface End {
 export interface Lab {
   /** The kernel name of a lab namespace. */
   ns(name: string): string;
-  /** `198.18.<4·lab + subnet>.<host>` with `/24` (or bare with cidr=false). */
+  /** `198.18.<4·lab + subnet>.<host>` with `/24` (or bare with cidr=false); labs 64–127 are in 198.19. */
   ip(subnet: 0 | 1 | 2 | 3, host: number, cidr?: boolean): string;
   /** Runs a command in a namespace (null: here); resolves with stdout, rejects on a non-zero exit. */
   run(ns: string | null, argv: string[], input?: string): Promise<string>;
@@ -80,6 +80,8 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
   const children: ChildProcess[] = [];
   const rootLinks: string[] = [];
   const rootRoutes: string[] = [];
+  // 198.18.0.0/15 holds 128 labs of a /22: 0–63 in 198.18, 64–127 in 198.19.
+  const net = `198.${18 + Math.floor(id / 64)}`;
   let veths = 0;
   let tuns = 0;
 
@@ -113,7 +115,7 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
 
   const lab: Lab = {
     ns: full,
-    ip: (subnet, host, cidr = true) => `198.18.${id * 4 + subnet}.${host}${cidr ? '/24' : ''}`,
+    ip: (subnet, host, cidr = true) => `${net}.${(id % 64) * 4 + subnet}.${host}${cidr ? '/24' : ''}`,
     run,
     async link(a, b) {
       const ea = `${tag}v${veths}a`;
@@ -148,7 +150,7 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
       return child;
     },
     async routeFromHere(gateway) {
-      const dest = `198.18.${id * 4}.0/22`;
+      const dest = `${net}.${(id % 64) * 4}.0/22`;
       await exec('ip', ['route', 'add', dest, 'via', gateway]);
       rootRoutes.push(dest);
     },

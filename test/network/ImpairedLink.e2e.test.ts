@@ -104,8 +104,10 @@ t.test('the round trip is twice the one-way delay, and jitter reorders packets',
   const slow = await pings(e, 30, 1000);
   const rtt = median(slow);
   t.equal(slow.length, 30, 'every ping came back (no loss set)');
-  t.ok(rtt >= 80, `the round trip is at least 2 × 40 ms (median ${rtt.toFixed(1)} ms; clean ${clean.toFixed(2)} ms)`);
-  t.ok(rtt < 80 + clean + 15, `and not much more (median ${rtt.toFixed(1)} ms)`);
+  // The delay is a floor; what a busy machine adds on top only lengthens some round trips, so the
+  // shortest shows what the link itself adds.
+  t.ok(Math.min(...slow) >= 80, `every round trip is at least 2 × 40 ms (shortest ${Math.min(...slow).toFixed(1)} ms, median ${rtt.toFixed(1)} ms; clean ${clean.toFixed(2)} ms)`);
+  t.ok(Math.min(...slow) < 80 + clean + 10, `and the shortest not much more (${Math.min(...slow).toFixed(1)} ms)`);
 
   // 300 packets in 10 ms batches: in order on a link without jitter, overtaking each other with ± 10 ms.
   const inversions = async (first: number) => {
@@ -120,8 +122,10 @@ t.test('the round trip is twice the one-way delay, and jitter reorders packets',
   const reordered = await inversions(20_000);
   t.ok(reordered > 30, `with ± 10 ms jitter packets overtake each other (${reordered} of 300 arrived after a later one)`);
   const jittered = await pings(e, 30, 30_000);
-  t.ok(median(jittered) >= 75 && median(jittered) < 80 + clean + 15, `and the median round trip stays ≈ 80 ms (${median(jittered).toFixed(1)} ms)`);
-  t.ok(Math.max(...jittered) - Math.min(...jittered) > 8, `while single round trips spread (${Math.min(...jittered).toFixed(1)}–${Math.max(...jittered).toFixed(1)} ms)`);
+  const range = `${Math.min(...jittered).toFixed(1)}–${Math.max(...jittered).toFixed(1)} ms, median ${median(jittered).toFixed(1)} ms`;
+  t.ok(Math.min(...jittered) >= 60, `jitter takes at most 10 ms off each way (${range})`);
+  t.ok(jittered.some((r) => r < 80), 'and does take some off: round trips shorter than 80 ms, as well as longer');
+  t.ok(Math.max(...jittered) - Math.min(...jittered) > 8, `single round trips spread (${range})`);
 });
 
 t.test('random loss takes the set share of packets, in one direction only', { timeout: 60_000 }, async (t) => {

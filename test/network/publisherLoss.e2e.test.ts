@@ -5,13 +5,13 @@
  * reordering): first dropping 3 % each way, then with nothing lost, on the same session. The node is a real `reverie serve` process that announces the
  * relay's address on its WebRTC ports (two: werift refuses a range of one).
  *
- * What it shows: the node's NACKs repair the loss without a storm (the RTP that reaches the node
+ * At 80 ms and at 150 ms RTT, it shows: the node's NACKs repair the loss in time, without a storm (the RTP that reaches the node
  * is at most 1.2× what the publisher sent once; werift's own NACKs, eleven per gap 5 ms apart,
  * all sent before the first answer could come, made it 1.50× in this test), the output keeps going, and
  * the status reports the link's loss with the ingest warning.
  */
 import { createSocket } from 'node:dgram';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { freePort } from '../helpers/net.ts';
 import { canUseNetns, createLab } from '../helpers/netns.ts';
@@ -60,14 +60,15 @@ interface Status {
 /** Each measurement window after warm-up, ms. */
 const WINDOW_MS = 15_000;
 
-t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm; output goes on; status shows the loss', { timeout: 180_000 }, async (t) => {
-  const lab = await createLab(t, 41, ['pub']);
+/** One publisher session through the relay at `oneWayMs` each way: 3 % loss, then none. */
+async function lossyPublisher(t: Test, labId: number, oneWayMs: number) {
+  const lab = await createLab(t, labId, ['pub']);
   const [here, pubAddr] = [lab.ip(0, 1, false), lab.ip(0, 2, false)];
   await lab.link({ ns: null, addr: lab.ip(0, 1) }, { ns: 'pub', addr: lab.ip(0, 2) });
   const rtcPort = await freeUdpPorts();
   const httpPort = await freePort();
-  const lossy = (seed: number): Impairment => ({ delayMs: 40, jitterMs: 0, lossPct: 3, seed });
-  const clean = (seed: number): Impairment => ({ delayMs: 40, jitterMs: 0, lossPct: 0, seed });
+  const lossy = (seed: number): Impairment => ({ delayMs: oneWayMs, jitterMs: 0, lossPct: 3, seed });
+  const clean = (seed: number): Impairment => ({ delayMs: oneWayMs, jitterMs: 0, lossPct: 0, seed });
   // A relay holds each of the node's two ports on the lab address; the node itself binds only
   // loopback, which the publisher's namespace cannot reach: every datagram goes through a relay.
   const relays = await Promise.all(
@@ -89,6 +90,8 @@ t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm
       WEBRTC_ANNOUNCED_ADDRESSES: here,
       WEBRTC_UDP_PORT_RANGE: `${rtcPort}-${rtcPort + 1}`,
       WEBRTC_ICE_TCP: 'false',
+      // The session's close line (what it lost, repaired and asked for) is an info line.
+      LOG_LEVEL: 'info',
     },
   });
   const created = await server.api('POST', '/v1/streams', { pipeline: 'streamdiffusion', params: { model_id: 'stabilityai/sd-turbo', prompt: 'lossy', skip_diffusion: true } });
@@ -137,7 +140,23 @@ t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm
   const video = s.gateway_status.ingest_metrics.stats.track_stats.find((x) => x.type === 'video');
   t.ok(video && video.packet_loss_pct >= 1, `status reports the link's loss (${video?.packet_loss_pct} %, ${video?.packets_lost} packets)`);
   t.ok(video?.warnings.some((w) => /packet loss/.test(w)), `with the ingest warning (${JSON.stringify(video?.warnings)})`);
-  t.ok(video && video.rtt >= 0.07 && video.rtt < 0.5, `and the measured round trip (${video?.rtt.toFixed(3)} s for 80 ms on the link)`);
-  // DELETE, as OBS does on stop: the node logs what the session carried (NACKs, repairs).
+  const rttS = (2 * oneWayMs) / 1000;
+  t.ok(video && video.rtt >= 0.9 * rttS && video.rtt < rttS + 0.4, `and the measured round trip (${video?.rtt.toFixed(3)} s for ${2 * oneWayMs} ms on the link)`);
+  // DELETE, as OBS does on stop: the node logs what the session carried.
   await pubs.stop(p.id);
+  const closed = await until('the session close line', () => server.output(), (o) => /publisher session closed.*\[reason:deleted\]/.test(o), 10_000);
+  const count = (what: string) => Number(new RegExp(`publisher session closed.*\\[${what}:(\\d+)\\]`).exec(closed)?.[1] ?? NaN);
+  const [lost, unrecovered, requests] = [count('lost'), count('unrecovered'), count('nackRequests')];
+  t.comment(`session: ${lost} lost on the link, ${count('recovered')} repaired, ${unrecovered} not in time, ${requests} sequence numbers asked for`);
+  // Before, the wait for a retransmission was a fixed 100 ms: from ≈ 100 ms RTT on, none came in time.
+  t.ok(lost > 0 && unrecovered <= 0.5 * lost, `most losses repaired in time (${unrecovered} of ${lost} not)`);
+  t.ok(requests <= 3 * lost, `a few requests per loss (${requests} for ${lost})`);
+}
+
+t.test('at 3 % loss and 80 ms RTT the node repairs the loss without a NACK storm; output goes on; status shows the loss', { timeout: 180_000 }, async (t) => {
+  await lossyPublisher(t, 41, 40);
+});
+
+t.test('at 3 % loss and 150 ms RTT too (the wait for a retransmission follows the round trip)', { timeout: 180_000 }, async (t) => {
+  await lossyPublisher(t, 42, 75);
 });

@@ -19,9 +19,12 @@
  * by default), the frames behind it arrive at once and must all be decoded and handed on, in
  * order. With 8 frames in the appsrc and 1 in the appsink, 20 frames released together came out
  * as 3 (the rest dropped, the P-frames after the appsrc's drop decoded to garbage), and an output
- * at 30 fps input ran at 25 fps on a link with 3 % loss. Samples reach Node in batches (the
- * addon's callback), so the appsink holds what a batch may carry; a Node thread behind for longer
- * still gets the newest 16, and the encoders' own leaky inputs shed what they cannot take. A source picture of another shape than W×H is
+ * Samples reach Node in batches (the addon's callback), so the appsink holds what a batch may
+ * carry. A burst is told from a backlog by its stamps (appsrc `do-timestamp`: the time a frame was
+ * pushed, which the decoder keeps): frames released together share one and all pass; frames that
+ * piled up while Node was busy (an overloaded node) are spread over time, and only those within
+ * STALE_AFTER_MS of the newest pass, so a late Node still works on the newest picture, not on
+ * every frame it missed (the latest-frame behaviour the 1-buffer appsink gave). A source picture of another shape than W×H is
  * letterboxed (scaled to fit, square pixels, black bars; videoscale `add-borders`), never
  * stretched: a 16:9 or 4:3 camera into a 512² stream keeps its proportions, and nothing the
  * streamer framed is cut off. (Cropping would need the crop re-set on every size change; bars
@@ -43,7 +46,7 @@ export interface DecoderBinOptions {
   /** avdec_h264 threads (1 = no frame-threading delay). */
   threads: number;
   logger: Logger;
-  /** Called on the main thread with each decoded frame, in order (the newest 16 kept while Node is busy). */
+  /** Called on the main thread with each decoded frame, in order (a backlog: only its newest, see STALE_AFTER_MS). */
   onFrame: (frame: Buffer) => void;
   /** The frame given to onFrame is valid only during the call (no copy per frame); see AppPipeline. */
   borrowFrames?: boolean;
@@ -52,6 +55,9 @@ export interface DecoderBinOptions {
   /** The pipeline stopped on an error (input it could not decode); the owner builds a new one. */
   onError?: (message: string) => void;
 }
+
+/** Decoded frames pushed more than this before the newest of a batch are skipped, ms (3 frames at 30 fps). */
+const STALE_AFTER_MS = 100;
 
 export class DecoderBin {
   readonly codec: IngestVideoCodec;
@@ -74,7 +80,16 @@ export class DecoderBin {
       `${decode} ! videoconvert ! videoscale add-borders=true ` +
       `! capsfilter name=out caps="${this.#caps(this.#format)}" ` +
       `! appsink name=sink max-buffers=16 drop=true sync=false`;
-    this.#bin = new AppPipeline({ launch, what: `decoder [codec:${opts.codec}]`, logger: opts.logger, onSample: opts.onFrame, borrowSamples: opts.borrowFrames === true, nice: opts.nice ?? 0, ...(opts.onError ? { onError: opts.onError } : {}) });
+    this.#bin = new AppPipeline({
+      launch,
+      what: `decoder [codec:${opts.codec}]`,
+      logger: opts.logger,
+      onSample: opts.onFrame,
+      borrowSamples: opts.borrowFrames === true,
+      nice: opts.nice ?? 0,
+      staleAfterNs: STALE_AFTER_MS * 1e6,
+      ...(opts.onError ? { onError: opts.onError } : {}),
+    });
     opts.logger.debug(`DecoderBin() | started [codec:${opts.codec}] [size:${opts.width}x${opts.height}]`);
   }
 

@@ -179,3 +179,25 @@ t.test('frames released together (a gap filled after a wait) all come out of the
   t.same(frames, frames.slice().sort((a, b) => a - b), 'in order');
   t.same(frames, Array.from({ length: frames.length }, (_, i) => i + 1), 'each once, counters 1…30');
 });
+
+t.test('a backlog built while Node was busy passes only its newest frames (an overloaded node works on the newest picture)', { timeout: 60_000 }, async (t) => {
+  const aus = readAccessUnits(await stampedH264({ size: 256, frames: 30, gop: 30 }));
+  const frames: number[] = [];
+  const dec = new DecoderBin({ codec: 'H264', width: 256, height: 256, threads: 1, logger, onFrame: (f) => frames.push(readStamp(f, 256, 256)) });
+  t.teardown(() => dec.close());
+  // The JS thread stays busy while ten frames come 33 ms apart (an overloaded node): the decoder
+  // decodes them meanwhile, and they reach Node together once it is free.
+  for (const au of aus.slice(0, 10)) {
+    dec.push(au);
+    const until33 = performance.now() + 33;
+    while (performance.now() < until33); // deliberately holding the thread, as a busy node does
+  }
+  let last = -1;
+  let lastAt = performance.now();
+  await until('the decoder done, nothing more for 1 s', () => frames.length, (n) => {
+    if (n !== last) [last, lastAt] = [n, performance.now()];
+    return n > 0 && performance.now() - lastAt > 1_000;
+  }, 20_000, 20);
+  t.ok(frames.length >= 1 && frames.length <= 4, `only the newest came out (${frames.join(',')})`);
+  t.equal(frames[frames.length - 1], 10, 'the newest is the last pushed');
+});

@@ -64,7 +64,9 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   total('reverie_media_input_frames_total', 'Whole frames received from the publisher.', (s) => s.status().framesIn);
   total('reverie_media_output_frames_total', 'Frames encoded for viewers.', (s) => s.status().framesOut);
   total('reverie_media_dropped_frames_total', 'Decoded frames dropped because a later stage was busy (latest frame wins).', (s) => s.status().framesDropped);
-  total('reverie_media_ingest_packets_lost_total', 'RTP packets lost on ingest (from the publisher session RTCP).', (s) => s.status().ingest?.packetsLost);
+  total('reverie_media_ingest_packets_lost_total', "Video RTP packets the publisher's link lost (gaps past the reorder window, before NACK repair).", (s) => s.status().ingest?.packetsLost);
+  total('reverie_media_ingest_packets_unrecovered_total', 'Video RTP packets no retransmission brought back in time (the frames after them waited for a key frame).', (s) => s.status().ingest?.packetsUnrecovered);
+  total('reverie_media_ingest_nack_requests_total', 'Sequence numbers the node asked the publisher to send again (one per number per NACK).', (s) => s.status().ingest?.nackRequests);
   total('reverie_media_ingest_received_bytes_total', 'Bytes received from the publisher (SRTP on the wire).', (s) => s.status().ingest?.bytesReceived);
   total('reverie_media_ingest_sent_bytes_total', 'Bytes sent to the publisher (SRTCP feedback on the wire).', (s) => s.status().ingest?.bytesSent);
 

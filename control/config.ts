@@ -206,6 +206,19 @@ export const ConfigEnvSchema = z.object({
     .int()
     .refine((n) => n === 0 || (n >= 65_536 && n <= 256 * 1024 * 1024), 'must be 0 (the kernel default) or 65536 to 268435456 bytes')
     .default(DEFAULT_UDP_RECV_BUFFER_BYTES),
+  /**
+   * ms a publisher's packets after a gap wait for the gap's retransmission, at most. The wait is
+   * sized by the measured round trip (two NACK retries fit) from 100 ms up to this; beyond it the
+   * packet is given up (the frames after it wait for a key frame). 500: two retries at 150 ms RTT.
+   */
+  WHIP_REORDER_WAIT_MAX_MS: z.coerce.number().int().min(20).max(5_000).default(DEFAULT_MEDIA_SETTINGS.jitterMaxLatencyMs),
+  /** NACKs the node sends for one lost publisher packet at most, a round trip apart. Default 5. */
+  WHIP_NACK_MAX_RETRIES: z.coerce.number().int().min(0).max(50).default(DEFAULT_MEDIA_SETTINGS.nackMaxRetries),
+  /**
+   * Percent of a publisher's received bytes the node's NACKs may ask for again, at most: bounds a
+   * retransmission storm on a lossy link. Default 25 (repairs 3 % loss with room to spare).
+   */
+  WHIP_NACK_MAX_BITRATE_PCT: z.coerce.number().min(0).max(100).default(DEFAULT_MEDIA_SETTINGS.nackMaxBitrateShare * 100),
   /** STUN servers offered to WHIP/WHEP clients in `Link` headers (e.g. `stun:stun.example.com:3478`). */
   STUN_URLS: list(z.string().regex(/^stuns?:[^\s<>",]+$/, 'must be stun: or stuns: URLs'), 'URL').optional(),
   /** TURN servers offered to WHIP/WHEP clients, with per-session credentials made from TURN_SECRET. */
@@ -343,6 +356,9 @@ export interface Config {
       | 'maxPendingViewersPerAddress'
       | 'whepPerAddressPerMinute'
       | 'whepPerPlaybackPerMinute'
+      | 'jitterMaxLatencyMs'
+      | 'nackMaxRetries'
+      | 'nackMaxBitrateShare'
     >
   >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
@@ -459,6 +475,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxPendingViewersPerAddress: e.WHEP_PENDING_VIEWERS_PER_ADDRESS,
       whepPerAddressPerMinute: e.WHEP_PER_ADDRESS_PER_MINUTE,
       whepPerPlaybackPerMinute: e.WHEP_PER_PLAYBACK_PER_MINUTE,
+      jitterMaxLatencyMs: e.WHIP_REORDER_WAIT_MAX_MS,
+      nackMaxRetries: e.WHIP_NACK_MAX_RETRIES,
+      nackMaxBitrateShare: e.WHIP_NACK_MAX_BITRATE_PCT / 100,
     }),
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),

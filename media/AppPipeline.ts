@@ -37,6 +37,12 @@ export interface AppPipelineOptions {
   onError?: (message: string) => void;
   /** Forced key units closer than this are merged into one deferred request, ms. Default 0. */
   keyUnitMinIntervalMs?: number;
+  /**
+   * Of the samples that reach Node together, skip those stamped more than this before the newest
+   * of them, ns (counted in `skipped`). A burst pushed at once carries one stamp and passes whole;
+   * a backlog that built up while Node was busy passes only its newest. Default: none skipped.
+   */
+  staleAfterNs?: number;
 }
 
 export class AppPipeline {
@@ -49,6 +55,8 @@ export class AppPipeline {
   pushed = 0;
   /** Samples handed to onSample. */
   samples = 0;
+  /** Samples skipped as stale (staleAfterNs). */
+  skipped = 0;
   /** Forced key units actually sent upstream (after coalescing). */
   keyUnitsForced = 0;
   /** The bus error that stopped the pipeline, if one did. */
@@ -61,10 +69,16 @@ export class AppPipeline {
       this.#handle = loadGst().create(
         opts.launch,
         (bufs, pts) => {
+          const newest = pts[pts.length - 1] ?? -1;
           for (let i = 0; i < bufs.length; i++) {
             if (this.#closed) return;
+            const at = pts[i] ?? -1;
+            if (opts.staleAfterNs !== undefined && at >= 0 && newest >= 0 && newest - at > opts.staleAfterNs) {
+              this.skipped++;
+              continue;
+            }
             this.samples++;
-            opts.onSample(bufs[i]!, pts[i] ?? -1);
+            opts.onSample(bufs[i]!, at);
           }
         },
         (message) => this.#onError(message),

@@ -153,6 +153,44 @@ export function patientConsent(pc: RTCPeerConnection): void {
 }
 
 /**
+ * The round trip of the connection's nominated ICE pair as werift last measured it (its
+ * connectivity check, then each consent check every 4–6 s), ms, with how many measurements it
+ * has made; null before one. Read from werift's ICE connection (not part of its typed API).
+ */
+export function iceRoundTrip(pc: RTCPeerConnection): { rttMs: number; samples: number } | null {
+  for (const ice of pc.iceTransports) {
+    const pair = (ice.connection as unknown as { nominated?: { rtt?: number; roundTripTimeMeasurements?: number } }).nominated;
+    if (typeof pair?.rtt === 'number' && Number.isFinite(pair.rtt)) return { rttMs: pair.rtt * 1000, samples: pair.roundTripTimeMeasurements ?? 1 };
+  }
+  return null;
+}
+
+/** werift's receiver NACK handler (private in its typed API). */
+interface WeriftNackHandler {
+  addPacket?: (packet: unknown) => void;
+  close?: () => void;
+  ownedByUs?: true;
+}
+
+/**
+ * Turns werift's own NACK generation off on every receiver of `pc`: the caller asks for lost
+ * packets itself (NackGenerator, decision 0021). werift's handler has no option to turn it off; it
+ * compared sequence numbers without wrap arithmetic (a loss at the wrap stopped its NACKs for
+ * minutes) and asked for every gap every 5 ms ten times. Its `addPacket` becomes a no-op and its
+ * timer is stopped; werift's RTCP receiver reports and PLI are untouched. The handler is werift's,
+ * reached through the receiver (not part of its typed API), as in patientConsent.
+ */
+export function disableWeriftNacks(pc: RTCPeerConnection): void {
+  for (const transceiver of pc.getTransceivers()) {
+    const nack = (transceiver.receiver as unknown as { nack?: WeriftNackHandler }).nack;
+    if (!nack || nack.ownedByUs || typeof nack.addPacket !== 'function') continue;
+    nack.ownedByUs = true;
+    nack.addPacket = () => {};
+    nack.close?.();
+  }
+}
+
+/**
  * Applies the (already prepared) offer, answers, waits for ICE gathering to complete and returns
  * the answer SDP holding every candidate. Rejects if gathering takes longer than `timeoutMs`.
  */

@@ -2,7 +2,7 @@
  * Puts a publisher's RTP packets back in sequence order and says what was lost.
  *
  * In-order packets pass at once. A packet after a gap waits, with later ones, until the gap
- * fills (a reordered packet, or the retransmission werift's NACK asked for) or until the oldest
+ * fills (a reordered packet, or the retransmission our NACK asked for) or until the oldest
  * waiting packet has waited `latencyMs` (or `maxWaiting` packets wait): then the gap is declared
  * lost and delivery resumes after it. A sequence jump larger than `maxJump` (a publisher that
  * restarted its counter) resets the buffer, and so do 64 packets in a row from far behind (a
@@ -40,7 +40,7 @@ function seqDelta(a: number, b: number): number {
 }
 
 export class ReorderBuffer<T> {
-  readonly #latencyMs: number;
+  #latencyMs: number;
   readonly #maxWaiting: number;
   readonly #maxJump: number;
   /** The next sequence number to hand on (null before the first packet). */
@@ -134,6 +134,20 @@ export class ReorderBuffer<T> {
     }
     this.#waiting.clear();
     this.#oldestAtMs = Infinity;
+  }
+
+  /** ms a packet after a gap waits; the session sizes it by the round trip as it is measured. */
+  get latencyMs(): number {
+    return this.#latencyMs;
+  }
+
+  set latencyMs(ms: number) {
+    this.#latencyMs = ms;
+  }
+
+  /** The next sequence number to hand on (the first of the gap while one waits); null before the first packet. */
+  get next(): number | null {
+    return this.#expected;
   }
 
   /** Packets waiting behind a gap. */

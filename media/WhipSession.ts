@@ -3,7 +3,8 @@
  * H.264) and optionally one Opus track.
  *
  * Video RTP goes through a reorder window (ReorderBuffer: in-order packets pass at once, a gap
- * waits up to `jitterLatencyMs` for the retransmission werift's NACK asks for), then through our
+ * waits for the retransmission our NACK asks for, as long as two round trips of retries take:
+ * from `jitterLatencyMs` up to `jitterMaxLatencyMs`), then through our
  * depacketizer (H264Depacketizer / Vp8Depacketizer), and whole frames are handed on, starting at
  * the first key frame; damaged frames are dropped there. After a loss (a packet the reorder window
  * gave up on, a damaged frame) frames are held back again until the next key frame: the frames
@@ -14,15 +15,20 @@
  * after each loss or dropped frame, and every `pliMinIntervalMs` while frames wait for a key frame.
  * OBS ignores PLI, so its keyframe interval bounds start-up and recovery.
  *
+ * NACKs are ours too (NackGenerator; werift's own are turned off, decision 0021): each gap once
+ * it is a loss and not reordering, again each round trip, a bounded number of times and within a
+ * share of the stream's bitrate. The round trip comes from ICE's checks and from our NACKs' answers.
+ *
  * Liveness: the session closes when no RTP arrives for `ingestTimeoutMs` (a publisher that
  * vanished without DELETE), when ICE/DTLS fails (werift runs RFC 7675 consent checks), or when it
  * does not connect within `connectTimeoutMs`.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { PictureLossIndication, RtcpPayloadSpecificFeedback, type RTCPeerConnection, type RtpPacket } from 'werift';
+import { GenericNack, PictureLossIndication, RtcpPayloadSpecificFeedback, RtcpTransportLayerFeedback, type RTCPeerConnection, type RTCRtpReceiver, type RtpPacket } from 'werift';
 import { InvalidStateError } from './errors.ts';
-import { answerWithAllCandidates, createPeerConnection, type TransportOptions } from './PeerTransport.ts';
+import { NackGenerator } from './NackGenerator.ts';
+import { answerWithAllCandidates, createPeerConnection, disableWeriftNacks, iceRoundTrip, type TransportOptions } from './PeerTransport.ts';
 import { H264Depacketizer, type DepacketizedFrame } from './H264Depacketizer.ts';
 import { ReorderBuffer } from './ReorderBuffer.ts';
 import type { PreparedOffer } from './Sdp.ts';
@@ -61,15 +67,26 @@ export interface IngestStats {
   bytesSent: number;
   videoPackets: number;
   audioPackets: number;
-  /** Packets declared lost by the reorder window. */
+  /**
+   * Video packets the link lost: gaps that outlasted the reorder window (not reordering), before
+   * any retransmission repaired them. What the publisher's network does.
+   */
   packetsLost: number;
+  /** Of those, the ones a retransmission brought back in time. */
+  packetsRecovered: number;
+  /** Video packets given up by the reorder window (no retransmission in time): what the decoder missed. */
+  packetsUnrecovered: number;
+  /** Sequence numbers our NACKs asked for (one per number per NACK). */
+  nackRequests: number;
+  /** ms the reorder window waits for a gap now (sized by the round trip). */
+  reorderWaitMs: number;
   /** Whole frames handed to the decoder. */
   framesIn: number;
   /** Frames dropped as damaged (loss inside a frame, malformed packets). */
   framesDropped: number;
   /** Seconds (inter-arrival jitter from werift's receiver stats). */
   jitter: number | undefined;
-  /** Seconds, when the publisher's reports allow a measurement. */
+  /** Seconds: the round trip measured by ICE's checks and our NACKs' answers; undefined before one. */
   rtt: number | undefined;
   pliSent: number;
   keyframes: number;
@@ -88,6 +105,13 @@ export interface WhipSessionOptions {
   /** Opus RTP as received (serialized), for pass-through to viewers. */
   onAudioRtp: (rtp: Buffer) => void;
 }
+
+/** RTP fixed header, bytes: what a packet costs beyond its payload (the bitrate share counts both). */
+const RTP_HEADER_BYTES = 12;
+/** Sequence numbers per NACK packet at most: ≤ 400 bytes of feedback in one datagram. */
+const NACK_SEQS_PER_PACKET = 100;
+/** ms added to the reorder wait for the publisher's send queue and our timers. */
+const REORDER_WAIT_MARGIN_MS = 10;
 
 export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   readonly id: string;
@@ -113,8 +137,16 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #timers: NodeJS.Timeout[] = [];
   #watchdog: NodeJS.Timeout | undefined;
   /** Counters kept here; the byte counts come from the transport in stats(). */
-  #stats: Omit<IngestStats, 'bytesReceived' | 'bytesSent'>;
-  #receiverStats: { jitter?: number; rtt?: number } = {};
+  #stats: Omit<IngestStats, 'bytesReceived' | 'bytesSent' | 'packetsLost' | 'packetsRecovered' | 'nackRequests' | 'reorderWaitMs' | 'rtt'>;
+  #receiverStats: { jitter?: number } = {};
+  readonly #nack: NackGenerator;
+  /** The video receiver NACKs go out through (found at the first packet). */
+  #videoReceiver: RTCRtpReceiver | undefined;
+  #nackTimer: NodeJS.Timeout | undefined;
+  /** performance.now() the NACK timer fires at. */
+  #nackTimerAtMs = Infinity;
+  /** ICE round-trip measurements already taken in. */
+  #iceRttSamples = 0;
 
   constructor(opts: WhipSessionOptions) {
     super(opts.logger);
@@ -134,14 +166,14 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       framesDropped: 0,
       videoPackets: 0,
       audioPackets: 0,
-      packetsLost: 0,
+      packetsUnrecovered: 0,
       jitter: undefined,
-      rtt: undefined,
       pliSent: 0,
       keyframes: 0,
       lastPacketAtMs: undefined,
     };
     this.#reorder = new ReorderBuffer<RtpPacket>({ latencyMs: opts.settings.jitterLatencyMs });
+    this.#nack = new NackGenerator({ maxRetries: opts.settings.nackMaxRetries, maxBitrateShare: opts.settings.nackMaxBitrateShare });
     this.#depacketizer = video.codec === 'VP8' ? new Vp8Depacketizer() : new H264Depacketizer();
     this.#pc = createPeerConnection('whip', opts.transport);
     this.#pc.onTrack.subscribe((track) => {
@@ -173,7 +205,10 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
 
   /** Answers the offer with every server candidate (non-trickle). */
   async answer(): Promise<string> {
-    return answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport, this.#opts.settings.connectTimeoutMs);
+    const answer = await answerWithAllCandidates(this.#pc, this.#opts.offer.sdp, this.#opts.transport, this.#opts.settings.connectTimeoutMs);
+    // The receivers exist once the offer is applied; no RTP comes before DTLS, after the answer.
+    disableWeriftNacks(this.#pc);
+    return answer;
   }
 
   /** Applies trickled candidates from a PATCH (RFC 8840 sdpfrag). */
@@ -208,14 +243,70 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.#touch();
     if (this.#videoSsrc === undefined) {
       this.#videoSsrc = rtp.header.ssrc;
+      this.#videoReceiver = this.#pc.getTransceivers().find((t) => t.kind === 'video')?.receiver;
       this.requestKeyframe('start');
     }
-    const { packets, lost } = this.#reorder.push(rtp.header.sequenceNumber, rtp, performance.now());
+    const now = performance.now();
+    const seq = rtp.header.sequenceNumber;
+    this.#takeIceRtt();
+    this.#nack.push(seq, rtp.payload.length + RTP_HEADER_BYTES, now);
+    this.#reorder.latencyMs = this.#reorderWaitMs(now);
+    const { packets, lost } = this.#reorder.push(seq, rtp, now);
     if (lost > 0) {
-      this.#stats.packetsLost += lost;
+      this.#stats.packetsUnrecovered += lost;
+      // The window stopped waiting for them: asking again would only cost the publisher.
+      const next = this.#reorder.next;
+      if (next !== null) this.#nack.forgetBefore(next);
       this.#awaitKeyframe();
     }
     for (const p of packets) this.#forward(p);
+    this.#sendNacks(now);
+  }
+
+  /** Takes in ICE's latest round-trip measurement (its connectivity check, then one per consent check). */
+  #takeIceRtt(): void {
+    const ice = iceRoundTrip(this.#pc);
+    if (!ice || ice.samples === this.#iceRttSamples) return;
+    this.#iceRttSamples = ice.samples;
+    this.#nack.addRttSample(ice.rttMs);
+  }
+
+  /**
+   * ms a gap may hold the packets after it: the reorder window, then two NACKs a retry interval
+   * apart (the first retransmission may be lost too), and a margin for the publisher's send queue;
+   * from jitterLatencyMs up to jitterMaxLatencyMs.
+   */
+  #reorderWaitMs(now: number): number {
+    const s = this.#opts.settings;
+    const wait = this.#nack.reorderMs(now) + 2 * this.#nack.retryIntervalMs + REORDER_WAIT_MARGIN_MS;
+    return Math.min(s.jitterMaxLatencyMs, Math.max(s.jitterLatencyMs, wait));
+  }
+
+  /** Sends the NACKs due now, and sets the timer for the next ones. */
+  #sendNacks(now: number): void {
+    const seqs = this.#nack.poll(now);
+    const receiver = this.#videoReceiver;
+    if (seqs.length > 0 && receiver && this.#videoSsrc !== undefined) {
+      // A few hundred bytes per RTCP packet at most, whatever a burst of loss asks for.
+      for (let i = 0; i < seqs.length; i += NACK_SEQS_PER_PACKET) {
+        const nack = new GenericNack({ senderSsrc: receiver.rtcpSsrc, mediaSourceSsrc: this.#videoSsrc, lost: seqs.slice(i, i + NACK_SEQS_PER_PACKET) });
+        receiver.dtlsTransport.sendRtcp([new RtcpTransportLayerFeedback({ feedback: nack })]).catch((err: unknown) => {
+          this.#logger.debug({ err }, 'sendNacks() | NACK send failed');
+        });
+      }
+    }
+    const due = this.#nack.nextDueMs(now);
+    if (due === Infinity || due >= this.#nackTimerAtMs) return;
+    clearTimeout(this.#nackTimer);
+    this.#nackTimerAtMs = due;
+    this.#nackTimer = setTimeout(
+      () => {
+        this.#nackTimer = undefined;
+        this.#nackTimerAtMs = Infinity;
+        if (!this.#closed) this.#sendNacks(performance.now());
+      },
+      Math.max(1, Math.ceil(due - now)),
+    );
   }
 
   #forward(rtp: RtpPacket): void {
@@ -269,7 +360,6 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     const report = await transceiver.receiver.getStats();
     for (const s of report.values() as Iterable<Record<string, unknown>>) {
       if (s['type'] === 'inbound-rtp' && typeof s['jitter'] === 'number') this.#receiverStats.jitter = s['jitter'];
-      if (s['type'] === 'remote-outbound-rtp' && typeof s['roundTripTime'] === 'number') this.#receiverStats.rtt = s['roundTripTime'];
     }
   }
 
@@ -280,7 +370,18 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
       bytesReceived += d.bytesReceived;
       bytesSent += d.bytesSent;
     }
-    return { ...this.#stats, bytesReceived, bytesSent, jitter: this.#receiverStats.jitter, rtt: this.#receiverStats.rtt };
+    const n = this.#nack;
+    return {
+      ...this.#stats,
+      bytesReceived,
+      bytesSent,
+      packetsLost: n.lost,
+      packetsRecovered: n.recovered,
+      nackRequests: n.requests,
+      reorderWaitMs: Math.round(this.#reorder.latencyMs),
+      jitter: this.#receiverStats.jitter,
+      rtt: n.rttMeasured ? n.rttMs / 1000 : undefined,
+    };
   }
 
   get closed(): boolean {
@@ -292,11 +393,13 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.#closed = true;
     for (const t of this.#timers) clearTimeout(t);
     clearInterval(this.#watchdog);
+    clearTimeout(this.#nackTimer);
     this.#pc.close().catch((err: unknown) => this.#logger.warn({ err }, 'close() | pc.close failed'));
     const st = this.#stats;
     // What the session carried, for the log reader: a stream that never went live shows why here.
     this.#logger.info(
-      `close() | publisher session closed [sessionId:${this.id}] [reason:${reason}] [packets:${st.videoPackets}] [lost:${st.packetsLost}] ` +
+      `close() | publisher session closed [sessionId:${this.id}] [reason:${reason}] [packets:${st.videoPackets}] [lost:${this.#nack.lost}] ` +
+        `[recovered:${this.#nack.recovered}] [unrecovered:${st.packetsUnrecovered}] [nackRequests:${this.#nack.requests}] ` +
         `[framesIn:${st.framesIn}] [framesDropped:${st.framesDropped}] [keyframes:${st.keyframes}] [pliSent:${st.pliSent}]`,
     );
     this.safeEmit('close', reason);

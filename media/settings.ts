@@ -24,8 +24,24 @@ export interface MediaSettings {
   keyUnitMinIntervalMs: number;
   /** ms; PLI to the publisher at most this often (at start, after loss, until the first keyframe). */
   pliMinIntervalMs: number;
-  /** ms a packet after a gap waits for it to fill before the gap counts as lost (NACK retransmits land inside it). */
+  /**
+   * ms a packet after a gap waits for it to fill before the gap counts as lost, at least. The wait
+   * is sized by the measured round trip so that two NACK retransmissions fit (NackGenerator), from
+   * this floor up to `jitterMaxLatencyMs`.
+   */
   jitterLatencyMs: number;
+  /**
+   * ms that wait is at most (WHIP_REORDER_WAIT_MAX_MS): on a long round trip, the stall a lost
+   * packet may cost before it is given up (and the frames after it wait for a key frame).
+   */
+  jitterMaxLatencyMs: number;
+  /** NACKs per lost publisher packet at most, each a round trip apart (WHIP_NACK_MAX_RETRIES). */
+  nackMaxRetries: number;
+  /**
+   * Largest share (0–1) of a publisher's received bytes that our NACKs may ask for again
+   * (WHIP_NACK_MAX_BITRATE_PCT / 100): a burst of loss does not become a retransmission storm.
+   */
+  nackMaxBitrateShare: number;
   /** ms without any RTP from the publisher → the WHIP session closes (publisher vanished without DELETE); checked every quarter of it. */
   ingestTimeoutMs: number;
   /** ms a WHEP/WHIP session may take to reach ICE+DTLS connected before it is closed. */
@@ -145,6 +161,12 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   keyUnitMinIntervalMs: 500,
   pliMinIntervalMs: 500,
   jitterLatencyMs: 100,
+  // 500 ms: two retries at 150 ms round trip (2 × 1.25 × 150 + margins ≈ 400 ms) fit.
+  jitterMaxLatencyMs: 500,
+  // Retries stop earlier when the wait above ends; 5 covers 3 % loss of the retransmissions too.
+  nackMaxRetries: 5,
+  // A 25 % share repairs 3 % loss ten times over and bounds a storm to 1.25× the stream's bitrate.
+  nackMaxBitrateShare: 0.25,
   ingestTimeoutMs: 10_000,
   connectTimeoutMs: 15_000,
   heartbeatMs: 5_000,

@@ -90,6 +90,15 @@ t.test('WHEP viewer limits: per node and per stream from the cores unless set, p
   }
 });
 
+t.test('publisher NACK settings: defaults, overrides, nonsense named', async (t) => {
+  t.match(loadConfig({}).media, { jitterMaxLatencyMs: 500, nackMaxRetries: 5, nackMaxBitrateShare: 0.25 });
+  const c = loadConfig({ WHIP_REORDER_WAIT_MAX_MS: '800', WHIP_NACK_MAX_RETRIES: '0', WHIP_NACK_MAX_BITRATE_PCT: '10' });
+  t.match(c.media, { jitterMaxLatencyMs: 800, nackMaxRetries: 0, nackMaxBitrateShare: 0.1 }, 'the percent becomes a share');
+  for (const [variable, bad] of [['WHIP_REORDER_WAIT_MAX_MS', '5'], ['WHIP_NACK_MAX_RETRIES', '1.5'], ['WHIP_NACK_MAX_BITRATE_PCT', '150']] as const) {
+    t.throws(() => loadConfig({ [variable]: bad }), { name: 'ConfigError', variable }, `${variable}=${bad} is refused, naming the variable`);
+  }
+});
+
 t.test('DELETED_STREAM_STATUS_TTL: 3600 s unless set, 0 allowed, nonsense named', async (t) => {
   t.equal(loadConfig({}).deletedStreamStatusTtlS, 3600);
   t.equal(loadConfig({ DELETED_STREAM_STATUS_TTL: '0' }).deletedStreamStatusTtlS, 0);

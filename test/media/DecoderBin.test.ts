@@ -13,6 +13,7 @@ import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
 import { H264Depacketizer } from '../../media/H264Depacketizer.ts';
 import { splitAnnexB } from '../../media/H264Nal.ts';
 import { H264Packetizer } from '../../media/H264Packetizer.ts';
+import { readAccessUnits, stampedH264 } from '../helpers/h264Source.ts';
 import { until } from '../helpers/until.ts';
 
 const logger = pino({ level: 'silent' });
@@ -142,3 +143,61 @@ for (const [label, width, height, barRows] of [
     for (const y of [barRows + 3, W / 2, W - barRows - 4]) t.ok(rowMean(y) > 200, `row ${y} is picture (${rowMean(y).toFixed(0)})`);
   });
 }
+
+/** The frame counter stampedH264 draws (4×4 blocks, bit i at block i, white = 1), read from an RGB24 frame. */
+function readStamp(rgb: Buffer, w: number, h: number): number {
+  let n = 0;
+  for (let i = 0; i < 16; i++) {
+    const x = Math.floor(((i % 4) + 0.5) * (w / 4));
+    const y = Math.floor((Math.floor(i / 4) + 0.5) * (h / 4));
+    const o = (y * w + x) * 3;
+    if (((rgb[o] ?? 0) + (rgb[o + 1] ?? 0) + (rgb[o + 2] ?? 0)) / 3 > 128) n |= 1 << i;
+  }
+  return n;
+}
+
+t.test('frames released together (a gap filled after a wait) all come out of the decoder, in order', { timeout: 60_000 }, async (t) => {
+  // 30 pictures, one key frame then P-frames, each stamped with its number (h264Source).
+  const aus = readAccessUnits(await stampedH264({ size: 256, frames: 30, gop: 30 }));
+  const frames: number[] = [];
+  const dec = new DecoderBin({ codec: 'H264', width: 256, height: 256, threads: 1, logger, onFrame: (f) => frames.push(readStamp(f, 256, 256)) });
+  t.teardown(() => dec.close());
+  // Ten frames at their pace, then the reorder window releases twenty at once.
+  for (const [i, au] of aus.slice(0, 10).entries()) {
+    dec.push(au);
+    await until(`frame ${i + 1} decoded`, () => frames.length, (n) => n >= i + 1, 10_000, 5);
+  }
+  for (const au of aus.slice(10)) dec.push(au);
+  // The decoder may not drop any: poll until all came, or until nothing more came for 2 s.
+  let last = -1;
+  let lastAt = performance.now();
+  await until('every frame decoded, or none for 2 s', () => frames.length, (n) => {
+    if (n !== last) [last, lastAt] = [n, performance.now()];
+    return n >= 30 || performance.now() - lastAt > 2_000;
+  }, 20_000, 20);
+  t.equal(frames.length, 30, `30 frames decoded (${frames.length}: ${frames.join(',')})`);
+  t.same(frames, frames.slice().sort((a, b) => a - b), 'in order');
+  t.same(frames, Array.from({ length: frames.length }, (_, i) => i + 1), 'each once, counters 1…30');
+});
+
+t.test('a backlog built while Node was busy passes only its newest frames (an overloaded node works on the newest picture)', { timeout: 60_000 }, async (t) => {
+  const aus = readAccessUnits(await stampedH264({ size: 256, frames: 30, gop: 30 }));
+  const frames: number[] = [];
+  const dec = new DecoderBin({ codec: 'H264', width: 256, height: 256, threads: 1, logger, onFrame: (f) => frames.push(readStamp(f, 256, 256)) });
+  t.teardown(() => dec.close());
+  // The JS thread stays busy while ten frames come 33 ms apart (an overloaded node): the decoder
+  // decodes them meanwhile, and they reach Node together once it is free.
+  for (const au of aus.slice(0, 10)) {
+    dec.push(au);
+    const until33 = performance.now() + 33;
+    while (performance.now() < until33); // deliberately holding the thread, as a busy node does
+  }
+  let last = -1;
+  let lastAt = performance.now();
+  await until('the decoder done, nothing more for 1 s', () => frames.length, (n) => {
+    if (n !== last) [last, lastAt] = [n, performance.now()];
+    return n > 0 && performance.now() - lastAt > 1_000;
+  }, 20_000, 20);
+  t.ok(frames.length >= 1 && frames.length <= 4, `only the newest came out (${frames.join(',')})`);
+  t.equal(frames[frames.length - 1], 10, 'the newest is the last pushed');
+});

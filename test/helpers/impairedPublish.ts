@@ -67,6 +67,7 @@ export async function impairedLink(t: Test, up: Impairment, down: Impairment): P
   const stream = created.body as { id: string; whip_url: string; stream_key: string };
   const pubs = startObsPublishers(t);
   const source = await stampedH264({ size: 256, frames: 60 });
+  let attempts = 0;
   const status = async () => (await server.api('GET', `/v1/streams/${stream.id}/status`)).body as { data: { state: string; gateway_status?: { ingest_metrics?: { stats?: { peer_conn_stats?: { ID: string; BytesReceived: number } } } } } };
   /** The bytes the node received on session `id` (0 while another session, or none, is attached). */
   const received = (s: Awaited<ReturnType<typeof status>>, id: string) => {
@@ -83,7 +84,9 @@ export async function impairedLink(t: Test, up: Impairment, down: Impairment): P
       }
     },
     async attempt(limitMs) {
-      const p = await pubs.publish({ url: stream.whip_url, token: stream.stream_key, source, bindAddress: '::1' });
+      // Each POST from an address of its own: the node limits publish requests per client address.
+      const httpFrom = `127.0.0.${10 + (attempts++ % 200)}`;
+      const p = await pubs.publish({ url: stream.whip_url, token: stream.stream_key, source, bindAddress: '::1', httpFrom });
       if (p.status !== 201) throw new Error(`WHIP POST answered ${p.status}: ${p.body}`);
       const start = performance.now();
       const connected = await (async () => {

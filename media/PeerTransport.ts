@@ -14,6 +14,7 @@ import { RTCPeerConnection, RTCRtpCodecParameters } from 'werift';
 import { Socket as UdpSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
+import { DtlsHandshakeOrder } from './DtlsHandshakeOrder.ts';
 import { SdpError } from './errors.ts';
 import { rewriteAnswerCandidates, type OfferRole } from './Sdp.ts';
 
@@ -152,6 +153,83 @@ export function patientConsent(pc: RTCPeerConnection): void {
   }
 }
 
+/** werift's AEAD suite (AES-GCM): seals with the keys of the session type given, opens with the other side's. */
+interface Aead {
+  encrypt(type: number, data: Buffer, header: { type: number; version: number; epoch: number; sequenceNumber: number }): Buffer;
+  decrypt(type: number, data: Buffer, header: { type: number; version: number; epoch: number; sequenceNumber: number }): Buffer;
+}
+
+/**
+ * An encrypted record `socket` sent, sealed again under record sequence number `seq`: opened with
+ * the socket's own write key (werift's decrypt with the other session type) and sealed anew.
+ */
+function reseal(socket: NonNullable<RTCPeerConnection['dtlsTransports'][number]['dtls']>, record: Buffer, seq: number): Buffer | null {
+  const aead = (socket.cipher as { cipher?: Aead }).cipher;
+  if (!aead) return null;
+  const own = socket.sessionType as number;
+  const other = own === 1 ? 2 : 1; // werift's SessionType: CLIENT 1, SERVER 2
+  const header = { type: record.readUInt8(0), version: record.readUInt16BE(1), epoch: record.readUInt16BE(3) };
+  try {
+    const plain = aead.decrypt(other, record.subarray(13), { ...header, sequenceNumber: record.readUIntBE(5, 6) });
+    const sealed = aead.encrypt(own, plain, { ...header, sequenceNumber: seq });
+    const out = Buffer.alloc(13 + sealed.length);
+    record.copy(out, 0, 0, 5);
+    out.writeUIntBE(seq, 5, 6);
+    out.writeUInt16BE(sealed.length, 11);
+    sealed.copy(out, 13);
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Puts werift's DTLS handshake in order on links that reorder (DtlsHandshakeOrder.ts, decision
+ * 0022): its flights leave packed in one datagram, the records it sends again under new record
+ * sequence numbers, and the peer's handshake messages reach it whole and in sequence. Over a link
+ * that reordered (40 ± 10 ms, 3 % loss), an OBS-like publisher (libdatachannel, whose OpenSSL is
+ * the DTLS server; werift is the client) connected 2 times in 20: ICE connected, DTLS never
+ * completed. werift builds its DTLS socket when ICE connects, inside the transport's
+ * `start()`, and has no option for this: each DTLS transport's `start` is wrapped to put the
+ * order between that socket and the ICE transport it reads from and sends to, as soon as the
+ * socket exists and before it sends its first record. The socket is werift's (typed, but its
+ * receive and send functions are not meant to be replaced).
+ */
+export function orderDtlsHandshake(pc: RTCPeerConnection): void {
+  for (const transport of pc.dtlsTransports) {
+    const own = transport as unknown as { start: () => Promise<void>; orderedHandshake?: true };
+    if (own.orderedHandshake) continue;
+    own.orderedHandshake = true;
+    const start = transport.start;
+    own.start = function (this: typeof transport) {
+      const started = start.call(this);
+      // The socket is built synchronously inside start(); its first flight leaves ≥ 100 ms later.
+      const socket = this.dtls;
+      if (socket) {
+        const io = socket.transport as unknown as { send: (datagram: Buffer) => Promise<void>; socket: { onData: (datagram: Buffer) => void } };
+        const send = io.send;
+        const deliver = io.socket.onData;
+        const order = new DtlsHandshakeOrder({
+          deliver: (datagram) => deliver(datagram),
+          send: (datagram) => send(datagram),
+          handshakeDone: () => socket.connected,
+          // werift's cipher context holds its AEAD suite once the master secret is known.
+          hasKeys: () => (socket.cipher as { cipher?: unknown }).cipher !== undefined,
+          reseal: (record, seq) => {
+            const sealed = reseal(socket, record, seq);
+            // werift numbers its later records of the epoch from its own counter: past this one.
+            if (sealed && socket.dtls.epoch === record.readUInt16BE(3)) socket.dtls.recordSequenceNumber = Math.max(socket.dtls.recordSequenceNumber, seq);
+            return sealed;
+          },
+        });
+        io.socket.onData = (datagram) => order.incoming(datagram);
+        io.send = (datagram) => order.outgoing(datagram);
+      }
+      return started;
+    };
+  }
+}
+
 /**
  * The round trip of the connection's nominated ICE pair as werift last measured it (its
  * connectivity check, then each consent check every 4–6 s), ms, with how many measurements it
@@ -207,6 +285,7 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
   }
   if (transport.udpRecvBufferBytes) sizeReceiveBuffers(pc, transport.udpRecvBufferBytes);
   patientConsent(pc);
+  orderDtlsHandshake(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new Error('no local description after gathering');
   return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });

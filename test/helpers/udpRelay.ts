@@ -16,6 +16,7 @@
  * (its header is clear in SRTP): the packets a sender sent once and what was sent again.
  */
 import { createSocket, type Socket } from 'node:dgram';
+import { isIPv6 } from 'node:net';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -128,14 +129,15 @@ export async function startUdpRelay(
   const timers = new Set<NodeJS.Timeout>();
   /** One socket toward the target per client address, so the target tells clients apart. */
   const upstream = new Map<string, Socket>();
-  const outer = createSocket('udp4');
+  // Either side may be IPv6: e.g. a client kept off the target's IPv4 loopback address reaches it only through the relay.
+  const outer = createSocket(isIPv6(opts.listen.address) ? 'udp6' : 'udp4');
   // Many datagrams may wait in the delay line; the kernel's default buffers drop a key frame's burst.
   const bufferBytes = 4 * 1024 * 1024;
   outer.on('message', (msg, from) => {
     const key = `${from.address}:${from.port}`;
     let sock = upstream.get(key);
     if (!sock) {
-      const s = createSocket('udp4');
+      const s = createSocket(isIPv6(opts.target.address) ? 'udp6' : 'udp4');
       s.on('message', (back) => dirs.down.pass(back, () => outer.send(back, from.port, from.address), timers));
       s.on('error', () => {});
       s.bind(0, opts.target.address, () => s.setRecvBufferSize(bufferBytes));

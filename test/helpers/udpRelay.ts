@@ -48,6 +48,8 @@ export interface DirectionStats {
   rtpDistinct: number;
   /** RTP packets sent on. */
   rtpForwarded: number;
+  /** Datagrams sent on after one that reached the relay later than they did (jitter's reordering). */
+  reordered: number;
 }
 
 export interface UdpRelay {
@@ -78,8 +80,10 @@ function rtpKey(msg: Buffer): number | null {
 }
 
 class Direction {
-  readonly stats: DirectionStats = { packets: 0, bytes: 0, dropped: 0, forwarded: 0, rtpPackets: 0, rtpDistinct: 0, rtpForwarded: 0 };
+  readonly stats: DirectionStats = { packets: 0, bytes: 0, dropped: 0, forwarded: 0, rtpPackets: 0, rtpDistinct: 0, rtpForwarded: 0, reordered: 0 };
   readonly #seen = new Set<number>();
+  /** Arrival index of the latest-arrived datagram sent on so far. */
+  #lastSent = -1;
   #imp: Impairment;
   #rand: () => number;
 
@@ -96,7 +100,7 @@ class Direction {
   /** Counts `msg` and calls `send` after its delay, unless it is dropped. */
   pass(msg: Buffer, send: () => void, timers: Set<NodeJS.Timeout>): void {
     const s = this.stats;
-    s.packets++;
+    const n = s.packets++;
     s.bytes += msg.length;
     const key = rtpKey(msg);
     if (key !== null) {
@@ -115,6 +119,8 @@ class Direction {
     const delay = Math.max(0, this.#imp.delayMs + (this.#imp.jitterMs > 0 ? (this.#rand() * 2 - 1) * this.#imp.jitterMs : 0));
     const timer = setTimeout(() => {
       timers.delete(timer);
+      if (n < this.#lastSent) s.reordered++;
+      this.#lastSent = Math.max(this.#lastSent, n);
       send();
     }, delay);
     timers.add(timer);

@@ -411,6 +411,34 @@ end
 return out
 `),
 
+  /**
+   * → jobs moved. Upgrade step, idempotent: jobs of the old job queue `webhooks.deliver` (one per
+   * delivery, before the deliveries were their own queue) move into their deliveries: run time
+   * (a leased job's expiry), lease count, payload. A job whose delivery is gone is dropped.
+   */
+  deliveriesAdoptJobs: lua(`
+local moved = 0
+for _, part in ipairs({ 'wait', 'leased' }) do
+  local zk = P .. 'q:' .. DQ .. ':' .. part
+  local all = redis.call('ZRANGE', zk, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local m = all[i]; local at = all[i + 1]
+    local id = string.sub(m, 18)
+    local jk = P .. 'job:' .. DQ .. ':' .. id
+    local dk = P .. 'dlv:' .. id
+    if redis.call('EXISTS', dk) == 1 then
+      redis.call('HSET', dk, '_leases', redis.call('HGET', jk, 'attempts') or '0', '_job', redis.call('HGET', jk, 'payload') or 'null')
+      redis.call('HDEL', dk, '_token')
+      redis.call('ZADD', P .. 'dlvq:wait', at, id)
+      moved = moved + 1
+    end
+    redis.call('DEL', jk)
+    redis.call('ZREM', zk, m)
+  end
+end
+return moved
+`),
+
   /** → {ready, delayed, leased} of the deliveries queue. */
   deliveriesStats: lua(`
 local wait = P .. 'dlvq:wait'

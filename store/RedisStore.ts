@@ -145,7 +145,16 @@ export class RedisStore implements Store {
       redis.disconnect();
       throw err;
     }
-    return new RedisStore(redis, sub, options);
+    const store = new RedisStore(redis, sub, options);
+    try {
+      // Upgrade: deliveries queued as jobs by an older version become queued deliveries.
+      const moved = (await store.ctx.run(scripts.deliveriesAdoptJobs, [])) as number;
+      if (moved > 0) options.logger?.info({ moved }, `open() | moved queued delivery jobs into their deliveries [count:${moved}]`);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
   }
 
   private constructor(redis: Redis, sub: Redis, options: RedisStoreOptions) {

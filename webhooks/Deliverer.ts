@@ -111,7 +111,7 @@ export interface DelivererOptions {
   disableAfter?: number;
   /** How long a delivery waiting for its predecessor waits before looking again, ms; default 250. */
   orderRecheckMs?: number;
-  /** Asks the job loop to look again when a deferred job is due (JobLoop.wakeIn). */
+  /** Asks the loop to look again when a held-back delivery is due (DeliveryLoop.wakeIn). */
   wakeIn?: (delayMs: number) => void;
   /** Entries kept in each delivery's attempts log; default ATTEMPTS_KEPT (20). */
   attemptsKept?: number;

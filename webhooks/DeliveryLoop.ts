@@ -6,7 +6,8 @@
  * thus costs one commit per cycle for both, instead of a lease commit and a settle commit.
  *
  * Idle, it sleeps in `queue.waitForWork(DELIVERY_QUEUE)` (woken by new, released and requeued
- * deliveries, or after `idleWaitMs`, which is also how a retry that became due is noticed).
+ * deliveries, or after `idleWaitMs`, which is also how a retry released by another process is
+ * noticed when it becomes due); deliveries this process released wake it at their time (`wakeIn`).
  * A handler that throws, or whose settle fails, leaves its delivery leased; the lease runs out
  * and the delivery is leased again (at least once), so handlers must be idempotent.
  */
@@ -47,8 +48,8 @@ export class DeliveryLoop {
   #maybeDue = true;
   #running: Promise<void> | null = null;
   #closing: Promise<void> | null = null;
-  /** performance.now() by which the idle loop must look again (see `wakeIn`); Infinity: none. */
-  #wakeAt = Number.POSITIVE_INFINITY;
+  /** Timers of `wakeIn`, by due time in 10 ms buckets (so a burst of deferrals shares a few). */
+  readonly #wakeTimers = new Map<number, NodeJS.Timeout>();
 
   constructor(options: DeliveryLoopOptions) {
     this.#o = options;
@@ -58,9 +59,21 @@ export class DeliveryLoop {
     return this.#inflight.size;
   }
 
-  /** Makes the idle loop look for due deliveries within `delayMs` (a handler released one to then). */
+  /**
+   * Looks for due deliveries again in `delayMs` (a handler released one to then: a rate-limit
+   * slot, an order recheck), instead of at the next signal or idle wake-up: a delivery that
+   * becomes due carries no signal, and a slot sent late bunches with the ones after it.
+   */
   wakeIn(delayMs: number): void {
-    this.#wakeAt = Math.min(this.#wakeAt, performance.now() + Math.max(0, delayMs));
+    if (this.#abort.signal.aborted) return;
+    const bucket = Math.ceil((performance.now() + Math.max(0, delayMs)) / 10) * 10;
+    if (this.#wakeTimers.has(bucket)) return;
+    const timer = setTimeout(() => {
+      this.#wakeTimers.delete(bucket);
+      this.#maybeDue = true;
+      this.#cycle();
+    }, bucket - performance.now());
+    this.#wakeTimers.set(bucket, timer);
   }
 
   /**
@@ -83,6 +96,8 @@ export class DeliveryLoop {
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
     this.#abort.abort();
+    for (const timer of this.#wakeTimers.values()) clearTimeout(timer);
+    this.#wakeTimers.clear();
     this.#closing = (async () => {
       await this.#running;
       await Promise.allSettled([...this.#inflight]);
@@ -104,10 +119,8 @@ export class DeliveryLoop {
     const { store, logger, idleWaitMs } = this.#o;
     const signal = this.#abort.signal;
     while (!signal.aborted) {
-      const now = performance.now();
-      if (this.#wakeAt <= now) this.#wakeAt = Number.POSITIVE_INFINITY;
       // Waiting starts before the lease, so a delivery queued while the lease runs still wakes us.
-      const waited = store.queue.waitForWork(DELIVERY_QUEUE, Math.min(idleWaitMs, this.#wakeAt - now), signal);
+      const waited = store.queue.waitForWork(DELIVERY_QUEUE, idleWaitMs, signal);
       this.#maybeDue = true;
       this.#cycle();
       try {

@@ -47,7 +47,7 @@ function delivery(i: number, endpointId: string): WebhookDeliveryRecord {
 async function measure(label: string, store: Store, n: number): Promise<Row[]> {
   const endpointId = 'whk_bench';
   const all = Array.from({ length: n }, (_, i) => delivery(i, endpointId));
-  for (let i = 0; i < all.length; i += 200) await store.webhooks.createDeliveries(all.slice(i, i + 200), () => []);
+  for (let i = 0; i < all.length; i += 200) await store.webhooks.createDeliveries(all.slice(i, i + 200));
   const plain: number[] = [];
   const logged: number[] = [];
   const separate: number[] = [];

@@ -92,10 +92,10 @@ export function registerQueueMetrics(metrics: Metrics, store: Store): void {
   metrics.gauge('reverie_queue_jobs', 'Jobs in a store queue by state: ready (waiting for a worker), delayed (retry or timer not yet due), leased (being worked on).', ['queue', 'state'], async (g) => {
     // A store outage must not fail or stall the whole scrape (Redis holds commands while it
     // reconnects, ≈ 10 s): a queue whose stats do not come within 1 s is left out of this scrape.
-    const within = async (queue: string) => {
+    const within = async (stats: () => Promise<{ ready: number; delayed: number; leased: number }>) => {
       let timer: NodeJS.Timeout | undefined;
       try {
-        return await Promise.race([store.queue.stats(queue), new Promise<null>((resolve) => (timer = setTimeout(resolve, 1000, null)))]);
+        return await Promise.race([stats(), new Promise<null>((resolve) => (timer = setTimeout(resolve, 1000, null)))]);
       } catch {
         return null;
       } finally {
@@ -103,7 +103,8 @@ export function registerQueueMetrics(metrics: Metrics, store: Store): void {
       }
     };
     const queues = [RENDER_QUEUE, EVENTS_QUEUE, DELIVER_QUEUE];
-    const all = await Promise.all(queues.map(within));
+    // The deliveries queue is the deliveries table itself, counted by its own repository call.
+    const all = await Promise.all(queues.map((q) => within(q === DELIVER_QUEUE ? () => store.webhooks.deliveryQueueStats() : () => store.queue.stats(q))));
     g.reset();
     queues.forEach((queue, i) => {
       const stats = all[i];

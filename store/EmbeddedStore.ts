@@ -21,6 +21,7 @@ import type {
   WebhookEndpointRecord,
 } from './records.ts';
 import { isRecordId } from './records.ts';
+import { DELIVERY_QUEUE } from './Store.ts';
 import type {
   AccountRepo,
   CounterRepo,
@@ -28,6 +29,7 @@ import type {
   DeliverySettlement,
   Effects,
   JobQueue,
+  LeasedDelivery,
   LeasedJob,
   NewJob,
   SongCreateResult,
@@ -131,6 +133,21 @@ const MIGRATIONS: readonly string[] = [
      doc TEXT NOT NULL
    );
    CREATE INDEX delivery_attempts_delivery ON delivery_attempts (delivery_id, seq);`,
+  // The deliveries table becomes its own queue (Store DELIVERY_QUEUE): a pending delivery's
+  // queue state lives in its row instead of a job row per delivery. due_ms: run time while
+  // waiting (token NULL), lease expiry while leased, NULL once finished (so the partial index
+  // holds only queued deliveries). leases: the job's attempts; job: its payload (NULL: none).
+  // Jobs of the old queue move into their deliveries' rows.
+  `ALTER TABLE deliveries ADD COLUMN due_ms INTEGER;
+   ALTER TABLE deliveries ADD COLUMN token TEXT;
+   ALTER TABLE deliveries ADD COLUMN leases INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE deliveries ADD COLUMN job TEXT;
+   UPDATE deliveries SET
+     due_ms = j.due_ms, token = j.token, leases = j.attempts, job = j.payload
+   FROM (SELECT id, due_ms, token, attempts, payload FROM jobs WHERE queue = 'webhooks.deliver') AS j
+   WHERE deliveries.id = j.id;
+   DELETE FROM jobs WHERE queue = 'webhooks.deliver';
+   CREATE INDEX deliveries_due ON deliveries (due_ms, id) WHERE due_ms IS NOT NULL;`,
 ];
 
 function isConstraint(err: unknown): boolean {
@@ -214,7 +231,7 @@ export class EmbeddedStore implements Store {
     this.accounts = new Accounts(db);
     this.songs = new Songs(db, jobs);
     this.streams = new Streams(db, jobs);
-    this.webhooks = new Webhooks(db, jobs);
+    this.webhooks = new Webhooks(db, jobs, now);
     this.counters = new Counters(db, () => this.assertOpen());
     this.nodes = new MemoryNodeRegistry(now, () => this.assertOpen());
   }
@@ -684,6 +701,7 @@ class Webhooks implements WebhookRepo {
   constructor(
     private readonly db: Db,
     private readonly jobs: Jobs,
+    private readonly now: () => number,
   ) {}
 
   async createEndpoint(endpoint: WebhookEndpointRecord, maxPerAccount: number): Promise<boolean> {
@@ -763,36 +781,33 @@ class Webhooks implements WebhookRepo {
 
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
-    jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
     opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]> {
     this.jobs.assertOpen();
     const acks = ackList(opts?.ack);
-    const planned = deliveries.map((d) => ({ delivery: d, ms: createdMs(d.createdAt), jobs: jobsFor(d) }));
+    const now = this.now();
     const insert = this.db.prepare(
-      `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, stream_id, status, created_ms, doc)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
+      `INSERT INTO deliveries (id, endpoint_id, event_id, event_type, stream_id, status, created_ms, doc, due_ms, token, leases, job)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL) ON CONFLICT (event_id, endpoint_id) DO NOTHING`,
     );
     const inserted = this.db.transaction(() => {
-      const out: typeof planned = [];
-      for (const p of planned) {
-        const d = p.delivery;
+      const out: WebhookDeliveryRecord[] = [];
+      for (const d of deliveries) {
+        const due = d.status !== 'pending' ? null : d.nextAttemptAt === null ? now : Date.parse(d.nextAttemptAt);
         let changes: number;
         try {
-          changes = insert.run(d.id, d.endpointId, d.eventId, d.eventType, d.streamId, d.status, p.ms, JSON.stringify(d)).changes;
+          changes = insert.run(d.id, d.endpointId, d.eventId, d.eventType, d.streamId, d.status, createdMs(d.createdAt), JSON.stringify(d), due).changes;
         } catch (err) {
           if (isConstraint(err)) throw new StoreError('conflict', `delivery exists [deliveryId:${d.id}]`, { cause: err });
           throw err;
         }
-        if (changes === 0) continue;
-        for (const job of p.jobs) this.jobs.insert(job);
-        out.push(p);
+        if (changes === 1) out.push(d);
       }
       for (const job of acks) this.jobs.ackSync(job);
       return out;
     })();
-    this.jobs.notify(inserted.flatMap((p) => p.jobs));
-    return inserted.map((p) => p.delivery);
+    if (inserted.some((d) => d.status === 'pending')) this.jobs.notifyQueue(DELIVERY_QUEUE);
+    return inserted;
   }
 
   async getDelivery(id: string): Promise<WebhookDeliveryRecord | null> {
@@ -807,17 +822,81 @@ class Webhooks implements WebhookRepo {
   }
 
   async settleDeliveries(items: readonly DeliverySettlement[]): Promise<void> {
+    await this.leaseDeliveries(0, 0, items);
+  }
+
+  async leaseDeliveries(max: number, leaseMs: number, settle: readonly DeliverySettlement[] = []): Promise<LeasedDelivery[]> {
     this.jobs.assertOpen();
-    if (items.length === 0) return;
-    this.db.transaction(() => {
-      for (const item of items) {
-        this.updateDeliverySync(item.deliveryId, cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']), item.log);
-        if (item.release) this.jobs.releaseSync(item.job, item.release.atMs, item.release.counted, item.release.payload);
-        else this.jobs.ackSync(item.job);
+    const n = Math.max(0, Math.floor(max));
+    if (n === 0 && settle.length === 0) return [];
+    const settleOne = this.db.prepare(
+      // Every SET expression reads the row as it was, so each CASE sees the lease's old token.
+      `UPDATE deliveries SET
+         event_type = @eventType, stream_id = @streamId, status = @status, doc = @doc,
+         due_ms = CASE WHEN token = @token THEN @due ELSE due_ms END,
+         leases = CASE WHEN token = @token AND @uncounted THEN MAX(leases - 1, 0) ELSE leases END,
+         job = CASE WHEN token = @token AND @job IS NOT NULL THEN @job ELSE job END,
+         token = CASE WHEN token = @token THEN NULL ELSE token END
+       WHERE id = @id`,
+    );
+    const due = this.db.prepare('SELECT id, doc, leases, job FROM deliveries WHERE due_ms <= ? ORDER BY due_ms, id LIMIT ?');
+    const lease = this.db.prepare('UPDATE deliveries SET token = ?, due_ms = ?, leases = leases + 1 WHERE id = ?');
+    const leased = this.db.transaction((): LeasedDelivery[] => {
+      for (const item of settle) {
+        const delivery = this.deliverySync(item.deliveryId);
+        if (!delivery) continue;
+        const next: WebhookDeliveryRecord = {
+          ...delivery,
+          ...cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']),
+        };
+        const r = item.release;
+        settleOne.run({
+          id: item.deliveryId,
+          eventType: next.eventType,
+          streamId: next.streamId,
+          status: next.status,
+          doc: JSON.stringify(next),
+          token: item.job.token,
+          due: r === undefined ? null : Math.round(r.atMs),
+          uncounted: r !== undefined && !r.counted ? 1 : 0,
+          job: r?.payload === undefined || r.counted ? null : (JSON.stringify(r.payload) ?? 'null'),
+        });
+        if (item.log && item.log.attempt.deliveryId === item.deliveryId) this.appendAttemptSync(item.log.attempt, item.log.keep);
       }
+      if (n === 0) return [];
+      const now = this.now();
+      const leasedUntilMs = now + Math.round(leaseMs);
+      const rows = due.all(now, n) as { id: string; doc: string; leases: number; job: string | null }[];
+      return rows.map((row) => {
+        const token = randomUUID();
+        lease.run(token, leasedUntilMs, row.id);
+        const job: LeasedJob = {
+          queue: DELIVERY_QUEUE,
+          id: row.id,
+          payload: row.job === null ? null : JSON.parse(row.job),
+          attempts: row.leases + 1,
+          token,
+          leasedUntilMs,
+        };
+        return { delivery: JSON.parse(row.doc) as WebhookDeliveryRecord, job };
+      });
     })();
-    const released = items.filter((i) => i.release).map((i) => i.job.queue);
-    for (const queue of new Set(released)) this.jobs.notifyQueue(queue);
+    if (settle.some((i) => i.release)) this.jobs.notifyQueue(DELIVERY_QUEUE);
+    return leased;
+  }
+
+  async deliveryQueueStats(): Promise<{ ready: number; delayed: number; leased: number }> {
+    this.jobs.assertOpen();
+    const row = this.db
+      .prepare(
+        `SELECT
+           COALESCE(SUM(due_ms <= @now), 0) AS ready,
+           COALESCE(SUM(token IS NULL AND due_ms > @now), 0) AS delayed,
+           COALESCE(SUM(token IS NOT NULL AND due_ms > @now), 0) AS leased
+         FROM deliveries WHERE due_ms IS NOT NULL`,
+      )
+      .get({ now: this.now() }) as { ready: number; delayed: number; leased: number };
+    return { ready: row.ready, delayed: row.delayed, leased: row.leased };
   }
 
   private deliverySync(id: string): WebhookDeliveryRecord | null {
@@ -888,7 +967,7 @@ class Webhooks implements WebhookRepo {
   async requeueDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
-    jobs: NewJob[],
+    queued: { payload: unknown; runAtMs: number },
   ): Promise<WebhookDeliveryRecord | null> {
     this.jobs.assertOpen();
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
@@ -897,12 +976,22 @@ class Webhooks implements WebhookRepo {
       if (!delivery || delivery.status === 'pending') return null;
       const updated: WebhookDeliveryRecord = { ...delivery, ...clean };
       this.db
-        .prepare('UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ? WHERE id = ?')
-        .run(updated.eventType, updated.streamId, updated.status, JSON.stringify(updated), id);
-      for (const job of jobs) this.jobs.insert(job);
+        .prepare(
+          `UPDATE deliveries SET event_type = ?, stream_id = ?, status = ?, doc = ?, due_ms = ?, token = NULL, leases = 0, job = ?
+           WHERE id = ?`,
+        )
+        .run(
+          updated.eventType,
+          updated.streamId,
+          updated.status,
+          JSON.stringify(updated),
+          Math.round(queued.runAtMs),
+          JSON.stringify(queued.payload) ?? 'null',
+          id,
+        );
       return updated;
     })();
-    if (next) this.jobs.notify(jobs);
+    if (next) this.jobs.notifyQueue(DELIVERY_QUEUE);
     return next;
   }
 

@@ -88,6 +88,19 @@ local function release_job(q, id, token, runAt, counted, payload)
   notify(q)
   return 1
 end
+-- The deliveries queue (Store DELIVERY_QUEUE): no job per delivery; the delivery hash keeps
+-- _token (while leased), _leases and _job (payload, absent: none); ids wait in dlvq:wait scored
+-- by run time and sit in dlvq:leased scored by lease expiry.
+local DQ = 'webhooks.deliver'
+local function dq_wait(id, runAt)
+  redis.call('ZREM', P .. 'dlvq:leased', id)
+  redis.call('ZADD', P .. 'dlvq:wait', runAt, id)
+  notify(DQ)
+end
+local function dq_remove(id)
+  redis.call('ZREM', P .. 'dlvq:wait', id)
+  redis.call('ZREM', P .. 'dlvq:leased', id)
+end
 `;
 
 function lua(body: string): LuaScript {
@@ -300,6 +313,7 @@ for _, m in ipairs(redis.call('ZRANGE', logKey, 0, -1)) do
   redis.call('DEL', dk)
   redis.call('DEL', P .. 'dlvatt:' .. did)
   redis.call('ZREM', P .. 'dlv:all', did)
+  dq_remove(did)
 end
 redis.call('DEL', logKey)
 redis.call('ZREM', P .. 'whk:acct:' .. redis.call('HGET', ek, '_acct'), redis.call('HGET', ek, '_m'))
@@ -308,23 +322,23 @@ return 1
 `),
 
   /**
-   * n, then per delivery: id, endpointId, pairKey, createdMs, listMember, fields, jobs; then
-   * the jobs to ack: count, then queue, id, token each → the 1-based indexes of the deliveries
-   * inserted.
+   * n, then per delivery: id, endpointId, pairKey, createdMs, listMember, fields, dueMs ('' for a
+   * delivery that is not queued); then the jobs to ack: count, then queue, id, token each → the
+   * 1-based indexes of the deliveries inserted.
    */
   deliveriesCreate: lua(`
 local n = argn()
 local inserted = {}
 for i = 1, n do
   local id = arg(); local ep = arg(); local pair = arg(); local ms = arg(); local member = arg()
-  local fields = argfields(); local jobs = argjobs()
+  local fields = argfields(); local due = arg()
   if redis.call('SET', P .. pair, id, 'NX') then
     local dk = P .. 'dlv:' .. id
     hset_fields(dk, fields)
-    redis.call('HSET', dk, '_pair', P .. pair, '_ep', ep, '_m', member)
+    redis.call('HSET', dk, '_pair', P .. pair, '_ep', ep, '_m', member, '_leases', 0)
     redis.call('ZADD', P .. 'dlv:ep:' .. ep, 0, member)
     redis.call('ZADD', P .. 'dlv:all', ms, id)
-    enqueue_all(jobs)
+    if due ~= '' then dq_wait(id, tonumber(due)) end
     inserted[#inserted + 1] = i
   end
 end
@@ -336,16 +350,18 @@ return inserted
 `),
 
   /**
-   * n, then per item: deliveryId, fields, queue, jobId, token, mode ('ack'|'retry'|'defer'),
-   * runAtMs, payload ('' keeps it), attempt JSON ('' for none), keep → n. Patches each delivery
-   * that exists (appending its attempt to its attempts log, kept to the newest `keep`), then acks
-   * or releases its job when the lease is still ours.
+   * One lease-and-settle cycle. n, then per item: deliveryId, fields, token, mode
+   * ('finish'|'retry'|'defer'), runAtMs, payload ('' keeps it), attempt JSON ('' for none), keep;
+   * then max, leaseMs, tokenBase → {{HGETALL of the delivery, leases, leasedUntilMs, token}…}.
+   * Patches each delivery that exists (appending its attempt to its attempts log, kept to the
+   * newest keep), then moves its queue state when the lease is still ours; then leases up to max
+   * due deliveries. Expired leases go back to waiting first, scored by their expiry.
    */
-  deliveriesSettle: lua(`
+  deliveriesCycle: lua(`
 local n = argn()
 for i = 1, n do
   local did = arg(); local fields = argfields()
-  local q = arg(); local id = arg(); local token = arg(); local mode = arg(); local runAt = argn(); local payload = arg()
+  local token = arg(); local mode = arg(); local runAt = argn(); local payload = arg()
   local doc = arg(); local keep = argn()
   local dk = P .. 'dlv:' .. did
   if redis.call('EXISTS', dk) == 1 then
@@ -355,10 +371,80 @@ for i = 1, n do
       redis.call('RPUSH', key, doc)
       redis.call('LTRIM', key, -keep, -1)
     end
+    if redis.call('HGET', dk, '_token') == token then
+      redis.call('HDEL', dk, '_token')
+      if mode == 'finish' then
+        dq_remove(did)
+      else
+        if mode == 'defer' then
+          if tonumber(redis.call('HGET', dk, '_leases') or '0') > 0 then redis.call('HINCRBY', dk, '_leases', -1) end
+          if payload ~= '' then redis.call('HSET', dk, '_job', payload) end
+        end
+        dq_wait(did, runAt)
+      end
+    end
   end
-  if mode == 'ack' then ack_job(q, id, token) else release_job(q, id, token, runAt, mode == 'retry', payload) end
 end
-return n
+local max = argn(); local leaseMs = argn(); local tokenBase = arg()
+if max <= 0 then return {} end
+local wait = P .. 'dlvq:wait'
+local leased = P .. 'dlvq:leased'
+local expired = redis.call('ZRANGEBYSCORE', leased, '-inf', NOW, 'WITHSCORES', 'LIMIT', 0, 100)
+for i = 1, #expired, 2 do
+  redis.call('ZADD', wait, expired[i + 1], expired[i])
+  redis.call('ZREM', leased, expired[i])
+end
+local top = redis.call('ZRANGEBYSCORE', wait, '-inf', NOW, 'LIMIT', 0, max)
+local untilMs = NOW + leaseMs
+local out = {}
+for i, id in ipairs(top) do
+  local dk = P .. 'dlv:' .. id
+  redis.call('ZREM', wait, id)
+  if redis.call('EXISTS', dk) == 1 then
+    local token = tokenBase .. ':' .. i
+    redis.call('ZADD', leased, untilMs, id)
+    local leases = redis.call('HINCRBY', dk, '_leases', 1)
+    redis.call('HSET', dk, '_token', token)
+    out[#out + 1] = { redis.call('HGETALL', dk), leases, untilMs, token }
+  end
+end
+return out
+`),
+
+  /**
+   * → jobs moved. Upgrade step, idempotent: jobs of the old job queue `webhooks.deliver` (one per
+   * delivery, before the deliveries were their own queue) move into their deliveries: run time
+   * (a leased job's expiry), lease count, payload. A job whose delivery is gone is dropped.
+   */
+  deliveriesAdoptJobs: lua(`
+local moved = 0
+for _, part in ipairs({ 'wait', 'leased' }) do
+  local zk = P .. 'q:' .. DQ .. ':' .. part
+  local all = redis.call('ZRANGE', zk, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local m = all[i]; local at = all[i + 1]
+    local id = string.sub(m, 18)
+    local jk = P .. 'job:' .. DQ .. ':' .. id
+    local dk = P .. 'dlv:' .. id
+    if redis.call('EXISTS', dk) == 1 then
+      redis.call('HSET', dk, '_leases', redis.call('HGET', jk, 'attempts') or '0', '_job', redis.call('HGET', jk, 'payload') or 'null')
+      redis.call('HDEL', dk, '_token')
+      redis.call('ZADD', P .. 'dlvq:wait', at, id)
+      moved = moved + 1
+    end
+    redis.call('DEL', jk)
+    redis.call('ZREM', zk, m)
+  end
+end
+return moved
+`),
+
+  /** → {ready, delayed, leased} of the deliveries queue. */
+  deliveriesStats: lua(`
+local wait = P .. 'dlvq:wait'
+local leased = P .. 'dlvq:leased'
+local ready = redis.call('ZCOUNT', wait, '-inf', NOW) + redis.call('ZCOUNT', leased, '-inf', NOW)
+return { ready, redis.call('ZCOUNT', wait, '(' .. NOW, '+inf'), redis.call('ZCOUNT', leased, '(' .. NOW, '+inf') }
 `),
 
   /** beforeMs, batch → deliveries removed (at most batch; call again while it returns batch). */
@@ -374,20 +460,23 @@ for _, id in ipairs(ids) do
   redis.call('DEL', dk)
   redis.call('DEL', P .. 'dlvatt:' .. id)
   redis.call('ZREM', P .. 'dlv:all', id)
+  dq_remove(id)
 end
 return #ids
 `),
 
   /**
-   * deliveryId, fields, jobs → the record after the patch, or false when missing or pending.
-   * A resend's compare-and-set: the patch and its job land together, or not at all.
+   * deliveryId, fields, runAtMs, payload → the record after the patch, or false when missing or
+   * pending. A resend's compare-and-set: the patch and its place in the queue land together.
    */
   deliveryRequeue: lua(`
-local dk = P .. 'dlv:' .. arg(); local fields = argfields(); local jobs = argjobs()
+local id = arg(); local dk = P .. 'dlv:' .. id; local fields = argfields(); local runAt = argn(); local payload = arg()
 if redis.call('EXISTS', dk) == 0 then return false end
 if redis.call('HGET', dk, 'status') == '"pending"' then return false end
 hset_fields(dk, fields)
-enqueue_all(jobs)
+redis.call('HSET', dk, '_leases', 0, '_job', payload)
+redis.call('HDEL', dk, '_token')
+dq_wait(id, runAt)
 return redis.call('HGETALL', dk)
 `),
 

@@ -19,6 +19,7 @@ import type {
   WebhookEndpointRecord,
 } from './records.ts';
 import { isRecordId } from './records.ts';
+import { DELIVERY_QUEUE } from './Store.ts';
 import type {
   AccountRepo,
   CounterRepo,
@@ -27,6 +28,7 @@ import type {
   DeliverySettlement,
   Effects,
   JobQueue,
+  LeasedDelivery,
   LeasedJob,
   NewJob,
   RateLimiter,
@@ -143,7 +145,16 @@ export class RedisStore implements Store {
       redis.disconnect();
       throw err;
     }
-    return new RedisStore(redis, sub, options);
+    const store = new RedisStore(redis, sub, options);
+    try {
+      // Upgrade: deliveries queued as jobs by an older version become queued deliveries.
+      const moved = (await store.ctx.run(scripts.deliveriesAdoptJobs, [])) as number;
+      if (moved > 0) options.logger?.info({ moved }, `open() | moved queued delivery jobs into their deliveries [count:${moved}]`);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
   }
 
   private constructor(redis: Redis, sub: Redis, options: RedisStoreOptions) {
@@ -515,7 +526,6 @@ class Webhooks implements WebhookRepo {
 
   async createDeliveries(
     deliveries: WebhookDeliveryRecord[],
-    jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
     opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]> {
     const acks = opts?.ack === undefined ? [] : 'token' in opts.ack ? [opts.ack] : opts.ack;
@@ -527,7 +537,8 @@ class Webhooks implements WebhookRepo {
     const args: (string | number)[] = [deliveries.length];
     for (const d of deliveries) {
       const ms = createdMs(d.createdAt);
-      args.push(d.id, d.endpointId, this.pairKey(d.eventId, d.endpointId), ms, sortMember(ms, d.id), ...fieldArgs(d), ...jobArgs(jobsFor(d), now));
+      const due = d.status !== 'pending' ? '' : d.nextAttemptAt === null ? now : Date.parse(d.nextAttemptAt);
+      args.push(d.id, d.endpointId, this.pairKey(d.eventId, d.endpointId), ms, sortMember(ms, d.id), ...fieldArgs(d), due);
     }
     args.push(...ackArgs(acks));
     const inserted = (await this.ctx.run(scripts.deliveriesCreate, args)) as number[];
@@ -551,18 +562,22 @@ class Webhooks implements WebhookRepo {
 
   async settleDeliveries(items: readonly DeliverySettlement[]): Promise<void> {
     if (items.length === 0) return;
-    const args: (string | number)[] = [items.length];
-    for (const item of items) {
+    await this.leaseDeliveries(0, 0, items);
+  }
+
+  async leaseDeliveries(max: number, leaseMs: number, settle: readonly DeliverySettlement[] = []): Promise<LeasedDelivery[]> {
+    const n = Math.max(0, Math.floor(max));
+    if (n === 0 && settle.length === 0) return [];
+    const args: (string | number)[] = [settle.length];
+    for (const item of settle) {
       const clean = cleanPatch(item.patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
       const r = item.release;
-      const mode = r === undefined ? 'ack' : r.counted ? 'retry' : 'defer';
+      const mode = r === undefined ? 'finish' : r.counted ? 'retry' : 'defer';
       const payload = r?.payload === undefined ? '' : (JSON.stringify(r.payload) ?? 'null');
       const log = item.log && item.log.attempt.deliveryId === item.deliveryId ? item.log : undefined;
       args.push(
         item.deliveryId,
         ...fieldArgs(clean),
-        item.job.queue,
-        item.job.id,
         item.job.token,
         mode,
         Math.round(r?.atMs ?? 0),
@@ -571,7 +586,19 @@ class Webhooks implements WebhookRepo {
         log ? Math.max(1, Math.floor(log.keep)) : 1,
       );
     }
-    await this.ctx.run(scripts.deliveriesSettle, args);
+    args.push(n, Math.round(leaseMs), randomUUID());
+    const reply = (await this.ctx.run(scripts.deliveriesCycle, args)) as [string[], number, number, string][] | null;
+    return (reply ?? []).map(([flat, leases, leasedUntilMs, token]) => {
+      const at = flat.indexOf('_job');
+      const job = at >= 0 && at % 2 === 0 ? (JSON.parse(flat[at + 1] as string) as unknown) : null;
+      const delivery = decodeRecord<WebhookDeliveryRecord>(flat) as WebhookDeliveryRecord;
+      return { delivery, job: { queue: DELIVERY_QUEUE, id: delivery.id, payload: job, attempts: leases, token, leasedUntilMs } };
+    });
+  }
+
+  async deliveryQueueStats(): Promise<{ ready: number; delayed: number; leased: number }> {
+    const [ready, delayed, leased] = (await this.ctx.run(scripts.deliveriesStats, [])) as [number, number, number];
+    return { ready, delayed, leased };
   }
 
   async updateDelivery(
@@ -626,11 +653,16 @@ class Webhooks implements WebhookRepo {
   async requeueDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
-    jobs: NewJob[],
+    queued: { payload: unknown; runAtMs: number },
   ): Promise<WebhookDeliveryRecord | null> {
     const clean = cleanPatch(patch, ['id', 'endpointId', 'accountId', 'eventId', 'createdAt']);
     return decodeRecord<WebhookDeliveryRecord>(
-      await this.ctx.run(scripts.deliveryRequeue, [id, ...fieldArgs(clean), ...jobArgs(jobs, this.ctx.now())]),
+      await this.ctx.run(scripts.deliveryRequeue, [
+        id,
+        ...fieldArgs(clean),
+        Math.round(queued.runAtMs),
+        JSON.stringify(queued.payload) ?? 'null',
+      ]),
     );
   }
 

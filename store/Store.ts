@@ -148,15 +148,35 @@ export interface DeliveryFilter {
   createdBefore?: string;
 }
 
+/**
+ * The deliveries table is its own queue (no job row per delivery): a `pending` delivery waits
+ * until it is due, is leased (`leaseDeliveries`), and is settled in place (`settleDeliveries`):
+ * finished, or released to run again. Leases follow the `JobQueue` rules (a lease stays ours
+ * until the delivery is leased again, settled or released; an expired lease makes the delivery
+ * due again), and `LeasedJob` is the lease's handle: `queue` is `DELIVERY_QUEUE`, `id` the
+ * delivery id, `attempts` the leases since the delivery was queued (this one included; a release
+ * with `counted: false` does not count), `payload` what the last release or requeue stored (null
+ * for a delivery fresh from `createDeliveries`). `queue.waitForWork(DELIVERY_QUEUE)` wakes when a
+ * delivery is created, released or requeued.
+ */
+export const DELIVERY_QUEUE = 'webhooks.deliver';
+
+/** A due delivery with its lease (`leaseDeliveries`). */
+export interface LeasedDelivery {
+  delivery: WebhookDeliveryRecord;
+  job: LeasedJob;
+}
+
 /** One attempt's outcome for `settleDeliveries`. */
 export interface DeliverySettlement {
   deliveryId: string;
   patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>;
+  /** The delivery's lease (`leaseDeliveries`); a lease that is no longer ours leaves the queue state alone. */
   job: LeasedJob;
   /**
-   * Absent: the job is acked (the delivery is finished). Present: the job runs again at `atMs`;
-   * `counted: true` is `queue.retry` (the lease was an attempt), `counted: false` is
-   * `queue.defer` (held back unsent), with `payload` replacing the job's when given.
+   * Absent: the delivery leaves the queue (it is finished). Present: it is due again at `atMs`;
+   * `counted: true` keeps this lease in `attempts` (it was a send), `counted: false` gives it
+   * back (held back unsent), with `payload` replacing the stored one when given.
    */
   release?: { atMs: number; counted: boolean; payload?: unknown };
   /**
@@ -185,15 +205,14 @@ export interface WebhookRepo {
    */
   recordOutcome(id: string, success: boolean, disableAt: number): Promise<WebhookEndpointRecord | null>;
   /**
-   * Inserts deliveries with their jobs atomically. Idempotent on (eventId, endpointId):
-   * a pair that already has a delivery is skipped with its job. Returns those inserted.
-   * `jobsFor` is called for every delivery (inserted or not), so it must not have side effects.
+   * Inserts deliveries atomically, each queued (see DELIVERY_QUEUE) to be due at its
+   * `nextAttemptAt` (now when null) unless it is not `pending`. Idempotent on
+   * (eventId, endpointId): a pair that already has a delivery is skipped. Returns those inserted.
    * `ack`: the event job (or several: a batched fan-out of many events) acked in the same
    * transaction; a job whose lease is no longer ours is left alone, as `queue.ack` does.
    */
   createDeliveries(
     deliveries: WebhookDeliveryRecord[],
-    jobsFor: (delivery: WebhookDeliveryRecord) => NewJob[],
     opts?: { ack?: LeasedJob | readonly LeasedJob[] },
   ): Promise<WebhookDeliveryRecord[]>;
   getDelivery(id: string): Promise<WebhookDeliveryRecord | null>;
@@ -201,11 +220,19 @@ export interface WebhookRepo {
   findDelivery(eventId: string, endpointId: string): Promise<WebhookDeliveryRecord | null>;
   /**
    * Records several attempts at once (one transaction, one round trip): each item's `patch` is
-   * merged into its delivery (skipped when the delivery is gone), then its job is acked, or
-   * released per `release`. A job whose lease is no longer ours is left alone, as `ack` and
-   * `retry` do. Items are independent: a missing delivery does not stop the others.
+   * merged into its delivery (skipped when the delivery is gone), then the delivery leaves the
+   * queue, or is released per `release`. A lease that is no longer ours leaves the queue state
+   * alone. Items are independent: a missing delivery does not stop the others.
    */
   settleDeliveries(items: readonly DeliverySettlement[]): Promise<void>;
+  /**
+   * One lease-and-settle cycle in one transaction: settles `settle` (as `settleDeliveries`), then
+   * leases up to `max` due deliveries (earliest due first; an expired lease is due at its
+   * expiry) for `leaseMs`. `max` 0 only settles.
+   */
+  leaseDeliveries(max: number, leaseMs: number, settle?: readonly DeliverySettlement[]): Promise<LeasedDelivery[]>;
+  /** Counts of the deliveries queue, as `queue.stats` counts a job queue. */
+  deliveryQueueStats(): Promise<{ ready: number; delayed: number; leased: number }>;
   /**
    * Merges `patch`; with `log`, also appends `log.attempt` to the delivery's attempts log (kept to
    * its newest `log.keep`) in the same transaction, so a send costs one commit, not two.
@@ -221,13 +248,14 @@ export interface WebhookRepo {
   purgeDeliveries(beforeIso: string): Promise<number>;
   /**
    * Compare-and-set for a resend: applies `patch` (which sets status `pending`) to a delivery
-   * that is not `pending` and writes `jobs` with it, atomically. Null when the delivery is
-   * missing or already pending (so two resends at once queue one send).
+   * that is not `pending` and queues it, due at `runAtMs` with `payload` and a fresh lease count,
+   * atomically. Null when the delivery is missing or already pending (so two resends at once
+   * queue one send).
    */
   requeueDelivery(
     id: string,
     patch: Partial<Omit<WebhookDeliveryRecord, 'id' | 'endpointId' | 'accountId' | 'eventId' | 'createdAt'>>,
-    jobs: NewJob[],
+    queued: { payload: unknown; runAtMs: number },
   ): Promise<WebhookDeliveryRecord | null>;
   /**
    * Appends one send to the delivery's attempts log and keeps only its newest `keep` entries.

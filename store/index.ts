@@ -5,6 +5,7 @@
 export type * from './Store.ts';
 export type * from './records.ts';
 export { PLANS } from './records.ts';
+export { DELIVERY_QUEUE } from './Store.ts';
 export { StoreError, isStoreUnavailable, type StoreErrorCode } from './errors.ts';
 export { createStore, type CreateStoreOptions } from './createStore.ts';
 export { EmbeddedStore, type EmbeddedStoreOptions } from './EmbeddedStore.ts';

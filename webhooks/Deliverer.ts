@@ -1,15 +1,15 @@
 /**
- * Runs one attempt of one delivery (a leased job in queue `webhooks.deliver`) and moves the
- * delivery record along (spec "Webhook delivery" states):
+ * Runs one attempt of one delivery (leased from the deliveries queue, Store DELIVERY_QUEUE: the
+ * deliveries table itself) and moves the delivery record along (spec "Webhook delivery" states):
  * - `pending` → `succeeded` on a 2xx; the endpoint's failure count resets;
- * - `pending` → `pending` on a failure with retries left; the job is released for the next
- *   slot of the retry schedule (same job, same delivery, same event id);
+ * - `pending` → `pending` on a failure with retries left; the delivery is released for the next
+ *   slot of the retry schedule (same delivery, same event id);
  * - `pending` → `failed` when the last attempt fails; the endpoint counts one failed delivery
  *   (and is disabled at 20 in a row).
  * The body is the frozen payload of the record; it is signed at send time with the endpoint's
  * CURRENT secret, so after rotate-secret no attempt, queued retries included, uses the old one.
  *
- * A job queued by resend or recover (`trigger` in its payload) makes ONE send: success →
+ * A delivery queued by resend or recover (`trigger` in its queue payload) makes ONE send: success →
  * `succeeded`, failure → `failed` again, with no retry schedule and no count toward the
  * endpoint's health (the delivery was counted when its schedule ran out). Every send is appended
  * to the delivery's attempts log, in the same store transaction as its outcome. Operational
@@ -17,18 +17,18 @@
  * OperationalNotifier.
  *
  * Before sending, two rules may hold a delivery back, unsent and without spending an attempt
- * (`queue.defer`), so the send slot goes to the next job at once; they hold for every send,
+ * (released uncounted), so the send slot goes to the next delivery at once; they hold for every send,
  * scheduled or manual:
  * - order: a delivery with `afterEventId` (a `stream.ended`) waits while that event's delivery
  *   to the same endpoint (its `stream.started`) is still pending;
  * - rate: an endpoint with `rateLimit` gets one send slot every 1/rateLimit s from the store
  *   (`rateLimits.reserve`, shared by every worker); a delivery whose slot is in the future
- *   waits for it, holding it (the job's payload records the slot for that lease).
- * Outcomes are written in batches (`webhooks.settleDeliveries`): every attempt finishing in the
- * same turn of the event loop shares one store transaction.
+ *   waits for it, holding it (the queue payload records the slot for that lease).
+ * Outcomes go to `settle` (DeliveryLoop.settle): every attempt finishing in the same turn of the
+ * event loop shares one store transaction with the lease of the deliveries that follow.
  */
 import type { Logger } from 'pino';
-import type { AttemptTrigger, DeliverySettlement, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import type { AttemptTrigger, DeliverySettlement, LeasedDelivery, LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
 import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
 import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
@@ -111,18 +111,20 @@ export interface DelivererOptions {
   disableAfter?: number;
   /** How long a delivery waiting for its predecessor waits before looking again, ms; default 250. */
   orderRecheckMs?: number;
-  /** Asks the job loop to look again when a deferred job is due (JobLoop.wakeIn). */
+  /** Asks the loop to look again when a held-back delivery is due (DeliveryLoop.wakeIn). */
   wakeIn?: (delayMs: number) => void;
   /** Entries kept in each delivery's attempts log; default ATTEMPTS_KEPT (20). */
   attemptsKept?: number;
   /** Where operational events go; none are sent without it. */
   notifier?: OperationalNotifier;
+  /** Writes an outcome (DeliveryLoop.settle); default: `webhooks.settleDeliveries` alone. */
+  settle?: (item: DeliverySettlement) => Promise<void>;
 }
 
 /**
- * Payload of a job in queue `webhooks.deliver`: the delivery id, never the secret or the body.
- * `slotLease`: set when the job was deferred to a rate-limit slot it reserved; the lease number
- * (`LeasedJob.attempts`, which a deferral does not count) that may use it.
+ * The queue payload of a delivery (null when fresh from the fan-out); never the secret or body.
+ * `slotLease`: set when the delivery was held back to a rate-limit slot it reserved; the lease
+ * number (`LeasedJob.attempts`, which holding back does not count) that may use it.
  */
 export interface DeliverJobPayload {
   deliveryId: string;
@@ -148,33 +150,27 @@ type DeliveryPatch = DeliverySettlement['patch'];
 export class Deliverer {
   readonly #o: DelivererOptions;
   readonly #log: Logger;
-  #batch: { item: DeliverySettlement; resolve: () => void; reject: (err: unknown) => void }[] = [];
 
   constructor(options: DelivererOptions) {
     this.#o = options;
     this.#log = options.logger;
   }
 
-  async handle(job: LeasedJob): Promise<void> {
+  async handle(leased: LeasedDelivery): Promise<void> {
     const { store, now } = this.#o;
+    const { delivery, job } = leased;
     const payload = job.payload as Partial<DeliverJobPayload> | null;
-    const deliveryId = payload?.deliveryId;
+    const deliveryId = delivery.id;
     const trigger: AttemptTrigger = payload?.trigger === 'resend' || payload?.trigger === 'recover' ? payload.trigger : 'scheduled';
-    if (typeof deliveryId !== 'string') {
-      this.#log.error({ jobId: job.id }, `handle() | malformed deliver job, dropped [jobId:${job.id}]`);
-      await store.queue.ack(job);
-      return;
-    }
-    const delivery = await store.webhooks.getDelivery(deliveryId);
-    // Missing: its endpoint was deleted with its log. Not pending: a crash came after the final
-    // update but before the ack; never send again.
-    if (!delivery || delivery.status !== 'pending') {
-      await store.queue.ack(job);
+    // Not pending: a crash came after the final update but before the queue let go of it; never
+    // send again (an empty settle takes it out of the queue).
+    if (delivery.status !== 'pending') {
+      await this.#settle(delivery, job, {});
       return;
     }
     const endpoint = await store.webhooks.getEndpoint(delivery.endpointId);
     if (!endpoint) {
-      await store.queue.ack(job);
+      await this.#settle(delivery, job, {});
       return;
     }
     if (!endpoint.isActive) {
@@ -318,25 +314,11 @@ export class Deliverer {
   ): Promise<void> {
     const item: DeliverySettlement = {
       deliveryId: delivery.id,
-      patch: { ...patch, updatedAt: new Date(this.#o.now()).toISOString() },
+      patch: Object.keys(patch).length === 0 ? {} : { ...patch, updatedAt: new Date(this.#o.now()).toISOString() },
       job,
       ...(release !== undefined ? { release } : {}),
       ...(log !== undefined ? { log } : {}),
     };
-    return new Promise<void>((resolve, reject) => {
-      this.#batch.push({ item, resolve, reject });
-      if (this.#batch.length === 1) setImmediate(() => void this.#flush());
-    });
-  }
-
-  async #flush(): Promise<void> {
-    const batch = this.#batch;
-    this.#batch = [];
-    try {
-      await this.#o.store.webhooks.settleDeliveries(batch.map((b) => b.item));
-      for (const b of batch) b.resolve();
-    } catch (err) {
-      for (const b of batch) b.reject(err);
-    }
+    return this.#o.settle ? this.#o.settle(item) : this.#o.store.webhooks.settleDeliveries([item]);
   }
 }

@@ -1,10 +1,11 @@
 /**
  * The webhook worker: three loops over durable store queues.
- * - `events`: the dispatcher turns each event into deliveries (+ their jobs), atomically;
- * - `webhooks.deliver`: the deliverer sends, retries on schedule, finishes each delivery;
+ * - `events`: the dispatcher turns each event into deliveries, atomically;
+ * - the deliveries queue (the deliveries table itself, DeliveryLoop): the deliverer sends,
+ *   retries on schedule, finishes each delivery, one store transaction per lease-and-settle cycle;
  * - `webhooks.maintenance`: one self-rescheduling job purges delivery records past retention.
- * Everything it owes lives in the store, so a kill -9 at any point loses nothing: unacked jobs
- * are leased again when their lease ends, and delivery ids and event ids never change.
+ * Everything it owes lives in the store, so a kill -9 at any point loses nothing: unsettled
+ * leases are taken again when they end, and delivery ids and event ids never change.
  * Several engines (processes) may run against one store; leases keep them apart.
  */
 import type { Logger } from 'pino';
@@ -12,9 +13,10 @@ import type { LeasedJob, Store } from '../store/index.ts';
 import { Deliverer, DISABLE_AFTER_FAILURES } from './Deliverer.ts';
 import { Dispatcher } from './Dispatcher.ts';
 import { OperationalNotifier } from './OperationalNotifier.ts';
+import { DeliveryLoop } from './DeliveryLoop.ts';
 import { JobLoop } from './JobLoop.ts';
 import type { SafeHttpClient } from './SafeHttpClient.ts';
-import { DELIVER_QUEUE, EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.ts';
+import { EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.ts';
 
 export const DELIVERY_ENGINE_DEFAULTS = {
   /** Sends in flight at once. */
@@ -31,9 +33,9 @@ export const DELIVERY_ENGINE_DEFAULTS = {
   /** Longest idle sleep, ms; also the latency with which a retry that became due is picked up. */
   idleWaitMs: 1_000,
   /**
-   * Jobs leased per store round trip (capped at the loop's concurrency; see JobLoop `batch`):
-   * one lease transaction per batch instead of per send. A leased job waits at most one round of
-   * sends (one request deadline) before its own, well within the lease (three deadlines).
+   * Event jobs leased per store round trip (capped at the dispatch concurrency; see JobLoop
+   * `batch`): one lease transaction per batch instead of per event. (The deliveries loop leases
+   * exactly the slots it has free, in the transaction that settles the sends that freed them.)
    */
   leaseBatch: 16,
   /**
@@ -82,6 +84,7 @@ export class DeliveryEngine {
   readonly #now: () => number;
   readonly #log: Logger;
   readonly #loops: JobLoop[];
+  readonly #deliveries: DeliveryLoop;
   #started = false;
   #closing: Promise<void> | null = null;
 
@@ -115,7 +118,8 @@ export class DeliveryEngine {
       random: options.random,
       disableAfter: options.disableAfter ?? DISABLE_AFTER_FAILURES,
       orderRecheckMs,
-      wakeIn: (ms) => this.#loops[1]?.wakeIn(ms),
+      wakeIn: (ms) => this.#deliveries.wakeIn(ms),
+      settle: (item) => this.#deliveries.settle(item),
       attemptsKept: options.attemptsKept,
       notifier: new OperationalNotifier({ store: options.store, logger: this.#log, maxPerHour: options.operationalEventsPerHour }),
     });
@@ -130,13 +134,6 @@ export class DeliveryEngine {
       }),
       new JobLoop({
         ...common,
-        queue: DELIVER_QUEUE,
-        concurrency: options.concurrency ?? d.concurrency,
-        batch: options.leaseBatch ?? d.leaseBatch,
-        handler: (job) => this.deliverer.handle(job),
-      }),
-      new JobLoop({
-        ...common,
         queue: MAINTENANCE_QUEUE,
         concurrency: 1,
         // Purging is not urgent: look at this queue at most every 10 idle periods.
@@ -144,6 +141,14 @@ export class DeliveryEngine {
         handler: (job) => this.#maintain(job),
       }),
     ];
+    this.#deliveries = new DeliveryLoop({
+      store: options.store,
+      logger: this.#log,
+      leaseMs,
+      idleWaitMs,
+      concurrency: options.concurrency ?? d.concurrency,
+      handler: (leased) => this.deliverer.handle(leased),
+    });
   }
 
   /** Schedules the purge job (once across processes: its id is fixed) and starts the loops. */
@@ -152,6 +157,7 @@ export class DeliveryEngine {
     this.#started = true;
     await this.#o.store.queue.enqueue({ queue: MAINTENANCE_QUEUE, id: PURGE_JOB_ID, payload: { kind: 'purge' }, runAtMs: this.#now() });
     for (const loop of this.#loops) loop.start();
+    this.#deliveries.start();
     this.#log.info(`start() | webhook delivery engine running`);
   }
 
@@ -176,7 +182,7 @@ export class DeliveryEngine {
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
     this.#closing = (async () => {
-      const results = await Promise.allSettled(this.#loops.map((l) => l.close()));
+      const results = await Promise.allSettled([...this.#loops, this.#deliveries].map((l) => l.close()));
       for (const r of results) if (r.status === 'rejected') this.#log.error({ err: r.reason }, 'close() | loop close failed');
       this.#log.info('close() | webhook delivery engine stopped');
     })();

@@ -1,29 +1,23 @@
 /**
  * Fans one event (a leased job in queue `events`) out to every ACTIVE endpoint of its account
- * that subscribes to its type: one delivery record per endpoint, each written with its job in
- * queue `webhooks.deliver` in one atomic store call. `createDeliveries` is idempotent on
+ * that subscribes to its type: one delivery record per endpoint, queued as it is written (the
+ * deliveries table is the deliveries queue), in one atomic store call. `createDeliveries` is idempotent on
  * (event, endpoint), so an event leased again after a crash never makes a second delivery.
  * An event that follows another (`after`: a `stream.ended` its session's `stream.started`) is
  * fanned out only once that one has been, and its deliveries carry `afterEventId`.
  * Fan-outs are written in batches: every event handled in the same turn of the event loop (the
  * job loop starts up to its concurrency at once) shares one `createDeliveries` call, its
- * deliveries, their jobs and the event jobs' acks in one store transaction, so a burst of events
+ * deliveries and the event jobs' acks in one store transaction, so a burst of events
  * costs one commit per batch instead of one per event.
  */
 import type { Logger } from 'pino';
 import { newTimeOrderedId } from '../store/index.ts';
-import type { LeasedJob, NewJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
-import type { DeliverJobPayload } from './Deliverer.ts';
-import { DELIVER_QUEUE, EVENTS_QUEUE, parseEventJob } from './WebhookEvent.ts';
+import type { LeasedJob, Store, WebhookDeliveryRecord } from '../store/index.ts';
+import { EVENTS_QUEUE, parseEventJob } from './WebhookEvent.ts';
 
 /** `dlv_` + 24 hex characters, ordered by creation time (see store `newTimeOrderedId`). */
 export function newDeliveryId(): string {
   return newTimeOrderedId('dlv');
-}
-
-export function deliverJob(delivery: WebhookDeliveryRecord, runAtMs?: number): NewJob {
-  const payload: DeliverJobPayload = { deliveryId: delivery.id };
-  return { queue: DELIVER_QUEUE, id: delivery.id, payload, ...(runAtMs !== undefined ? { runAtMs } : {}) };
 }
 
 export interface DispatcherOptions {
@@ -39,7 +33,6 @@ export interface DispatcherOptions {
 /** One event's fan-out waiting for the batch's store call. */
 interface PendingFanOut {
   records: WebhookDeliveryRecord[];
-  runAtMs: number;
   job: LeasedJob;
   resolve: (created: WebhookDeliveryRecord[]) => void;
   reject: (err: unknown) => void;
@@ -105,7 +98,7 @@ export class Dispatcher {
       );
     }
     // The event's job is acked in the same transaction as its deliveries (none: just the ack).
-    const created = await this.#fanOut(records, nowMs, job);
+    const created = await this.#fanOut(records, job);
     logger.debug(
       { eventId: event.id, endpoints: endpoints.length, created: created.length },
       `handle() | dispatched [eventId:${event.id}] [deliveries:${created.length}]`,
@@ -114,9 +107,9 @@ export class Dispatcher {
   }
 
   /** Queues one event's fan-out for this turn's batch; resolves with the deliveries inserted. */
-  #fanOut(records: WebhookDeliveryRecord[], runAtMs: number, job: LeasedJob): Promise<WebhookDeliveryRecord[]> {
+  #fanOut(records: WebhookDeliveryRecord[], job: LeasedJob): Promise<WebhookDeliveryRecord[]> {
     return new Promise((resolve, reject) => {
-      this.#batch.push({ records, runAtMs, job, resolve, reject });
+      this.#batch.push({ records, job, resolve, reject });
       if (this.#batch.length === 1) setImmediate(() => void this.#flush());
     });
   }
@@ -128,12 +121,10 @@ export class Dispatcher {
   async #flush(): Promise<void> {
     const batch = this.#batch;
     this.#batch = [];
-    const runAt = new Map<string, number>();
-    for (const b of batch) for (const r of b.records) runAt.set(r.id, b.runAtMs);
     try {
+      // Each delivery is queued due at its `nextAttemptAt` (now).
       const inserted = await this.#o.store.webhooks.createDeliveries(
         batch.flatMap((b) => b.records),
-        (d) => [deliverJob(d, runAt.get(d.id))],
         { ack: batch.map((b) => b.job) },
       );
       const ids = new Set(inserted.map((d) => d.id));

@@ -1,8 +1,8 @@
 /**
- * Resend and recover: a finished delivery (succeeded or failed) goes back to `pending` with a
- * one-send job in queue `webhooks.deliver`, written together (Store `requeueDelivery`). Same
+ * Resend and recover: a finished delivery (succeeded or failed) goes back to `pending` and into
+ * the deliveries queue with a one-send payload, written together (Store `requeueDelivery`). Same
  * delivery id, same event id, same frozen body; the send is signed afresh and appended to the
- * delivery's attempts log with its trigger. The Deliverer makes exactly one send for such a job.
+ * delivery's attempts log with its trigger. The Deliverer makes exactly one send for such a payload.
  *
  * Recover picks the endpoint's `failed` deliveries created in [since, until), oldest first, at
  * most `maxPerRecover` per call: each requeued delivery is `pending` at once, so calling again
@@ -10,7 +10,6 @@
  */
 import type { AttemptTrigger, Store, WebhookDeliveryRecord, WebhookEndpointRecord } from '../store/index.ts';
 import type { DeliverJobPayload } from './Deliverer.ts';
-import { DELIVER_QUEUE } from './WebhookEvent.ts';
 
 export const REDELIVERY_DEFAULTS = {
   /**
@@ -56,7 +55,7 @@ export class Redelivery {
     return this.#store.webhooks.requeueDelivery(
       delivery.id,
       { status: 'pending', nextAttemptAt: nowIso, updatedAt: nowIso },
-      [{ queue: DELIVER_QUEUE, id: delivery.id, payload, runAtMs: nowMs }],
+      { payload, runAtMs: nowMs },
     );
   }
 

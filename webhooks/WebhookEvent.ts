@@ -4,7 +4,7 @@
  * change (`effects.jobs`), so the event exists if and only if the change does. The dispatcher
  * (DeliveryEngine) fans it out to endpoints.
  */
-import { newTimeOrderedId } from '../store/index.ts';
+import { DELIVERY_QUEUE, newTimeOrderedId } from '../store/index.ts';
 import type { NewJob, StreamEndReason, StreamRecord } from '../store/index.ts';
 import { isOperationalEventType, OPERATIONAL_EVENT_TYPES } from './OperationalEvent.ts';
 import type { OperationalEvent, OperationalEventType } from './OperationalEvent.ts';
@@ -58,7 +58,8 @@ export type AnyWebhookEvent = WebhookEvent | OperationalEvent;
 
 /** Queues this folder owns. */
 export const EVENTS_QUEUE = 'events';
-export const DELIVER_QUEUE = 'webhooks.deliver';
+/** The deliveries queue: the store's deliveries table itself (Store DELIVERY_QUEUE), not a job queue. */
+export const DELIVER_QUEUE = DELIVERY_QUEUE;
 export const MAINTENANCE_QUEUE = 'webhooks.maintenance';
 
 /** Payload of a job in queue `events`. */

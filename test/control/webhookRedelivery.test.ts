@@ -42,7 +42,7 @@ async function setup(t: Test) {
     lastAttemptAt: at,
     nextAttemptAt: null,
   };
-  await store.webhooks.createDeliveries([delivery], () => []);
+  await store.webhooks.createDeliveries([delivery]);
   await store.webhooks.addAttempt({ deliveryId: delivery.id, attempt: 8, trigger: 'scheduled', startedAt: at, durationMs: 12, responseStatus: 503, responseBody: 'down', error: 'http_status: 503' }, 20);
   return { app, auth, endpointId, delivery };
 }

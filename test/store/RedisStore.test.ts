@@ -1,7 +1,7 @@
 import t from 'tap';
 import { RedisStore } from '../../store/RedisStore.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { runContract } from './contract.ts';
+import { delivery, runContract } from './contract.ts';
 
 // One server for the file; each case gets its own key prefix, so cases cannot see each other.
 const redis = await startRedis(t);
@@ -50,4 +50,25 @@ void t.test('redis: a bus subscriber that went deaf hears again (self-check), an
   t.ok(await hears('deaf'), 'heard again after the self-check saw its probe reach nobody');
   await own.restart();
   t.ok(await hears('restart'), 'heard again after Redis restarted');
+});
+
+void t.test('redis: opening moves queued delivery jobs of an older version into their deliveries (the deliveries queue)', { timeout: 20_000 }, async (t) => {
+  const now = Date.now();
+  const first = await RedisStore.open({ url: redis.url, prefix: 'upgrade:', now: () => now });
+  // A delivery written as finished queues nothing; the older version's job per delivery is made by hand.
+  await first.webhooks.createDeliveries([
+    delivery('dlv_1', 'whk_1', 'evt_1', now, { status: 'failed' }),
+    delivery('dlv_2', 'whk_1', 'evt_2', now, { status: 'failed' }),
+  ]);
+  await first.queue.enqueue({ queue: 'webhooks.deliver', id: 'dlv_1', payload: { deliveryId: 'dlv_1', trigger: 'resend' }, runAtMs: now - 1 });
+  await first.queue.enqueue({ queue: 'webhooks.deliver', id: 'dlv_gone', payload: { deliveryId: 'dlv_gone' } });
+  await first.queue.enqueue({ queue: 'webhooks.deliver', id: 'dlv_2', payload: { deliveryId: 'dlv_2' }, runAtMs: now + 60_000 });
+  await first.close();
+
+  const second = await RedisStore.open({ url: redis.url, prefix: 'upgrade:', now: () => now });
+  t.teardown(() => second.close());
+  t.same(await second.queue.stats('webhooks.deliver'), { ready: 0, delayed: 0, leased: 0 }, 'no job left in the old queue');
+  t.same(await second.webhooks.deliveryQueueStats(), { ready: 1, delayed: 1, leased: 0 }, 'each job became its queued delivery; the orphan was dropped');
+  const [leased] = await second.webhooks.leaseDeliveries(5, 1000);
+  t.same([leased?.delivery.id, leased?.job.attempts, leased?.job.payload], ['dlv_1', 1, { deliveryId: 'dlv_1', trigger: 'resend' }]);
 });

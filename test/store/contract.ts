@@ -120,6 +120,11 @@ const rules = (over: Partial<SongCreateRules> = {}): SongCreateRules => ({
 });
 
 /** Drains a queue: every job currently due, in lease order. */
+/** Leases every due delivery of the deliveries queue (their leases, in lease order). */
+async function leaseDeliveries(store: Store, max = 100): Promise<LeasedJob[]> {
+  return (await store.webhooks.leaseDeliveries(max, 60_000)).map((l) => l.job);
+}
+
 async function leaseAll(store: Store, queue: string): Promise<LeasedJob[]> {
   const out: LeasedJob[] = [];
   for (let job = await store.queue.lease(queue, 60_000); job; job = await store.queue.lease(queue, 60_000)) out.push(job);
@@ -445,29 +450,20 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.equal(await store.webhooks.updateEndpoint('whk_x', { name: 'x' }), null);
   });
 
-  test('webhooks.createDeliveries is idempotent on (eventId, endpointId), jobs included', async (t, { store }) => {
-    const jobsFor = (d: WebhookDeliveryRecord): { queue: string; id: string; payload: unknown }[] => [
-      { queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } },
-    ];
-    const first = await store.webhooks.createDeliveries(
-      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0)],
-      jobsFor,
-    );
+  test('webhooks.createDeliveries is idempotent on (eventId, endpointId), queue entries included', async (t, { store }) => {
+    const first = await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0)]);
     t.same(first.map((d) => d.id), ['dlv_1', 'dlv_2']);
-    const again = await store.webhooks.createDeliveries(
-      [delivery('dlv_1b', 'whk_1', 'evt_1', T0 + 1), delivery('dlv_3', 'whk_1', 'evt_2', T0 + 1)],
-      jobsFor,
-    );
+    const again = await store.webhooks.createDeliveries([delivery('dlv_1b', 'whk_1', 'evt_1', T0 + 1), delivery('dlv_3', 'whk_1', 'evt_2', T0 + 1)]);
     t.same(again.map((d) => d.id), ['dlv_3'], 'the pair that exists is skipped');
     t.equal(await store.webhooks.getDelivery('dlv_1b'), null);
     t.same(await store.webhooks.getDelivery('dlv_1'), delivery('dlv_1', 'whk_1', 'evt_1', T0));
-    t.same((await leaseAll(store, 'deliveries')).map((j) => j.id).sort(), ['dlv_1', 'dlv_2', 'dlv_3'], 'skipped pairs add no job');
+    t.same((await leaseDeliveries(store)).map((j) => j.id).sort(), ['dlv_1', 'dlv_2', 'dlv_3'], 'skipped pairs queue nothing');
 
     const racing = await Promise.all(
-      [0, 1, 2].map((n) => store.webhooks.createDeliveries([delivery(`dlv_r${n}`, 'whk_1', 'evt_race', T0 + 2)], jobsFor)),
+      [0, 1, 2].map((n) => store.webhooks.createDeliveries([delivery(`dlv_r${n}`, 'whk_1', 'evt_race', T0 + 2)])),
     );
     t.equal(racing.flat().length, 1, 'concurrent inserts of one pair keep one');
-    t.same(await store.webhooks.createDeliveries([], jobsFor), []);
+    t.same(await store.webhooks.createDeliveries([]), []);
 
     const updated = await store.webhooks.updateDelivery('dlv_1', { status: 'succeeded', attempts: 1, responseStatus: 200, responseBody: 'ok' });
     t.match(updated, { status: 'succeeded', attempts: 1, responseStatus: 200, eventId: 'evt_1' });
@@ -478,44 +474,87 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
   test('webhooks.createDeliveries acks the event job with the fan-out; findDelivery and settleDeliveries', async (t, { store, clock }) => {
     await store.queue.enqueue({ queue: 'events', id: 'evt_1', payload: 1 });
     const event = (await store.queue.lease('events', 1000)) as LeasedJob;
-    const jobsFor = (d: WebhookDeliveryRecord) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }];
     await store.webhooks.createDeliveries(
       [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_3', 'evt_1', T0)],
-      jobsFor,
       { ack: event },
     );
     t.equal(await store.queue.has('events', 'evt_1'), false, 'the event job went with the fan-out');
-    t.equal(await store.queue.has('deliveries', 'dlv_1'), true);
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 3, delayed: 0, leased: 0 }, 'each delivery is queued as it is written');
     t.match(await store.webhooks.findDelivery('evt_1', 'whk_2'), { id: 'dlv_2' });
     t.equal(await store.webhooks.findDelivery('evt_1', 'whk_9'), null);
     t.equal(await store.webhooks.findDelivery('evt_9', 'whk_1'), null);
 
-    const [a, b, c] = await store.queue.leaseMany('deliveries', 10, 1000);
-    t.same([a?.id, b?.id, c?.id], ['dlv_1', 'dlv_2', 'dlv_3'], 'leaseMany hands out the due jobs in order');
-    t.same(await store.queue.leaseMany('deliveries', 10, 1000), [], 'none left');
+    const leased = await store.webhooks.leaseDeliveries(10, 1000);
+    t.same(leased.map((l) => l.delivery), [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_3', 'evt_1', T0)], 'the due deliveries, records included, in order');
+    t.same(leased.map((l) => [l.job.queue, l.job.id, l.job.attempts, l.job.payload, l.job.leasedUntilMs]), [
+      ['webhooks.deliver', 'dlv_1', 1, null, T0 + 1000],
+      ['webhooks.deliver', 'dlv_2', 1, null, T0 + 1000],
+      ['webhooks.deliver', 'dlv_3', 1, null, T0 + 1000],
+    ]);
+    const [a, b, c] = leased.map((l) => l.job);
+    t.same(await store.webhooks.leaseDeliveries(10, 1000), [], 'none left');
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 3 });
     await store.webhooks.settleDeliveries([
       { deliveryId: 'dlv_1', patch: { status: 'succeeded', attempts: 1 }, job: a as LeasedJob },
       { deliveryId: 'dlv_2', patch: { attempts: 1, error: 'http_status: 500' }, job: b as LeasedJob, release: { atMs: T0 + 100, counted: true } },
       { deliveryId: 'dlv_3', patch: { nextAttemptAt: iso(T0 + 100) }, job: c as LeasedJob, release: { atMs: T0 + 100, counted: false, payload: { deliveryId: 'dlv_3', slot: 7 } } },
-      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...(a as LeasedJob), id: 'nope' } },
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...(a as LeasedJob), id: 'dlv_gone' } },
     ]);
     t.match(await store.webhooks.getDelivery('dlv_1'), { status: 'succeeded', attempts: 1 });
     t.match(await store.webhooks.getDelivery('dlv_2'), { status: 'pending', error: 'http_status: 500' });
     t.equal(await store.webhooks.getDelivery('dlv_gone'), null, 'a missing delivery is not created');
-    t.same(await store.queue.stats('deliveries'), { ready: 0, delayed: 2, leased: 0 });
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 2, leased: 0 }, 'the finished one left the queue');
     clock.advance(100);
-    const again = await store.queue.leaseMany('deliveries', 10, 1000);
+    const again = await store.webhooks.leaseDeliveries(10, 1000);
     t.same(
-      again.map((j) => [j.id, j.attempts, j.payload]),
+      again.map((l) => [l.job.id, l.job.attempts, l.job.payload, l.delivery.attempts]),
       [
-        ['dlv_2', 2, { deliveryId: 'dlv_2' }],
-        ['dlv_3', 1, { deliveryId: 'dlv_3', slot: 7 }],
+        ['dlv_2', 2, null, 1],
+        ['dlv_3', 1, { deliveryId: 'dlv_3', slot: 7 }, 0],
       ],
       'a counted release counts the lease; a deferred one does not and takes the new payload',
     );
-    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), true);
-    t.equal(await store.queue.defer(again[0] as LeasedJob, T0 + 100), false, 'a deferred lease is no longer ours');
-    t.match(await store.queue.lease('deliveries', 1000), { id: 'dlv_2', attempts: 2, payload: { deliveryId: 'dlv_2' } }, 'defer without payload keeps it');
+    const [d2] = again.map((l) => l.job) as [LeasedJob];
+    await store.webhooks.settleDeliveries([{ deliveryId: 'dlv_2', patch: {}, job: d2, release: { atMs: T0 + 100, counted: false } }]);
+    await store.webhooks.settleDeliveries([{ deliveryId: 'dlv_2', patch: { error: 'stale' }, job: d2 }]);
+    t.match(await store.webhooks.getDelivery('dlv_2'), { error: 'stale' }, 'a stale lease still patches the record');
+    t.match(
+      (await store.webhooks.leaseDeliveries(1, 1000))[0]?.job,
+      { id: 'dlv_2', attempts: 2, payload: null },
+      'but leaves the queue state alone: the release without payload kept it, the stale finish did not take it out',
+    );
+  });
+
+  test('webhooks.leaseDeliveries settles and leases in one call; an expired lease is leased again', async (t, { store, clock }) => {
+    await store.webhooks.createDeliveries([
+      delivery('dlv_1', 'whk_1', 'evt_1', T0),
+      delivery('dlv_2', 'whk_1', 'evt_2', T0),
+      delivery('dlv_3', 'whk_1', 'evt_3', T0, { nextAttemptAt: iso(T0 + 500) }),
+      delivery('dlv_4', 'whk_1', 'evt_4', T0, { status: 'failed' }),
+    ]);
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 2, delayed: 1, leased: 0 }, 'due at nextAttemptAt; a finished record is not queued');
+    const [first] = await store.webhooks.leaseDeliveries(1, 1000);
+    t.equal(first?.delivery.id, 'dlv_1');
+    const cycle = await store.webhooks.leaseDeliveries(5, 1000, [
+      { deliveryId: 'dlv_1', patch: { status: 'succeeded', attempts: 1 }, job: (first as { job: LeasedJob }).job },
+    ]);
+    t.same(cycle.map((l) => l.delivery.id), ['dlv_2'], 'the settle and the next lease in one call');
+    t.match(await store.webhooks.getDelivery('dlv_1'), { status: 'succeeded', attempts: 1 });
+    t.same(await store.webhooks.leaseDeliveries(0, 1000), [], 'max 0 leases nothing');
+    clock.advance(1000);
+    const after = await store.webhooks.leaseDeliveries(5, 1000);
+    t.same(
+      after.map((l) => [l.delivery.id, l.job.attempts]),
+      [
+        ['dlv_3', 1],
+        ['dlv_2', 2],
+      ],
+      'dlv_3 became due at T0+500, dlv_2 when its lease ran out at T0+1000 (earliest first), counted again',
+    );
+    const old = (cycle[0] as { job: LeasedJob }).job;
+    await store.webhooks.settleDeliveries([{ deliveryId: 'dlv_2', patch: {}, job: old }]);
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 2 }, "the expired lease's settle leaves the new lease alone");
+    t.equal(await store.queue.has('webhooks.deliver', 'dlv_2'), false, 'no job row: the delivery is its own queue entry');
   });
 
   test('webhooks.createDeliveries fans out several events at once and acks every event job in the same call', async (t, { store, clock }) => {
@@ -526,10 +565,8 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     clock.advance(1000);
     const e4again = (await store.queue.lease('events', 1000)) as LeasedJob;
     t.equal(e4again.id, 'evt_4');
-    const jobsFor = (d: WebhookDeliveryRecord) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }];
     const created = await store.webhooks.createDeliveries(
       [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_2', 'evt_1', T0), delivery('dlv_3', 'whk_1', 'evt_2', T0)],
-      jobsFor,
       { ack: [e1, e2, e3, e4] as LeasedJob[] },
     );
     t.same(created.map((d) => d.id), ['dlv_1', 'dlv_2', 'dlv_3']);
@@ -538,13 +575,13 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
       [false, false, false, true],
       'every event job whose lease is ours is acked (evt_3 had no subscriber), a stale lease is left alone',
     );
-    t.same((await leaseAll(store, 'deliveries')).map((j) => j.id).sort(), ['dlv_1', 'dlv_2', 'dlv_3']);
+    t.same((await leaseDeliveries(store)).map((j) => j.id).sort(), ['dlv_1', 'dlv_2', 'dlv_3']);
     t.equal(await store.queue.ack(e4again), true, 'the new lease of evt_4 is intact');
 
     await store.queue.enqueue({ queue: 'events', id: 'evt_5', payload: 5 });
     await store.queue.enqueue({ queue: 'events', id: 'evt_6', payload: 6 });
     const none = await store.queue.leaseMany('events', 2, 1000);
-    t.same(await store.webhooks.createDeliveries([], jobsFor, { ack: none }), [], 'no deliveries: the acks alone');
+    t.same(await store.webhooks.createDeliveries([], { ack: none }), [], 'no deliveries: the acks alone');
     t.same(await store.queue.stats('events'), { ready: 0, delayed: 0, leased: 0 });
   });
 
@@ -570,8 +607,8 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
         }),
       );
     }
-    await store.webhooks.createDeliveries(all, () => []);
-    await store.webhooks.createDeliveries([delivery('dlv_other', 'whk_2', 'evt_0', T0)], () => []);
+    await store.webhooks.createDeliveries(all);
+    await store.webhooks.createDeliveries([delivery('dlv_other', 'whk_2', 'evt_0', T0)]);
 
     const ids = async (filter: Parameters<Store['webhooks']['listDeliveries']>[1], limit: number): Promise<string[][]> => {
       const pages: string[][] = [];
@@ -593,7 +630,7 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same(await ids({}, 10), [['dlv_7', 'dlv_6', 'dlv_5', 'dlv_4', 'dlv_3']]);
     t.equal(await store.webhooks.getDelivery('dlv_other'), null);
     t.same(
-      (await store.webhooks.createDeliveries([delivery('dlv_0b', 'whk_1', 'evt_0', T0 + 9000)], () => [])).map((d) => d.id),
+      (await store.webhooks.createDeliveries([delivery('dlv_0b', 'whk_1', 'evt_0', T0 + 9000)])).map((d) => d.id),
       ['dlv_0b'],
       'a purged pair may be delivered again',
     );
@@ -601,7 +638,7 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same((await store.webhooks.listDeliveries('whk_1', {}, { limit: 10 })).items, []);
     t.equal(await store.webhooks.getDelivery('dlv_7'), null, 'the endpoint took its delivery log with it');
     t.same(
-      (await store.webhooks.createDeliveries([delivery('dlv_7b', 'whk_1', 'evt_7', T0)], () => [])).map((d) => d.id),
+      (await store.webhooks.createDeliveries([delivery('dlv_7b', 'whk_1', 'evt_7', T0)])).map((d) => d.id),
       ['dlv_7b'],
       'pairs of a deleted endpoint are free again',
     );
@@ -612,7 +649,7 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     const all = Array.from({ length: 6 }, (_, i) => delivery(`dlv_${i}`, 'whk_1', `evt_${i}`, T0 + i * 1000, { status: 'failed' }));
     // Two at the same ms as the window's start and end, so the bounds' inclusivity shows.
     all.push(delivery('dlv_2b', 'whk_1', 'evt_2b', T0 + 2000, { status: 'failed' }), delivery('dlv_5b', 'whk_1', 'evt_5b', T0 + 5000, { status: 'failed' }));
-    await store.webhooks.createDeliveries(all, () => []);
+    await store.webhooks.createDeliveries(all);
     const window = { createdFrom: iso(T0 + 2000), createdBefore: iso(T0 + 5000) };
     const pages: string[][] = [];
     let cursor: string | null = null;
@@ -626,23 +663,26 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.same((await store.webhooks.listDeliveries('whk_1', { createdBefore: iso(T0 + 1000) }, { limit: 10 })).items.map((d) => d.id), ['dlv_0']);
   });
 
-  test('webhooks.requeueDelivery moves a finished delivery back to pending with its job, once', async (t, { store }) => {
+  test('webhooks.requeueDelivery moves a finished delivery back to pending and into the queue, once', async (t, { store, clock }) => {
     await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
-    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0, { status: 'failed', attempts: 8 })], () => []);
-    const job = { queue: 'deliveries', id: 'dlv_1', payload: { deliveryId: 'dlv_1', trigger: 'resend' } };
-    const racing = await Promise.all([0, 1, 2].map(() => store.webhooks.requeueDelivery('dlv_1', { status: 'pending', error: null }, [job])));
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0, { status: 'failed', attempts: 8 })]);
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 });
+    const queued = { payload: { deliveryId: 'dlv_1', trigger: 'resend' }, runAtMs: T0 + 10 };
+    const racing = await Promise.all([0, 1, 2].map(() => store.webhooks.requeueDelivery('dlv_1', { status: 'pending', error: null }, queued)));
     const won = racing.filter((r) => r !== null);
     t.equal(won.length, 1, 'concurrent requeues of one delivery: one wins');
     t.match(won[0], { id: 'dlv_1', status: 'pending', attempts: 8, eventId: 'evt_1', error: null });
     t.same(await store.webhooks.getDelivery('dlv_1'), won[0]);
-    t.same((await leaseAll(store, 'deliveries')).map((j) => [j.id, j.payload]), [['dlv_1', job.payload]], 'one job, written with it');
-    t.equal(await store.webhooks.requeueDelivery('dlv_1', { status: 'pending' }, [job]), null, 'a pending delivery is left as is');
-    t.equal(await store.webhooks.requeueDelivery('dlv_x', { status: 'pending' }, [job]), null, 'a missing one too');
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 1, leased: 0 }, 'due at runAtMs');
+    clock.advance(10);
+    t.same((await leaseDeliveries(store)).map((j) => [j.id, j.payload, j.attempts]), [['dlv_1', queued.payload, 1]], 'queued once, with its payload and a fresh count');
+    t.equal(await store.webhooks.requeueDelivery('dlv_1', { status: 'pending' }, queued), null, 'a pending delivery is left as is');
+    t.equal(await store.webhooks.requeueDelivery('dlv_x', { status: 'pending' }, queued), null, 'a missing one too');
   });
 
   test('webhooks.addAttempt keeps the newest `keep` sends per delivery, oldest first; they go with the delivery', async (t, { store }) => {
     await store.webhooks.createEndpoint(endpoint('whk_1', 'acc_a', T0), 10);
-    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0 + 5000)], () => []);
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0 + 5000)]);
     const attempt = (deliveryId: string, n: number) => ({
       deliveryId,
       attempt: n,
@@ -666,10 +706,11 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.equal((await store.webhooks.listAttempts('dlv_2')).length, 1);
     t.equal(await store.webhooks.deleteEndpoint('whk_1'), true);
     t.same(await store.webhooks.listAttempts('dlv_2'), [], 'deleted with its endpoint');
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 }, 'purged and deleted deliveries left the queue too');
   });
 
   test('webhooks.updateDelivery with a log entry updates and appends together, capped', async (t, { store }) => {
-    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0)], () => []);
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0)]);
     const entry = (n: number) => ({ deliveryId: 'dlv_1', attempt: n, trigger: 'scheduled' as const, startedAt: iso(T0 + n), durationMs: n, responseStatus: 500, responseBody: 'no', error: 'http_status: 500' });
     for (let n = 1; n <= 4; n++) {
       const updated = await store.webhooks.updateDelivery('dlv_1', { attempts: n, responseStatus: 500 }, { attempt: entry(n), keep: 3 });
@@ -681,10 +722,7 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
   });
 
   test('webhooks.settleDeliveries appends each send to its attempts log with the outcome, capped', async (t, { store }) => {
-    await store.webhooks.createDeliveries(
-      [delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0)],
-      (d) => [{ queue: 'deliveries', id: d.id, payload: { deliveryId: d.id } }],
-    );
+    await store.webhooks.createDeliveries([delivery('dlv_1', 'whk_1', 'evt_1', T0), delivery('dlv_2', 'whk_1', 'evt_2', T0)]);
     const entry = (deliveryId: string, n: number) => ({
       deliveryId,
       attempt: n,
@@ -696,7 +734,7 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
       error: 'http_status: 500',
     });
     for (let n = 1; n <= 4; n++) {
-      const jobs = await store.queue.leaseMany('deliveries', 10, 1000);
+      const jobs = await leaseDeliveries(store, 10);
       t.equal(jobs.length, 2);
       const a = jobs.find((j) => j.id === 'dlv_1') as LeasedJob;
       const b = jobs.find((j) => j.id === 'dlv_2') as LeasedJob;
@@ -709,15 +747,15 @@ export function runContract(t: Test, name: string, makeStore: MakeStore): void {
     t.match(await store.webhooks.getDelivery('dlv_1'), { attempts: 4 });
     t.same(await store.webhooks.listAttempts('dlv_1'), [entry('dlv_1', 2), entry('dlv_1', 3), entry('dlv_1', 4)], 'the newest 3, oldest first');
     t.same(await store.webhooks.listAttempts('dlv_2'), [], 'a deferral logs nothing');
-    const [last] = (await store.queue.leaseMany('deliveries', 1, 1000)) as [LeasedJob];
+    const [last] = (await leaseDeliveries(store, 1)) as [LeasedJob];
     await store.webhooks.settleDeliveries([
-      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...last, id: 'nope' }, log: { attempt: entry('dlv_gone', 1), keep: 3 } },
+      { deliveryId: 'dlv_gone', patch: { attempts: 1 }, job: { ...last, id: 'dlv_gone' }, log: { attempt: entry('dlv_gone', 1), keep: 3 } },
       { deliveryId: last.id, patch: { status: 'succeeded', attempts: 9 }, job: last, log: { attempt: entry(last.id, 9), keep: 3 } },
     ]);
     t.same(await store.webhooks.listAttempts('dlv_gone'), [], 'nothing logged for a missing delivery');
     t.match(await store.webhooks.getDelivery(last.id), { status: 'succeeded', attempts: 9 });
     t.same((await store.webhooks.listAttempts(last.id)).at(-1), entry(last.id, 9), 'a final send is logged with its outcome');
-    t.equal(await store.queue.has('deliveries', last.id), false, 'and its job acked');
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 1, delayed: 0, leased: 0 }, 'and it left the queue (the other is due)');
   });
 
   // ───────────────────────────── jobs

@@ -83,7 +83,11 @@ async function checkSurvivors(t: Tap, store: Store, acked: { songs: string[]; de
   const deliveryIds = new Set(deliveries.map((d) => d.id));
   t.same(acked.deliveries.filter((id) => !deliveryIds.has(id)), [], 'every acknowledged delivery survived');
   t.equal(deliveries.length % 2, 0, 'deliveries come in whole batches');
-  t.same((await leaseIds(store, 'deliveries')).sort(), [...deliveryIds].sort(), 'one job per delivery, none without its delivery');
+  const queued: string[] = [];
+  for (let leased = await store.webhooks.leaseDeliveries(100, 60_000); leased.length > 0; leased = await store.webhooks.leaseDeliveries(100, 60_000)) {
+    queued.push(...leased.map((l) => l.delivery.id));
+  }
+  t.same(queued.sort(), [...deliveryIds].sort(), 'every delivery is queued once (it is its own queue entry)');
 }
 
 

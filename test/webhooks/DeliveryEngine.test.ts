@@ -3,7 +3,7 @@ import Stripe from 'stripe';
 import { RedisStore } from '../../store/index.ts';
 import type { EmbeddedStore } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { createWebhooks, DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, streamStartedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { createWebhooks, RETRY_DELAYS_MS, streamEndedEvent, streamStartedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { DeliveryEngineOptions, WebhookEndpointView, WebhookEvent } from '../../webhooks/index.ts';
 import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, testLogger, TestReceiver, waitUntil } from './helpers.ts';
 
@@ -41,7 +41,7 @@ async function settled(store: EmbeddedStore, endpoint: WebhookEndpointView, even
     if (!found || found.attempts !== attempts) return false;
     if (found.status !== 'pending') return true;
     // Pending: settled once its job is back in the delayed set.
-    const stats = await store.queue.stats(DELIVER_QUEUE);
+    const stats = await store.webhooks.deliveryQueueStats();
     return found.nextAttemptAt !== null && stats.leased === 0;
   }, `delivery ${eventId} at ${attempts} attempts`);
   if (!found) throw new Error('unreachable');
@@ -83,7 +83,7 @@ void t.test('an event reaches every active subscribed endpoint once, signed so s
     return s.ready + s.leased === 0;
   }, 'replayed event dispatched');
   t.equal((await store.webhooks.listDeliveries(a.id, {}, { limit: 10 })).items.length, 1);
-  t.equal((await store.queue.stats(DELIVER_QUEUE)).ready, 0);
+  t.equal((await store.webhooks.deliveryQueueStats()).ready, 0);
   t.equal(receiver.requests.length, 2);
 });
 
@@ -103,7 +103,7 @@ void t.test('a receiver that always fails gets exactly 8 sends, 15s … 16m apar
     t.equal(rec.error, 'http_status: 503');
     t.equal(Date.parse(rec.nextAttemptAt ?? ''), clock.ms + delay, `retry ${i + 1} scheduled ${delay / 1000}s later`);
     clock.advance(delay - 1);
-    t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 1, leased: 0 }, 'not due 1 ms early');
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 1, leased: 0 }, 'not due 1 ms early');
     clock.advance(1);
     await receiver.waitForCount(i + 2);
     rec = await settled(store, e, event.id, i + 2);
@@ -111,10 +111,10 @@ void t.test('a receiver that always fails gets exactly 8 sends, 15s … 16m apar
   t.equal(rec.status, 'failed', 'the 8th failed send ends the delivery');
   t.equal(rec.attempts, 8);
   t.equal(rec.nextAttemptAt, null);
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 }, 'job gone: nothing left to send');
+  t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 }, 'job gone: nothing left to send');
   // Well past where a 9th send would have been due (32 min more): still nothing queued, 8 sent.
   clock.advance(2 * 3_600_000);
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+  t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 });
   t.equal(receiver.requests.length, 8, 'exactly 8 requests reached the receiver');
   // The API's delivery view says the same.
   const view = (await service.deliveries('acc_1', e.id)).items.find((d) => d.event_id === event.id);
@@ -150,7 +150,7 @@ void t.test('a longer injected schedule still stops at 8 sends', { timeout: 20_0
   t.equal(rec.status, 'failed');
   t.equal(rec.attempts, 8);
   t.equal(rec.nextAttemptAt, null);
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+  t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 });
   t.equal(receiver.requests.length, 8);
 });
 
@@ -266,7 +266,7 @@ void t.test('queued retries of a disabled endpoint end unsent; those of a delete
   // Drained = no job left at all: leased ones are still being handled (outcomes are written in
   // batches after the handler's sends).
   await waitUntil(async () => {
-    const q = await store.queue.stats(DELIVER_QUEUE);
+    const q = await store.webhooks.deliveryQueueStats();
     return q.delayed + q.ready + q.leased === 0;
   }, 'jobs drained');
   const after = (await store.webhooks.listDeliveries(a.id, {}, { limit: 10 })).items[0];
@@ -354,7 +354,7 @@ void t.test('on a RedisStore the same engine delivers, retries on the injected c
   await store.queue.enqueue(webhookEventJob(failing, 'acc_1'));
   await receiver.waitForCount(1);
   const rec = async (eventId: string) => (await store.webhooks.listDeliveries(e.id, {}, { limit: 10 })).items.find((d) => d.eventId === eventId);
-  await waitUntil(async () => (await rec(failing.id))?.nextAttemptAt != null && (await store.queue.stats(DELIVER_QUEUE)).leased === 0, 'retry scheduled');
+  await waitUntil(async () => (await rec(failing.id))?.nextAttemptAt != null && (await store.webhooks.deliveryQueueStats()).leased === 0, 'retry scheduled');
   clock.advance(15_000);
   await receiver.waitForCount(2);
   await waitUntil(async () => (await rec(failing.id))?.status === 'failed', 'failed after 2 sends');

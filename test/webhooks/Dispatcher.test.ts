@@ -1,6 +1,6 @@
 import t from 'tap';
 import { JobLoop } from '../../store/index.ts';
-import { createWebhooks, DELIVER_QUEUE, Dispatcher, EVENTS_QUEUE, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { createWebhooks, Dispatcher, EVENTS_QUEUE, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import { openStore, TEST_STREAM, testLogger, waitUntil } from './helpers.ts';
 
 void t.test('a burst of events is fanned out in one store call: every event once per endpoint, every event job acked', { timeout: 20_000 }, async (t) => {
@@ -40,7 +40,8 @@ void t.test('a burst of events is fanned out in one store call: every event once
     return left.ready + left.delayed + left.leased === 0;
   }, 'every event job acked');
   t.equal(calls, 1, 'the 16 events handled in one turn share one createDeliveries call');
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 32, delayed: 0, leased: 0 }, 'one delivery job per event and endpoint');
+  t.same(await store.queue.stats('webhooks.deliver'), { ready: 0, delayed: 0, leased: 0 }, 'no job row per delivery: the deliveries table is the queue');
+  t.same(await store.webhooks.deliveryQueueStats(), { ready: 32, delayed: 0, leased: 0 }, 'one queued delivery per event and endpoint');
   for (const endpoint of [a, b]) {
     const page = await store.webhooks.listDeliveries(endpoint.id, {}, { limit: 100 });
     t.same(

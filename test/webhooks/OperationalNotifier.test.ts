@@ -6,7 +6,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import Stripe from 'stripe';
-import { DELIVER_QUEUE, EVENTS_QUEUE, OPERATIONAL_EVENT_TYPES, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { EVENTS_QUEUE, OPERATIONAL_EVENT_TYPES, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { AnyWebhookEvent, DeliveryEngineOptions, OperationalEvent } from '../../webhooks/index.ts';
 import type { EmbeddedStore } from '../../store/index.ts';
 import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, waitUntil } from './helpers.ts';
@@ -41,8 +41,7 @@ function verified(req: ReceivedRequest, secret: string | undefined): AnyWebhookE
 async function drained(store: EmbeddedStore): Promise<void> {
   await waitUntil(
     async () => {
-      for (const q of [EVENTS_QUEUE, DELIVER_QUEUE]) {
-        const s = await store.queue.stats(q);
+      for (const s of [await store.queue.stats(EVENTS_QUEUE), await store.webhooks.deliveryQueueStats()]) {
         if (s.ready + s.delayed + s.leased !== 0) return false;
       }
       return true;

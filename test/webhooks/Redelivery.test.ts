@@ -9,7 +9,7 @@ import Stripe from 'stripe';
 import { RedisStore } from '../../store/index.ts';
 import type { Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { DELIVER_QUEUE, RETRY_DELAYS_MS, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
+import { RETRY_DELAYS_MS, streamEndedEvent, webhookEventJob } from '../../webhooks/index.ts';
 import type { DeliveryEngineOptions, WebhookEndpointView, WebhookEvent, WebhooksOptions } from '../../webhooks/index.ts';
 import { makeTls, ManualClock, openStore, startWebhooks, TEST_STREAM, waitUntil } from './helpers.ts';
 import type { ReceivedRequest } from './helpers.ts';
@@ -62,7 +62,7 @@ async function finished(store: Store, endpoint: WebhookEndpointView, eventId: st
   await waitUntil(
     async () => {
       found = (await store.webhooks.listDeliveries(endpoint.id, {}, { limit: 100 })).items.find((d) => d.eventId === eventId) ?? null;
-      return found !== null && found.status !== 'pending' && found.attempts === attempts && (await store.queue.stats(DELIVER_QUEUE)).leased === 0;
+      return found !== null && found.status !== 'pending' && found.attempts === attempts && (await store.webhooks.deliveryQueueStats()).leased === 0;
     },
     `delivery of ${eventId} finished after ${attempts} sends`,
     20_000,
@@ -165,7 +165,7 @@ void t.test('resend sends one delivery again (once, no schedule); a pending one 
   const timedOut = await finished(store, e, event.id, 3);
   t.equal(timedOut.status, 'failed', 'a failed resend ends the delivery failed');
   t.equal(timedOut.nextAttemptAt, null, 'with no retry scheduled, though the schedule has sends left');
-  t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+  t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 });
   t.equal((await service.get('acc_1', e.id)).consecutive_failures, 0, 'a manual send does not count toward health');
 
   const log = await service.attempts('acc_1', e.id, delivery.id);
@@ -268,7 +268,7 @@ for (const kind of ['embedded', 'redis'] as const) {
     // The scheduled send took this second's slot: the resend waits for the next one, unsent.
     receiver.reply = () => ({ status: 503, body: 'busy' });
     await service.resend('acc_1', e.id, delivery.id);
-    await waitUntil(async () => (await store.queue.stats(DELIVER_QUEUE)).delayed === 1, 'the resend is held back for its slot', 20_000);
+    await waitUntil(async () => (await store.webhooks.deliveryQueueStats()).delayed === 1, 'the resend is held back for its slot', 20_000);
     t.equal(receiver.requests.length, 1, 'not sent before its slot');
     const held = await store.webhooks.getDelivery(delivery.id);
     t.match(held, { status: 'pending', attempts: 1 }, 'the wait spends no attempt');
@@ -278,7 +278,7 @@ for (const kind of ['embedded', 'redis'] as const) {
     const done = await finished(store, e, event.id, 2);
     t.match(done, { status: 'failed', nextAttemptAt: null, responseStatus: 503 }, 'still one send: a failure ends it, no schedule');
     t.equal(receiver.requests.length, 2);
-    t.same(await store.queue.stats(DELIVER_QUEUE), { ready: 0, delayed: 0, leased: 0 });
+    t.same(await store.webhooks.deliveryQueueStats(), { ready: 0, delayed: 0, leased: 0 });
     t.equal((await service.get('acc_1', e.id)).consecutive_failures, 0, 'a manual send does not count toward health');
     t.match(await service.attempts('acc_1', e.id, delivery.id), [
       { attempt: 1, trigger: 'scheduled', response_status: 200 },

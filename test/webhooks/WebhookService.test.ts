@@ -206,7 +206,7 @@ void t.test('deliveries are newest first, filtered by status, event type and str
       nextAttemptAt: null,
     });
   }
-  await store.webhooks.createDeliveries(records, () => []);
+  await store.webhooks.createDeliveries(records);
   const first = await service.deliveries('acc_1', e.id);
   t.equal(first.items.length, 20, 'default page size 20');
   t.equal(first.items[0]?.id, 'dlv_024', 'newest first');

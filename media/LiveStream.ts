@@ -6,7 +6,7 @@
  *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─┬► ViewerSet (H.264 viewers)
  *                          (decoder)    or passthrough ────────┤                        └► StreamOutputs (HLS, clips, recording, RTMP)
  *                                                              └► Vp8Branch ─────────────► ViewerSet (VP8 viewers)
- *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP)
+ *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP; mixed with the soundtrack, if set)
  *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
  *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
  *   OutputClock: every frame to the encoders stamped on one timeline (live: capture time; slate: node clock)
@@ -41,6 +41,7 @@ import type { RtmpDestination } from './RtmpOutputs.ts';
 import { SlateImage } from './SlateImage.ts';
 import type { ImageDecoder } from '../images/index.ts';
 import { SlateSwitch } from './SlateSwitch.ts';
+import { Soundtrack, type SoundtrackSpec } from './Soundtrack.ts';
 import { StreamOutputs } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -129,6 +130,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #livePushed = false;
   /** The output timeline every frame to the encoders is stamped on (live and slate, across publishers). */
   readonly #clock: OutputClock;
+  /** The soundtrack asked for last (null: none); a newer ask wins over a take still loading. */
+  #soundtrackSpec: SoundtrackSpec | null = null;
+  #soundtrackAsks = 0;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -288,6 +292,33 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   setRtmpDestinations(dests: readonly RtmpDestination[]): void {
     this.#assertOpen();
     this.#outputs.setRtmpDestinations(dests);
+  }
+
+  /**
+   * Sets (null: clears) the song mixed into the output audio; `load` reads the take's PCM. The
+   * same spec again changes nothing (a publisher's grant repeats what the stream holds). Resolves
+   * once the take plays (or was superseded by a newer call); rejects when the take cannot be read.
+   */
+  async setSoundtrack(spec: SoundtrackSpec | null, load: (spec: SoundtrackSpec) => Promise<Int16Array>): Promise<void> {
+    this.#assertOpen();
+    if (JSON.stringify(spec) === JSON.stringify(this.#soundtrackSpec)) return;
+    const ask = ++this.#soundtrackAsks;
+    this.#soundtrackSpec = spec;
+    if (!spec) {
+      this.#outputs.setSoundtrack(null);
+      return;
+    }
+    let soundtrack: Soundtrack;
+    try {
+      soundtrack = new Soundtrack(spec, await load(spec));
+    } catch (err) {
+      if (ask === this.#soundtrackAsks) this.#soundtrackSpec = null;
+      this.#lastError = `soundtrack: ${String(err)}`;
+      throw err;
+    }
+    if (ask !== this.#soundtrackAsks || this.#state === 'closed') return;
+    this.#outputs.setSoundtrack(soundtrack);
+    this.#logger.info(`setSoundtrack() | playing [streamId:${this.streamId}] [songId:${spec.songId}] [take:${spec.take}] [loop:${spec.loop}]`);
   }
 
   /**

@@ -6,6 +6,7 @@
  *              │                                             └► RecordingWriter (while recording)
  *              └► RtmpOutputs (FLV → ffmpeg → each destination)
  *   Opus RTP ─► AacEncoderBin ─AAC─► HlsPackager, RtmpOutputs
+ *   with a soundtrack: Opus RTP ─► SoundtrackMixer (take + publisher) ─PCM─► AacEncoderBin ─AAC─► the same
  *
  * They take the same access units the WHEP viewers get (no second encoder). The AAC encoder runs
  * once per publisher session, and only while something consumes it.
@@ -23,6 +24,11 @@ import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from '.
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import { opusCarriesSound } from './OpusSilence.ts';
 import type { MediaSettings } from './settings.ts';
+import type { Soundtrack, SoundtrackStatus } from './Soundtrack.ts';
+import { SoundtrackMixer } from './SoundtrackMixer.ts';
+
+/** Samples per channel in one AAC-LC frame. */
+const AAC_FRAME_SAMPLES = 1024;
 
 /** The name of the spec's own RTMP destination (output_rtmp_url) among a stream's destinations. */
 export const PRIMARY_RTMP = 'output_rtmp_url';
@@ -36,6 +42,8 @@ export interface StreamOutputsStatus {
   rtmpOutputs: RtmpDestinationStatus[];
   /** The recording being written (null when recording is off, or on with no output yet). */
   recording: RecordingWriterStats | null;
+  /** The soundtrack set on the stream (null: none), where it is on the node's clock. */
+  soundtrack: SoundtrackStatus | null;
 }
 
 export interface StreamOutputsOptions {
@@ -62,6 +70,10 @@ export class StreamOutputs {
   /** The last minute of output segments, for clips (fed by the HLS packager). */
   readonly #clips = new ClipBuffer();
   #aac: AacEncoderBin | null = null;
+  /** The song mixed into the output audio (null: the publisher's audio alone, as it comes). */
+  #soundtrack: Soundtrack | null = null;
+  /** Runs with the AAC encoder while a soundtrack is set: that encoder then takes its PCM. */
+  #mixer: SoundtrackMixer | null = null;
   /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
   #audioHeard = false;
   readonly #rtmp: RtmpOutputs;
@@ -189,6 +201,10 @@ export class StreamOutputs {
     const audio = this.#opts.audioPayloadType();
     // A recording keeps the publisher's sound, so it runs the AAC encoder too.
     const wanted = !this.#closed && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
+    if (this.#soundtrack) {
+      this.#syncMix(wanted, audio);
+      return;
+    }
     // Silence frames alone start no encoder (media/OpusSilence.ts): the outputs fill silence anyway.
     const sound = this.#audioHeard || this.#opts.settings.aacForSilence;
     if (audio === undefined || !wanted || !sound) {
@@ -214,21 +230,84 @@ export class StreamOutputs {
     if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
   }
 
+  /**
+   * With a soundtrack the AAC encoder takes the mix, whether or not the publisher sends audio (the
+   * take alone then), while something consumes the outputs.
+   */
+  #syncMix(wanted: boolean, audio: number | undefined): void {
+    const soundtrack = this.#soundtrack as Soundtrack;
+    if (!wanted) {
+      this.closeAac();
+      return;
+    }
+    if (!this.#aac) {
+      try {
+        // AAC frame n holds mix frames from n·1024 on (the encoder neither drops nor adds any): it
+        // is placed at their due time, so a busy event loop delays frames without moving them.
+        let n = 0;
+        const aac = new AacEncoderBin({
+          payloadType: 'pcm',
+          bitrateBps: this.#opts.settings.aacBitrateBps,
+          logger: this.#logger,
+          onFrame: (frame) => {
+            const atMs = this.#mixer?.dueMs(AAC_FRAME_SAMPLES * n++) ?? performance.now();
+            this.#hls?.pushAudio(frame, atMs);
+            this.#rtmp.pushAudio(frame, atMs);
+          },
+        });
+        this.#aac = aac;
+        this.#mixer = new SoundtrackMixer({
+          soundtrack,
+          jitterMs: this.#opts.settings.soundtrackJitterMs,
+          logger: this.#logger,
+          onPcm: (pcm) => {
+            if (!aac.closed) aac.push(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength));
+          },
+        });
+      } catch (err) {
+        this.#opts.onError(`aac: ${String(err)}`);
+        this.#logger.error({ err }, `syncMix() | AAC encoder failed [streamId:${this.#streamId}]`);
+        this.closeAac();
+      }
+    }
+    this.#mixer?.setPublisher(audio);
+    if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
+  }
+
+  /**
+   * Sets (or clears, null) the song mixed into the output audio. The encoder running now goes:
+   * the next one takes the mix (or the publisher's Opus again) from the next sync on.
+   */
+  setSoundtrack(soundtrack: Soundtrack | null): void {
+    if (this.#closed) return;
+    this.closeAac();
+    this.#soundtrack = soundtrack;
+    this.syncAac();
+  }
+
   /** The publisher's audio ends (it left, or another one takes over): its AAC encoder goes, and the next must be heard again. */
   endPublisherAudio(): void {
     this.#audioHeard = false;
-    this.closeAac();
+    // A soundtrack goes on alone, without a gap.
+    if (this.#mixer) this.#mixer.setPublisher(undefined);
+    else this.closeAac();
   }
 
-  /** The AAC encoder belongs to one publisher's audio: it goes with it (the outputs fill silence). */
+  /** The AAC encoder belongs to one publisher's audio (or to the soundtrack's mix): it goes with it (the outputs fill silence). */
   closeAac(): void {
+    this.#mixer?.close();
+    this.#mixer = null;
     this.#aac?.close();
     this.#aac = null;
     if (this.#hls) this.#hls.audioExpected = false;
   }
 
-  /** The publisher's Opus, for the AAC encoder (when it runs). */
+  /** The publisher's Opus, for the AAC encoder or the soundtrack's mix (when it runs). */
   pushAudioRtp(rtp: Buffer): void {
+    if (this.#mixer) {
+      this.#mixer.pushOpus(rtp);
+      return;
+    }
     if (!this.#audioHeard && opusCarriesSound(rtp)) {
       this.#audioHeard = true;
       this.syncAac();
@@ -253,6 +332,7 @@ export class StreamOutputs {
       rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
       rtmpOutputs: this.#rtmp.status(),
       recording: this.#recorder?.stats ?? null,
+      soundtrack: this.#soundtrack?.status() ?? null,
     };
   }
 

@@ -162,6 +162,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}),
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
       audioPayloadType: () => this.#publisher?.audioPayloadType,
+      audioViewers: () => this.#viewers.audioViewers(),
+      sendViewerAudio: (rtp) => this.#viewers.sendAudio(rtp),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -380,7 +382,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         if (session === this.#publisher && this.#state !== 'closed') this.#ingest.push(session, frame);
       },
       onAudioRtp: (rtp) => {
-        this.#viewers.sendAudio(rtp);
+        // With a soundtrack the viewers get the mix (StreamOutputs encodes it), not this.
+        if (!this.#outputs.mixesViewerAudio) this.#viewers.sendAudio(rtp);
         if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
       },
     });
@@ -555,6 +558,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#publisher?.requestKeyframe('decoder');
     });
     session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
+    // A soundtrack's mix is encoded for viewers only while some take audio.
+    if (session.audioPayloadType !== undefined) this.#outputs.syncAac();
     session.once('close', () => {
       if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
       this.#armIdle();

@@ -54,6 +54,11 @@ export class SoundtrackMixer {
   /** Frames skipped after stalls (status, tests). */
   framesSkipped = 0;
 
+  /** Output frames made (or skipped) so far: the next block starts at this frame. */
+  get framesMade(): number {
+    return this.#made;
+  }
+
   /** performance.now() when output frame `frame` was due (skipped frames count: the clock went on). */
   dueMs(frame: number): number {
     return this.startPerf + frame / FRAMES_PER_MS;

@@ -6,7 +6,8 @@
  *              │                                             └► RecordingWriter (while recording)
  *              └► RtmpOutputs (FLV → ffmpeg → each destination)
  *   Opus RTP ─► AacEncoderBin ─AAC─► HlsPackager, RtmpOutputs
- *   with a soundtrack: Opus RTP ─► SoundtrackMixer (take + publisher) ─PCM─► AacEncoderBin ─AAC─► the same
+ *   with a soundtrack: Opus RTP ─► SoundtrackMixer (take + publisher) ─PCM─┬► AacEncoderBin ─AAC─► the same
+ *                                                                           └► OpusEncoderBin ─Opus RTP─► WHEP viewers
  *
  * They take the same access units the WHEP viewers get (no second encoder). The AAC encoder runs
  * once per publisher session, and only while something consumes it.
@@ -26,6 +27,7 @@ import { opusCarriesSound } from './OpusSilence.ts';
 import type { MediaSettings } from './settings.ts';
 import type { Soundtrack, SoundtrackStatus } from './Soundtrack.ts';
 import { SoundtrackMixer } from './SoundtrackMixer.ts';
+import { OpusEncoderBin } from './OpusEncoderBin.ts';
 
 /** Samples per channel in one AAC-LC frame. */
 const AAC_FRAME_SAMPLES = 1024;
@@ -57,6 +59,10 @@ export interface StreamOutputsOptions {
   requestKeyUnit: () => void;
   /** The publisher's Opus payload type; undefined without a publisher (or without its audio). */
   audioPayloadType: () => number | undefined;
+  /** WHEP viewers that take audio: with a soundtrack they get the mix (encoded to Opus here) instead of the publisher's Opus. */
+  audioViewers: () => number;
+  /** One Opus RTP packet of the mix for every WHEP viewer. */
+  sendViewerAudio: (rtp: Buffer) => void;
   /** An output failed in a way the stream reports (its lastError). */
   onError: (message: string) => void;
   logger: Logger;
@@ -72,8 +78,10 @@ export class StreamOutputs {
   #aac: AacEncoderBin | null = null;
   /** The song mixed into the output audio (null: the publisher's audio alone, as it comes). */
   #soundtrack: Soundtrack | null = null;
-  /** Runs with the AAC encoder while a soundtrack is set: that encoder then takes its PCM. */
+  /** Runs while a soundtrack is set and an output takes audio: the AAC encoder and the viewers' Opus encoder then take its PCM. */
   #mixer: SoundtrackMixer | null = null;
+  /** The mix as Opus RTP for WHEP viewers (only while viewers with audio exist). */
+  #opus: OpusEncoderBin | null = null;
   /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
   #audioHeard = false;
   readonly #rtmp: RtmpOutputs;
@@ -231,47 +239,74 @@ export class StreamOutputs {
   }
 
   /**
-   * With a soundtrack the AAC encoder takes the mix, whether or not the publisher sends audio (the
-   * take alone then), while something consumes the outputs.
+   * With a soundtrack the mix runs while an output takes audio, whether or not the publisher sends
+   * any (the take alone then): the AAC encoder while HLS, a recording or RTMP consumes it, the
+   * Opus encoder while WHEP viewers with audio are there.
    */
-  #syncMix(wanted: boolean, audio: number | undefined): void {
+  #syncMix(aacWanted: boolean, audio: number | undefined): void {
     const soundtrack = this.#soundtrack as Soundtrack;
-    if (!wanted) {
-      this.closeAac();
+    const viewers = !this.#closed && this.#opts.audioViewers() > 0;
+    if (!aacWanted && !viewers) {
+      this.#closeMix();
       return;
     }
-    if (!this.#aac) {
-      try {
-        // AAC frame n holds mix frames from n·1024 on (the encoder neither drops nor adds any): it
-        // is placed at their due time, so a busy event loop delays frames without moving them.
+    try {
+      this.#mixer ??= new SoundtrackMixer({
+        soundtrack,
+        jitterMs: this.#opts.settings.soundtrackJitterMs,
+        logger: this.#logger,
+        onPcm: (pcm) => {
+          const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+          if (this.#aac && !this.#aac.closed) this.#aac.push(bytes);
+          if (this.#opus && !this.#opus.closed) this.#opus.push(bytes);
+        },
+      });
+      const mixer = this.#mixer;
+      if (aacWanted && !this.#aac) {
+        // AAC frame n holds mix frames from first + n·1024 on (the encoder neither drops nor adds
+        // any): it is placed at their due time, so a busy event loop delays frames without moving them.
+        const first = mixer.framesMade;
         let n = 0;
-        const aac = new AacEncoderBin({
+        this.#aac = new AacEncoderBin({
           payloadType: 'pcm',
           bitrateBps: this.#opts.settings.aacBitrateBps,
           logger: this.#logger,
           onFrame: (frame) => {
-            const atMs = this.#mixer?.dueMs(AAC_FRAME_SAMPLES * n++) ?? performance.now();
+            const atMs = mixer.dueMs(first + AAC_FRAME_SAMPLES * n++);
             this.#hls?.pushAudio(frame, atMs);
             this.#rtmp.pushAudio(frame, atMs);
           },
         });
-        this.#aac = aac;
-        this.#mixer = new SoundtrackMixer({
-          soundtrack,
-          jitterMs: this.#opts.settings.soundtrackJitterMs,
-          logger: this.#logger,
-          onPcm: (pcm) => {
-            if (!aac.closed) aac.push(new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength));
-          },
-        });
-      } catch (err) {
-        this.#opts.onError(`aac: ${String(err)}`);
-        this.#logger.error({ err }, `syncMix() | AAC encoder failed [streamId:${this.#streamId}]`);
-        this.closeAac();
+      } else if (!aacWanted && this.#aac) {
+        this.#aac.close();
+        this.#aac = null;
       }
+      if (viewers && !this.#opus) {
+        this.#opus = new OpusEncoderBin({ payloadType: 111, bitrateBps: 96_000, mtu: this.#opts.settings.rtpMaxPayload, logger: this.#logger, onRtp: this.#opts.sendViewerAudio });
+      } else if (!viewers && this.#opus) {
+        this.#opus.close();
+        this.#opus = null;
+      }
+    } catch (err) {
+      this.#opts.onError(`soundtrack: ${String(err)}`);
+      this.#logger.error({ err }, `syncMix() | soundtrack encoder failed [streamId:${this.#streamId}]`);
+      this.#closeMix();
     }
     this.#mixer?.setPublisher(audio);
     if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
+  }
+
+  /** Whether WHEP viewers get the mix now (then not the publisher's Opus). */
+  get mixesViewerAudio(): boolean {
+    return this.#opus !== null;
+  }
+
+  #closeMix(): void {
+    this.#mixer?.close();
+    this.#mixer = null;
+    this.#opus?.close();
+    this.#opus = null;
+    this.closeAac();
   }
 
   /**
@@ -280,7 +315,7 @@ export class StreamOutputs {
    */
   setSoundtrack(soundtrack: Soundtrack | null): void {
     if (this.#closed) return;
-    this.closeAac();
+    this.#closeMix();
     this.#soundtrack = soundtrack;
     this.syncAac();
   }
@@ -295,8 +330,6 @@ export class StreamOutputs {
 
   /** The AAC encoder belongs to one publisher's audio (or to the soundtrack's mix): it goes with it (the outputs fill silence). */
   closeAac(): void {
-    this.#mixer?.close();
-    this.#mixer = null;
     this.#aac?.close();
     this.#aac = null;
     if (this.#hls) this.#hls.audioExpected = false;
@@ -341,7 +374,7 @@ export class StreamOutputs {
     if (this.#closed) return;
     this.#closed = true;
     const steps: (() => void)[] = [
-      () => this.closeAac(),
+      () => this.#closeMix(),
       () => this.#rtmp.stop(),
       () => this.#hls?.close(),
       () => this.#clips.clear(),

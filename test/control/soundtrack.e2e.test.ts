@@ -5,7 +5,8 @@
  * AAC, fetched segment by segment and decoded by ffmpeg, must be the take: cross-correlation
  * peaks at one lag that stays put across the capture (sample-accurate, no gap, no drift), and
  * the loop seam carries no click (no sample step beyond the take's own largest, the same match
- * across it as elsewhere). `DELETE` silences it again. Bad bodies are 400 naming the field;
+ * across it as elsewhere). A WHEP viewer on libwebrtc (wrtc) decodes the take from its Opus.
+ * `DELETE` silences it again. Bad bodies are 400 naming the field;
  * another account's song is 404.
  */
 import { execFile } from 'node:child_process';
@@ -19,6 +20,7 @@ import { stampedH264 } from '../helpers/h264Source.ts';
 import { startLiveServer, type Json } from '../helpers/liveServer.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';
+import { wrtcView } from '../media/wrtcPeers.ts';
 
 const run = promisify(execFile);
 const RATE = 48_000;
@@ -177,6 +179,29 @@ t.test('a looping soundtrack is in the LL-HLS AAC sample-accurately, seams witho
   const got = await api('GET', `/v1/streams/${id}/soundtrack`);
   t.ok(got.body['data']['loops'] >= 1, `status counts the loops (${got.body['data']['loops']})`);
   t.ok(rms(out) > 0.02, `the output carries the song (rms ${rms(out).toFixed(3)})`);
+
+  // WHEP: a libwebrtc viewer (wrtc) decodes the Opus it gets: the take, not the publisher's silence.
+  const audioFile = join(dataDir, 'whep.pcm');
+  const viewer = await wrtcView(t, created.body['output_stream_url'] as string, audioFile);
+  t.equal(viewer.status, 201, 'WHEP viewer answered');
+  const heard = await viewer.waitReport((r) => r.audioFrames >= 5 * (r.audioRate || RATE), 60_000);
+  t.equal(heard.audioRate, RATE, 'the viewer decodes 48 kHz');
+  const raw = readFileSync(audioFile);
+  const pcm = new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + (raw.length & ~1)));
+  const whep = heard.audioChannels === 2 ? monoOf(pcm) : Float64Array.from(pcm, (v) => v / 32768);
+  // The last 3 s in quarter-second windows (the first ones hold the jitter buffer's start): each is
+  // the take somewhere. Where exactly moves a little: libwebrtc's jitter buffer stretches and
+  // shortens its playout when packets come late (this machine's load), so the lag is reported here,
+  // not held to a sample as on LL-HLS (whose timeline the test reads without a jitter buffer).
+  const Q = RATE / 4;
+  const windows: { peak: number; offset: number }[] = [];
+  for (let at = whep.length - 12 * Q; at + Q <= whep.length; at += Q) {
+    const { lag, peak } = loopLag(take, whep.subarray(at, at + Q));
+    windows.push({ peak, offset: (((lag - at) % take.length) + take.length) % take.length });
+  }
+  const matched = windows.filter((w) => w.peak > 0.9);
+  t.ok(matched.length >= windows.length * 0.75, `the WHEP viewer's decoded audio is the take: ${matched.length} of ${windows.length} quarter-seconds correlate > 0.9 (peaks ${windows.map((w) => w.peak.toFixed(2)).join(' ')}; offsets ${windows.map((w) => w.offset).join(' ')})`);
+  viewer.closePeer();
 
   // DELETE: the publisher's silence alone again.
   t.equal((await api('DELETE', `/v1/streams/${id}/soundtrack`)).status, 200);

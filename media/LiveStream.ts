@@ -132,6 +132,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #clock: OutputClock;
   /** The soundtrack asked for last (null: none); a newer ask wins over a take still loading. */
   #soundtrackSpec: SoundtrackSpec | null = null;
+  /** The soundtrack the outputs play (the last asked for once its take was read). */
+  #soundtrackPlaying: SoundtrackSpec | null = null;
   #soundtrackAsks = 0;
 
   constructor(opts: LiveStreamOptions) {
@@ -307,6 +309,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const ask = ++this.#soundtrackAsks;
     this.#soundtrackSpec = spec;
     if (!spec) {
+      this.#soundtrackPlaying = null;
       this.#outputs.setSoundtrack(null);
       return;
     }
@@ -314,11 +317,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     try {
       soundtrack = new Soundtrack(spec, await load(spec));
     } catch (err) {
-      if (ask === this.#soundtrackAsks) this.#soundtrackSpec = null;
+      // What plays goes on; the next ask is compared with it (a DELETE then clears it).
+      if (ask === this.#soundtrackAsks) this.#soundtrackSpec = this.#soundtrackPlaying;
       this.#lastError = `soundtrack: ${String(err)}`;
       throw err;
     }
     if (ask !== this.#soundtrackAsks || this.#state === 'closed') return;
+    this.#soundtrackPlaying = spec;
     this.#outputs.setSoundtrack(soundtrack);
     this.#logger.info(`setSoundtrack() | playing [streamId:${this.streamId}] [songId:${spec.songId}] [take:${spec.take}] [loop:${spec.loop}]`);
   }

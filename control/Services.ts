@@ -9,7 +9,7 @@ import type { SongService } from '../songs/index.ts';
 import type { WebhookService } from '../webhooks/index.ts';
 import type { LinkSigner } from './LinkSigner.ts';
 import type { Metrics } from './Metrics.ts';
-import type { AdmissionService, ClipService, RecordingService, RtmpOutputService, SlateImageService, StreamService } from '../streams/index.ts';
+import type { AdmissionService, ClipService, RecordingService, RtmpOutputService, SlateImageService, SoundtrackService, StreamService } from '../streams/index.ts';
 
 export interface Services {
   /** Area A. Without it only /usage answers (503). */
@@ -30,6 +30,8 @@ export interface Services {
   admission?: AdmissionService;
   /** Extra RTMP destinations of streams; mounted with `streams`. */
   rtmpOutputs?: RtmpOutputService;
+  /** Streams' soundtracks (a song's take in the output audio); mounted with `streams`. */
+  soundtracks?: SoundtrackService;
   /** Area B webhook management. */
   webhooks?: WebhookService;
   /** The media node's WHIP/WHEP routes (embedded default and `media` role). */

@@ -21,6 +21,7 @@ import {
   RecordingService,
   SlateImageService,
   RtmpOutputService,
+  SoundtrackService,
   scaleOutStreams,
   StreamLifecycle,
   StreamService,
@@ -76,6 +77,9 @@ class NoMediaNodes implements MediaNodeClient {
   async clip() {
     return null;
   }
+  async setSoundtrack() {
+    return false;
+  }
   async setRtmpDestinations() {
     return false;
   }
@@ -129,6 +133,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       recordingsDir: deps.blobs.pathOf('recordings'),
       // Slate images the API stored for a stream, read by whichever node holds it.
       slatesDir: deps.blobs.pathOf('slates'),
+      songsDir: deps.blobs.pathOf('songs'),
       images,
       // Diffusion when this node has models; image processors only otherwise (skip_diffusion semantics).
       createProcessor: overrides.createProcessor ?? (models.length > 0 ? diffusionProcessorFactory({ modelsDir: config.modelsDir, imageLimits: config.images, ...(overrides.fetchImage ? { fetchImage: overrides.fetchImage } : {}) }) : defaultProcessorFactory),
@@ -207,6 +212,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       services.streams = service;
       services.admission = admission;
       services.rtmpOutputs = new RtmpOutputService({ store: deps.store, media, streams: service, logger: deps.logger });
+      services.soundtracks = new SoundtrackService({ store: deps.store, media, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
       if (deps.links) {
         recordings = new RecordingService({
           store: deps.store,

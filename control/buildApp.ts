@@ -29,6 +29,7 @@ import { slateRoutes } from './routes/slate.ts';
 import { admissionRoutes } from './routes/admission.ts';
 import { musicRoutes } from './routes/music.ts';
 import { outputRoutes } from './routes/outputs.ts';
+import { soundtrackRoutes } from './routes/soundtrack.ts';
 import { systemRoutes } from './routes/system.ts';
 import { streamRoutes } from './routes/streams.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
@@ -166,6 +167,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     await area.register(slateRoutes(config, areaCtx));
     await area.register(admissionRoutes(config, areaCtx));
     await area.register(outputRoutes(config, areaCtx));
+    await area.register(soundtrackRoutes(config, areaCtx));
     await area.register(capabilitiesRoutes(config, areaCtx));
     await area.register(controlRoutes(config, areaCtx));
     await area.register(webhookRoutes(config, ctx));

@@ -133,6 +133,12 @@ export const ConfigEnvSchema = z.object({
   /** Slate encodes (one x264 encode of a still at the slate's rate each) of streams that never had a publisher, per node; 0: none. */
   WHEP_WAITING_SLATES: z.coerce.number().int().min(0).max(10_000).default(DEFAULT_MEDIA_SETTINGS.maxWaitingSlates),
   /**
+   * ms of a publisher's audio a stream's soundtrack mix holds before it takes it (again after it
+   * ran dry): absorbs Opus packets that arrive unevenly, and delays the publisher's audio on
+   * outputs with a soundtrack by as much. Default 60 (three 20 ms packets).
+   */
+  SOUNDTRACK_JITTER_MS: z.coerce.number().int().min(0).max(1000).default(DEFAULT_MEDIA_SETTINGS.soundtrackJitterMs),
+  /**
    * Connected WHEP viewers of all streams on this media node (beyond → 503: the node is full);
    * default VIEWERS_PER_CORE × cores, from the measured per-viewer cost.
    */
@@ -359,6 +365,7 @@ export interface Config {
       | 'jitterMaxLatencyMs'
       | 'nackMaxRetries'
       | 'nackMaxBitrateShare'
+      | 'soundtrackJitterMs'
     >
   >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
@@ -478,6 +485,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       jitterMaxLatencyMs: e.WHIP_REORDER_WAIT_MAX_MS,
       nackMaxRetries: e.WHIP_NACK_MAX_RETRIES,
       nackMaxBitrateShare: e.WHIP_NACK_MAX_BITRATE_PCT / 100,
+      soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
     }),
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),

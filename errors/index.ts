@@ -49,6 +49,8 @@ export const STREAM_ERRORS = {
   'CLIPS/NOT_LIVE': { status: 409, message: 'The stream has no live output to clip.' },
   'CLIPS/RATE_LIMITED': { status: 429, message: 'Too many clips of this stream; slow down.' },
   'CLIPS/LINK_EXPIRED': { status: 403, message: 'The download link is invalid or has expired.' },
+  'SOUNDTRACK/SONG_NOT_FOUND': { status: 404, message: 'No such song (or take) on this account.' },
+  'SOUNDTRACK/SONG_NOT_RENDERED': { status: 409, message: 'The song is not rendered yet; set it as the soundtrack once its status is done.' },
   'RECORDINGS/NOT_FOUND': { status: 404, message: 'No such recording on this stream.' },
   'RECORDINGS/ACTIVE': { status: 409, message: 'The recording is still being written; end it first (PATCH record: false).' },
   'RECORDINGS/EMPTY': { status: 409, message: 'The recording has no segments (yet).' },

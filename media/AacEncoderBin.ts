@@ -7,6 +7,9 @@
  *     ! audioresample ! audio/x-raw,rate=48000,channels=2 ! avenc_aac bitrate=128000
  *     ! aacparse ! audio/mpeg,stream-format=adts ! appsink
  *
+ * With a soundtrack the input is the mix instead (`payloadType: 'pcm'`: 48 kHz interleaved
+ * stereo int16, media/SoundtrackMixer.ts), converted to the float samples avenc_aac takes.
+ *
  * ADTS frames reach Node one per appsink buffer; we strip the 7/9-byte header (the fMP4 and FLV
  * writers want raw frames plus the AudioSpecificConfig, which is fixed: AAC-LC 48 kHz stereo).
  */
@@ -25,8 +28,8 @@ export const AAC_ASC = Uint8Array.from([0x11, 0x90]);
 export const AAC_SILENT_FRAME = Uint8Array.from([0x21, 0x10, 0x04, 0x60, 0x8c, 0x1c]);
 
 export interface AacEncoderBinOptions {
-  /** RTP payload type of the publisher's Opus. */
-  payloadType: number;
+  /** RTP payload type of the publisher's Opus, or `pcm` for 48 kHz interleaved stereo int16. */
+  payloadType: number | 'pcm';
   bitrateBps?: number;
   logger: Logger;
   /** Raw AAC frame (no ADTS header), on the main thread. */
@@ -54,10 +57,15 @@ export class AacEncoderBin {
   framesOut = 0;
 
   constructor(opts: AacEncoderBinOptions) {
-    const caps = `application/x-rtp,media=(string)audio,clock-rate=(int)48000,encoding-name=(string)OPUS,payload=(int)${opts.payloadType}`;
+    const raw = `audio/x-raw,format=S16LE,layout=interleaved,rate=${AAC_SAMPLE_RATE},channels=${AAC_CHANNELS}`;
+    const source =
+      opts.payloadType === 'pcm'
+        ? `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=400000 caps="${raw}" ! audioconvert `
+        : `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=200000 ` +
+          `caps="application/x-rtp,media=(string)audio,clock-rate=(int)48000,encoding-name=(string)OPUS,payload=(int)${opts.payloadType}" ` +
+          `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,rate=${AAC_SAMPLE_RATE},channels=${AAC_CHANNELS} `;
     const launch =
-      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=200000 caps="${caps}" ` +
-      `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,rate=${AAC_SAMPLE_RATE},channels=${AAC_CHANNELS} ` +
+      source +
       `! avenc_aac bitrate=${opts.bitrateBps ?? 128_000} ! aacparse ! audio/mpeg,mpegversion=4,stream-format=adts ` +
       `! appsink name=sink sync=false max-buffers=50 drop=true`;
     this.#bin = new AppPipeline({
@@ -75,7 +83,7 @@ export class AacEncoderBin {
     opts.logger.debug(`AacEncoderBin() | started [pt:${opts.payloadType}]`);
   }
 
-  /** Feeds one serialized Opus RTP packet. */
+  /** Feeds one serialized Opus RTP packet (or, with `pcm`, a block of samples). */
   push(rtp: Uint8Array): void {
     if (this.#bin.closed) throw new InvalidStateError('AAC encoder closed');
     this.#bin.push(rtp);

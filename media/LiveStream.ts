@@ -6,7 +6,7 @@
  *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─┬► ViewerSet (H.264 viewers)
  *                          (decoder)    or passthrough ────────┤                        └► StreamOutputs (HLS, clips, recording, RTMP)
  *                                                              └► Vp8Branch ─────────────► ViewerSet (VP8 viewers)
- *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP)
+ *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP; mixed with the soundtrack, if set)
  *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
  *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
  *   OutputClock: every frame to the encoders stamped on one timeline (live: capture time; slate: node clock)
@@ -41,6 +41,7 @@ import type { RtmpDestination } from './RtmpOutputs.ts';
 import { SlateImage } from './SlateImage.ts';
 import type { ImageDecoder } from '../images/index.ts';
 import { SlateSwitch } from './SlateSwitch.ts';
+import { Soundtrack, type SoundtrackSpec } from './Soundtrack.ts';
 import { StreamOutputs } from './StreamOutputs.ts';
 import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -129,6 +130,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #livePushed = false;
   /** The output timeline every frame to the encoders is stamped on (live and slate, across publishers). */
   readonly #clock: OutputClock;
+  /** The soundtrack asked for last (null: none); a newer ask wins over a take still loading. */
+  #soundtrackSpec: SoundtrackSpec | null = null;
+  /** The soundtrack the outputs play (the last asked for once its take was read). */
+  #soundtrackPlaying: SoundtrackSpec | null = null;
+  #soundtrackAsks = 0;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -158,6 +164,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}),
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
       audioPayloadType: () => this.#publisher?.audioPayloadType,
+      audioViewers: () => this.#viewers.audioViewers(),
+      sendViewerAudio: (rtp) => this.#viewers.sendAudio(rtp),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -291,6 +299,36 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
+   * Sets (null: clears) the song mixed into the output audio; `load` reads the take's PCM. The
+   * same spec again changes nothing (a publisher's grant repeats what the stream holds). Resolves
+   * once the take plays (or was superseded by a newer call); rejects when the take cannot be read.
+   */
+  async setSoundtrack(spec: SoundtrackSpec | null, load: (spec: SoundtrackSpec) => Promise<Int16Array>): Promise<void> {
+    this.#assertOpen();
+    if (JSON.stringify(spec) === JSON.stringify(this.#soundtrackSpec)) return;
+    const ask = ++this.#soundtrackAsks;
+    this.#soundtrackSpec = spec;
+    if (!spec) {
+      this.#soundtrackPlaying = null;
+      this.#outputs.setSoundtrack(null);
+      return;
+    }
+    let soundtrack: Soundtrack;
+    try {
+      soundtrack = new Soundtrack(spec, await load(spec));
+    } catch (err) {
+      // What plays goes on; the next ask is compared with it (a DELETE then clears it).
+      if (ask === this.#soundtrackAsks) this.#soundtrackSpec = this.#soundtrackPlaying;
+      this.#lastError = `soundtrack: ${String(err)}`;
+      throw err;
+    }
+    if (ask !== this.#soundtrackAsks || this.#state === 'closed') return;
+    this.#soundtrackPlaying = spec;
+    this.#outputs.setSoundtrack(soundtrack);
+    this.#logger.info(`setSoundtrack() | playing [streamId:${this.streamId}] [songId:${spec.songId}] [take:${spec.take}] [loop:${spec.loop}]`);
+  }
+
+  /**
    * Resolves once the frame processor being built exists (frames that need it are dropped until
    * then); at once when none is being built.
    */
@@ -349,7 +387,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         if (session === this.#publisher && this.#state !== 'closed') this.#ingest.push(session, frame);
       },
       onAudioRtp: (rtp) => {
-        this.#viewers.sendAudio(rtp);
+        // With a soundtrack the viewers get the mix (StreamOutputs encodes it), not this.
+        if (!this.#outputs.mixesViewerAudio) this.#viewers.sendAudio(rtp);
         if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
       },
     });
@@ -524,6 +563,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#publisher?.requestKeyframe('decoder');
     });
     session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
+    // A soundtrack's mix is encoded for viewers only while some take audio.
+    if (session.audioPayloadType !== undefined) this.#outputs.syncAac();
     session.once('close', () => {
       if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
       this.#armIdle();

@@ -8,12 +8,14 @@
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import type { RtmpDestination } from './RtmpOutputs.ts';
 import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { AwayHold } from './AwayHold.ts';
 import { loadCodecPlugins } from './CodecPlugins.ts';
 import { writeClipMp4 } from './ClipMp4.ts';
 import { SLATE_IMAGE_FILE } from './SlateImage.ts';
+import { takePcm, type SoundtrackSpec } from './Soundtrack.ts';
 import { ImageDecoder } from '../images/index.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
@@ -42,6 +44,8 @@ export interface IngestGrant {
   rtmpDestinations?: RtmpDestination[] | undefined;
   /** Record the output (the stream's `record`). */
   record?: boolean | undefined;
+  /** The song mixed into the output audio (the stream's soundtrack). */
+  soundtrack?: SoundtrackSpec | undefined;
 }
 
 /**
@@ -165,6 +169,8 @@ export interface MediaNodeOptions {
   recordingsDir?: string;
   /** Folder of the streams' slate images (`slates` in the blob store, where the API puts them); without it the slate shows no image. */
   slatesDir?: string;
+  /** Folder of the songs' files (`songs` in the blob store, where the render workers put them): soundtracks are read there. Without it none plays. */
+  songsDir?: string;
   /** The process's decoder for images (its caps are the operator's IMAGE_* settings); default: one with the default caps. */
   images?: ImageDecoder;
 }
@@ -411,6 +417,28 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return stream.setRecording(on);
   }
 
+  /**
+   * Sets (null: clears) the song mixed into a held stream's output audio, once its take is read
+   * (a stream not held here takes the stored one with its next publisher); false when not held.
+   * Rejects when the take cannot be read.
+   */
+  async setSoundtrack(streamId: string, spec: SoundtrackSpec | null): Promise<boolean> {
+    const stream = this.#streams.get(streamId);
+    if (!stream || stream.state === 'closed') return false;
+    await stream.setSoundtrack(spec, (s) => this.#readTake(s));
+    return true;
+  }
+
+  /** The take's PCM from the shared blob store (`songs/<songId>/<take>.wav`). */
+  async #readTake(spec: SoundtrackSpec): Promise<Int16Array> {
+    const dir = this.#opts.songsDir;
+    if (!dir) throw new InvalidStateError('this media node has no songs folder');
+    const prefix = 'songs/';
+    const rel = spec.wavKey.startsWith(prefix) ? spec.wavKey.slice(prefix.length) : '';
+    if (!/^[\w-]+\/[12]\.wav$/.test(rel)) throw new InvalidStateError(`not a take's WAV key [wavKey:${spec.wavKey}]`);
+    return takePcm(await readFile(join(dir, rel)));
+  }
+
   /** Sets a stream's extra RTMP destinations live (enabled ones push while a publisher is attached); false when not held here. */
   setRtmpDestinations(streamId: string, dests: RtmpDestination[]): boolean {
     const stream = this.#streams.get(streamId);
@@ -464,7 +492,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     streamId: string,
     params: StreamParams,
     sdp: string,
-    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined } = {},
+    outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined; soundtrack?: SoundtrackSpec | null | undefined } = {},
     paramsStoredAt?: number,
     key = '',
   ): Promise<{ sessionId: string; answer: string; etag: string }> {
@@ -481,6 +509,10 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     stream.setRtmpOutput(outputs.rtmpUrl);
     stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
     stream.setRecording(outputs.record === true);
+    // Read while the publisher connects; the outputs carry the take once it is in memory.
+    stream.setSoundtrack(outputs.soundtrack ?? null, (s) => this.#readTake(s)).catch((err: unknown) => {
+      this.#logger.warn({ err }, `publish() | soundtrack not played [streamId:${streamId}]`);
+    });
     const sessionId = randomBytes(16).toString('hex');
     let attached: Awaited<ReturnType<LiveStream['attachPublisher']>>;
     try {

@@ -6,6 +6,8 @@
  *              │                                             └► RecordingWriter (while recording)
  *              └► RtmpOutputs (FLV → ffmpeg → each destination)
  *   Opus RTP ─► AacEncoderBin ─AAC─► HlsPackager, RtmpOutputs
+ *   with a soundtrack: Opus RTP ─► SoundtrackMixer (take + publisher) ─PCM─┬► AacEncoderBin ─AAC─► the same
+ *                                                                           └► OpusEncoderBin ─Opus RTP─► WHEP viewers
  *
  * They take the same access units the WHEP viewers get (no second encoder). The AAC encoder runs
  * once per publisher session, and only while something consumes it.
@@ -23,6 +25,12 @@ import { RtmpOutputs, type RtmpDestination, type RtmpDestinationStatus } from '.
 import type { OutboundPolicy } from './RtmpRelay.ts';
 import { opusCarriesSound } from './OpusSilence.ts';
 import type { MediaSettings } from './settings.ts';
+import type { Soundtrack, SoundtrackStatus } from './Soundtrack.ts';
+import { SoundtrackMixer } from './SoundtrackMixer.ts';
+import { OpusEncoderBin } from './OpusEncoderBin.ts';
+
+/** Samples per channel in one AAC-LC frame. */
+const AAC_FRAME_SAMPLES = 1024;
 
 /** The name of the spec's own RTMP destination (output_rtmp_url) among a stream's destinations. */
 export const PRIMARY_RTMP = 'output_rtmp_url';
@@ -36,6 +44,8 @@ export interface StreamOutputsStatus {
   rtmpOutputs: RtmpDestinationStatus[];
   /** The recording being written (null when recording is off, or on with no output yet). */
   recording: RecordingWriterStats | null;
+  /** The soundtrack set on the stream (null: none), where it is on the node's clock. */
+  soundtrack: SoundtrackStatus | null;
 }
 
 export interface StreamOutputsOptions {
@@ -49,6 +59,10 @@ export interface StreamOutputsOptions {
   requestKeyUnit: () => void;
   /** The publisher's Opus payload type; undefined without a publisher (or without its audio). */
   audioPayloadType: () => number | undefined;
+  /** WHEP viewers that take audio: with a soundtrack they get the mix (encoded to Opus here) instead of the publisher's Opus. */
+  audioViewers: () => number;
+  /** One Opus RTP packet of the mix for every WHEP viewer. */
+  sendViewerAudio: (rtp: Buffer) => void;
   /** An output failed in a way the stream reports (its lastError). */
   onError: (message: string) => void;
   logger: Logger;
@@ -62,6 +76,12 @@ export class StreamOutputs {
   /** The last minute of output segments, for clips (fed by the HLS packager). */
   readonly #clips = new ClipBuffer();
   #aac: AacEncoderBin | null = null;
+  /** The song mixed into the output audio (null: the publisher's audio alone, as it comes). */
+  #soundtrack: Soundtrack | null = null;
+  /** Runs while a soundtrack is set and an output takes audio: the AAC encoder and the viewers' Opus encoder then take its PCM. */
+  #mixer: SoundtrackMixer | null = null;
+  /** The mix as Opus RTP for WHEP viewers (only while viewers with audio exist). */
+  #opus: OpusEncoderBin | null = null;
   /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
   #audioHeard = false;
   readonly #rtmp: RtmpOutputs;
@@ -189,6 +209,10 @@ export class StreamOutputs {
     const audio = this.#opts.audioPayloadType();
     // A recording keeps the publisher's sound, so it runs the AAC encoder too.
     const wanted = !this.#closed && (this.#rtmp.active || (this.#hls?.watched ?? false) || this.#record);
+    if (this.#soundtrack) {
+      this.#syncMix(wanted, audio);
+      return;
+    }
     // Silence frames alone start no encoder (media/OpusSilence.ts): the outputs fill silence anyway.
     const sound = this.#audioHeard || this.#opts.settings.aacForSilence;
     if (audio === undefined || !wanted || !sound) {
@@ -214,21 +238,109 @@ export class StreamOutputs {
     if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
   }
 
-  /** The publisher's audio ends (it left, or another one takes over): its AAC encoder goes, and the next must be heard again. */
-  endPublisherAudio(): void {
-    this.#audioHeard = false;
+  /**
+   * With a soundtrack the mix runs while an output takes audio, whether or not the publisher sends
+   * any (the take alone then): the AAC encoder while HLS, a recording or RTMP consumes it, the
+   * Opus encoder while WHEP viewers with audio are there.
+   */
+  #syncMix(aacWanted: boolean, audio: number | undefined): void {
+    const soundtrack = this.#soundtrack as Soundtrack;
+    const viewers = !this.#closed && this.#opts.audioViewers() > 0;
+    if (!aacWanted && !viewers) {
+      this.#closeMix();
+      return;
+    }
+    try {
+      this.#mixer ??= new SoundtrackMixer({
+        soundtrack,
+        jitterMs: this.#opts.settings.soundtrackJitterMs,
+        logger: this.#logger,
+        onPcm: (pcm) => {
+          const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+          if (this.#aac && !this.#aac.closed) this.#aac.push(bytes);
+          if (this.#opus && !this.#opus.closed) this.#opus.push(bytes);
+        },
+      });
+      const mixer = this.#mixer;
+      if (aacWanted && !this.#aac) {
+        // AAC frame n holds mix frames from first + n·1024 on (the encoder neither drops nor adds
+        // any): it is placed at their due time, so a busy event loop delays frames without moving them.
+        const first = mixer.framesMade;
+        let n = 0;
+        this.#aac = new AacEncoderBin({
+          payloadType: 'pcm',
+          bitrateBps: this.#opts.settings.aacBitrateBps,
+          logger: this.#logger,
+          onFrame: (frame) => {
+            const atMs = mixer.dueMs(first + AAC_FRAME_SAMPLES * n++);
+            this.#hls?.pushAudio(frame, atMs);
+            this.#rtmp.pushAudio(frame, atMs);
+          },
+        });
+      } else if (!aacWanted && this.#aac) {
+        this.#aac.close();
+        this.#aac = null;
+      }
+      if (viewers && !this.#opus) {
+        this.#opus = new OpusEncoderBin({ payloadType: 111, bitrateBps: 96_000, mtu: this.#opts.settings.rtpMaxPayload, logger: this.#logger, onRtp: this.#opts.sendViewerAudio });
+      } else if (!viewers && this.#opus) {
+        this.#opus.close();
+        this.#opus = null;
+      }
+    } catch (err) {
+      this.#opts.onError(`soundtrack: ${String(err)}`);
+      this.#logger.error({ err }, `syncMix() | soundtrack encoder failed [streamId:${this.#streamId}]`);
+      this.#closeMix();
+    }
+    this.#mixer?.setPublisher(audio);
+    if (this.#hls) this.#hls.audioExpected = this.#aac !== null;
+  }
+
+  /** Whether WHEP viewers get the mix now (then not the publisher's Opus). */
+  get mixesViewerAudio(): boolean {
+    return this.#opus !== null;
+  }
+
+  #closeMix(): void {
+    this.#mixer?.close();
+    this.#mixer = null;
+    this.#opus?.close();
+    this.#opus = null;
     this.closeAac();
   }
 
-  /** The AAC encoder belongs to one publisher's audio: it goes with it (the outputs fill silence). */
+  /**
+   * Sets (or clears, null) the song mixed into the output audio. The encoder running now goes:
+   * the next one takes the mix (or the publisher's Opus again) from the next sync on.
+   */
+  setSoundtrack(soundtrack: Soundtrack | null): void {
+    if (this.#closed) return;
+    this.#closeMix();
+    this.#soundtrack = soundtrack;
+    this.syncAac();
+  }
+
+  /** The publisher's audio ends (it left, or another one takes over): its AAC encoder goes, and the next must be heard again. */
+  endPublisherAudio(): void {
+    this.#audioHeard = false;
+    // A soundtrack goes on alone, without a gap.
+    if (this.#mixer) this.#mixer.setPublisher(undefined);
+    else this.closeAac();
+  }
+
+  /** The AAC encoder belongs to one publisher's audio (or to the soundtrack's mix): it goes with it (the outputs fill silence). */
   closeAac(): void {
     this.#aac?.close();
     this.#aac = null;
     if (this.#hls) this.#hls.audioExpected = false;
   }
 
-  /** The publisher's Opus, for the AAC encoder (when it runs). */
+  /** The publisher's Opus, for the AAC encoder or the soundtrack's mix (when it runs). */
   pushAudioRtp(rtp: Buffer): void {
+    if (this.#mixer) {
+      this.#mixer.pushOpus(rtp);
+      return;
+    }
     if (!this.#audioHeard && opusCarriesSound(rtp)) {
       this.#audioHeard = true;
       this.syncAac();
@@ -253,6 +365,7 @@ export class StreamOutputs {
       rtmp: this.#rtmp.pushStatus(PRIMARY_RTMP),
       rtmpOutputs: this.#rtmp.status(),
       recording: this.#recorder?.stats ?? null,
+      soundtrack: this.#soundtrack?.status() ?? null,
     };
   }
 
@@ -261,7 +374,7 @@ export class StreamOutputs {
     if (this.#closed) return;
     this.#closed = true;
     const steps: (() => void)[] = [
-      () => this.closeAac(),
+      () => this.#closeMix(),
       () => this.#rtmp.stop(),
       () => this.#hls?.close(),
       () => this.#clips.clear(),

@@ -58,6 +58,13 @@ export class ViewerSet {
     return n;
   }
 
+  /** Viewers that take audio (offered Opus), connected or connecting. */
+  audioViewers(): number {
+    let n = 0;
+    for (const v of this.#viewers.values()) if (v.audioPayloadType !== undefined) n++;
+    return n;
+  }
+
   /** Connected viewers (what maxViewersPerStream caps). */
   connected(): number {
     let n = 0;

@@ -188,7 +188,7 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     const verdict = await askAdmission(node, req, { action: 'publish', protocol: 'whip', streamId: ingest.streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
     if (!verdict.admitted) return refuseAdmission(reply, verdict, CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, 'publisher', await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record }, ingest.paramsStoredAt, token));
+    return answered(reply, 'publisher', await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record, soundtrack: ingest.soundtrack }, ingest.paramsStoredAt, token));
   });
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {

@@ -26,6 +26,7 @@ export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
 export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
 export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 export { PRIMARY_RTMP } from './StreamOutputs.ts';
+export { SOUNDTRACK_SAMPLE_RATE, type SoundtrackSpec, type SoundtrackState, type SoundtrackStatus } from './Soundtrack.ts';
 export {
   ImageChainProcessor,
   chainActive,

@@ -122,6 +122,13 @@ export interface MediaSettings {
    * measure the difference (`npm run bench -- recording`).
    */
   aacForSilence: boolean;
+  /**
+   * Publisher audio a soundtrack's mix holds before it starts taking it, ms (again after it ran
+   * dry): Opus arrives in 20 ms packets, unevenly; a mix that ate them as they came would drop
+   * the publisher's sound whenever a packet was late. Adds this much delay to the publisher's
+   * audio on outputs with a soundtrack. Default 60 (three packets).
+   */
+  soundtrackJitterMs: number;
   /** ffmpeg binary for the RTMP push. */
   ffmpegPath: string;
   /**
@@ -192,6 +199,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   hlsWindowSegments: 6,
   aacBitrateBps: 128_000,
   aacForSilence: false,
+  soundtrackJitterMs: 60,
   ffmpegPath: 'ffmpeg',
   decoderNice: 5,
   encoderNice: 10,

@@ -154,6 +154,21 @@ export interface RtmpOutputRecord {
 }
 export type StreamEndReason = 'timeout' | 'deleted' | 'credits_exhausted';
 
+/** A song's take as a stream's soundtrack (`PUT …/soundtrack`), as the node plays it. */
+export interface SoundtrackRecord {
+  songId: string;
+  take: 1 | 2;
+  /** Blob key of the take's WAV. */
+  wavKey: string;
+  /** ms epoch of the take's first sample ("now" is stored as the time of the PUT). */
+  startAt: number;
+  loop: boolean;
+  /** dB. */
+  gainDb: number;
+  /** dB (≤ 0) applied to the publisher's audio while the song sounds. */
+  duckPublisherDb: number;
+}
+
 export interface StreamRecord {
   id: string; // str_<id>
   accountId: string;
@@ -168,6 +183,8 @@ export interface StreamRecord {
   rtmpOutputs?: RtmpOutputRecord[];
   /** Record the output (absent on records made before recording existed: off). */
   record?: boolean;
+  /** The song mixed into the output audio (absent or null: none). */
+  soundtrack?: SoundtrackRecord | null;
   /** The stream's own admission rule (absent or null: the account's, if any). */
   admission?: AdmissionRule | null;
   fromPlayground: boolean;

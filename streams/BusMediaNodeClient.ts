@@ -15,7 +15,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RtmpDestination } from '../media/index.ts';
+import type { RtmpDestination, SoundtrackSpec } from '../media/index.ts';
 import type { NodeEntry, Store, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -39,6 +39,7 @@ export type RpcRequest =
   | { id: string; replyTo: string; method: 'clip'; streamId: string; seconds: number; key: string }
   | { id: string; replyTo: string; method: 'setRtmpDestinations'; streamId: string; dests: RtmpDestination[] }
   | { id: string; replyTo: string; method: 'setRecording'; streamId: string; on: boolean }
+  | { id: string; replyTo: string; method: 'setSoundtrack'; streamId: string; soundtrack: SoundtrackSpec | null }
   | { id: string; replyTo: string; method: 'cancelScheduled'; streamId: string; updateId: string };
 
 /** ms a clip request waits for the node (it remuxes and writes the MP4 first). */
@@ -148,6 +149,11 @@ export class BusMediaNodeClient implements MediaNodeClient {
   async setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean> {
     if (!(await this.#isAlive(nodeId))) return false;
     return (await this.#request(nodeId, { method: 'setRecording', streamId, on })) as boolean;
+  }
+
+  async setSoundtrack(nodeId: string, streamId: string, soundtrack: SoundtrackSpec | null): Promise<boolean> {
+    if (!(await this.#isAlive(nodeId))) return false;
+    return (await this.#request(nodeId, { method: 'setSoundtrack', streamId, soundtrack })) as boolean;
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

@@ -4,7 +4,7 @@
  * update, the restart count and the last error are what the node and its engine report.
  */
 import type { Logger } from 'pino';
-import type { MediaNode, RtmpDestination, StreamParams as NodeParams } from '../media/index.ts';
+import type { MediaNode, RtmpDestination, SoundtrackSpec, StreamParams as NodeParams } from '../media/index.ts';
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -118,6 +118,7 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
       streamId,
       rtmpOutputs: s.rtmpOutputs,
       recordingId: s.recording?.id ?? null,
+      soundtrack: s.soundtrack,
       output: s.output,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,
@@ -162,6 +163,11 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
   async setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean> {
     if (nodeId !== this.nodeId) return false;
     return this.#node.setRecording(streamId, on);
+  }
+
+  async setSoundtrack(nodeId: string, streamId: string, soundtrack: SoundtrackSpec | null): Promise<boolean> {
+    if (nodeId !== this.nodeId) return false;
+    return this.#node.setSoundtrack(streamId, soundtrack);
   }
 
   async clip(nodeId: string, streamId: string, req: ClipRequest): Promise<ClipResult | null> {

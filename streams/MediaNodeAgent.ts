@@ -118,6 +118,9 @@ export class MediaNodeAgent {
         case 'setRecording':
           result = await this.#local.setRecording(this.nodeId, req.streamId, req.on);
           break;
+        case 'setSoundtrack':
+          result = await this.#local.setSoundtrack(this.nodeId, req.streamId, req.soundtrack);
+          break;
         case 'clip':
           result = await this.#local.clip(this.nodeId, req.streamId, { seconds: req.seconds, key: req.key });
           break;

@@ -9,7 +9,7 @@
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
  * The embedded default implements it with direct calls (InProcessMediaNodeClient).
  */
-import type { ClipResult, RtmpDestination, RtmpDestinationStatus } from '../media/index.ts';
+import type { ClipResult, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
 import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
@@ -98,6 +98,8 @@ export interface NodeStreamStatus {
   rtmpOutputs?: RtmpDestinationStatus[];
   /** Id of the recording the node is writing now (absent or null when none). */
   recordingId?: string | null;
+  /** The soundtrack the node mixes into the output audio, where it is (absent or null when none). */
+  soundtrack?: SoundtrackStatus | null;
   /**
    * What the outputs carry (decision 0011): `live` frames, the `slate` (no live frame while someone
    * watches), or `none` (nothing encoded). Absent from nodes older than the field.
@@ -194,9 +196,14 @@ export interface MediaNodeClient {
   setRtmpDestinations(nodeId: string, streamId: string, dests: RtmpDestination[]): Promise<boolean>;
   /** Turns recording of the stream's output on or off live; false when the node does not hold the stream. */
   setRecording(nodeId: string, streamId: string, on: boolean): Promise<boolean>;
+  /**
+   * Sets (null: clears) the song mixed into the stream's output audio, live; resolves once the
+   * node plays it; false when the node does not hold the stream.
+   */
+  setSoundtrack(nodeId: string, streamId: string, soundtrack: SoundtrackSpec | null): Promise<boolean>;
   subscribe(handler: (event: NodeEvent) => void): Promise<Unsubscribe>;
   /** Idempotent. */
   close(): Promise<void>;
 }
 
-export type { ClipResult };
+export type { ClipResult, SoundtrackSpec };

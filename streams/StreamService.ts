@@ -497,6 +497,7 @@ export class StreamService {
       ...(s.outputRtmpUrl ? { outputRtmpUrl: s.outputRtmpUrl } : {}),
       ...(s.rtmpOutputs?.length ? { rtmpDestinations: s.rtmpOutputs } : {}),
       ...(s.record ? { record: true } : {}),
+      ...(s.soundtrack ? { soundtrack: s.soundtrack } : {}),
     };
   }
 

@@ -20,6 +20,7 @@ export type { MediaNodeClient, MediaNodeInfo } from './MediaNodeClient.ts';
 export { PLAYLIST_LINK_TTL_S, RecordingService } from './RecordingService.ts';
 export { SlateImageService, type SlateImageView } from './SlateImageService.ts';
 export { RtmpOutputService } from './RtmpOutputService.ts';
+export { SoundtrackService, type SoundtrackInput, type SoundtrackView } from './SoundtrackService.ts';
 export { mediaNodeId, scaleOutStreams, type ScaleOutStreams } from './ScaleOut.ts';
 export { CONTROL_LIMITS, StreamControl, type ControlEvent, type Tempo } from './StreamControl.ts';
 export { StreamLifecycle, type LifecycleClock, type StreamLifecycleOptions } from './StreamLifecycle.ts';

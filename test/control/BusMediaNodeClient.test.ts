@@ -6,7 +6,7 @@
  */
 import pino from 'pino';
 import t, { type Test } from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } from '../../streams/BusMediaNodeClient.ts';
@@ -46,8 +46,8 @@ async function stores(t: Test, kind: 'embedded' | 'redis'): Promise<Pair> {
   return { client, node };
 }
 
-function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${nodeId}`) {
-  const node = new MediaNode({ publicUrl, logger, capacity: 3, resolveIngest: async () => null, resolvePlayback: async () => null });
+function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${nodeId}`, songsDir?: string) {
+  const node = new MediaNode({ publicUrl, logger, capacity: 3, resolveIngest: async () => null, resolvePlayback: async () => null, ...(songsDir ? { songsDir } : {}) });
   const local = new InProcessMediaNodeClient({ node, nodeId, models: ['stabilityai/sd-turbo'], demo: true, logger });
   const agent = new MediaNodeAgent({ store, local, logger });
   t.teardown(async () => {
@@ -84,6 +84,43 @@ for (const kind of ['embedded', 'redis'] as const) {
     t.equal(await client.endStream('node-a', 'str_1'), true, 'ended on the node');
     t.equal(node.getStream('str_1'), undefined);
     t.equal(await client.endStream('node-a', 'str_1'), false, 'twice: not there');
+  });
+
+  t.test(`${kind}: a soundtrack crosses the bus: the node reads the take from the shared songs folder, reports where it is, and clears it`, { timeout: 30_000 }, async (t) => {
+    const s = await stores(t, kind);
+    const songsDir = mkdtempSync(join(tmpdir(), 'rv-songs-'));
+    t.teardown(() => rmSync(songsDir, { recursive: true, force: true }));
+    // A 2 s take as the renderer writes it: 44-byte header, 48 kHz 16-bit stereo.
+    const frames = 96_000;
+    const wav = Buffer.alloc(44 + frames * 4);
+    wav.write('RIFF', 0, 'ascii');
+    wav.writeUInt32LE(36 + frames * 4, 4);
+    wav.write('WAVEfmt ', 8, 'ascii');
+    wav.writeUInt32LE(16, 16);
+    wav.writeUInt16LE(1, 20);
+    wav.writeUInt16LE(2, 22);
+    wav.writeUInt32LE(48_000, 24);
+    wav.writeUInt32LE(192_000, 28);
+    wav.writeUInt16LE(4, 32);
+    wav.writeUInt16LE(16, 34);
+    wav.write('data', 36, 'ascii');
+    wav.writeUInt32LE(frames * 4, 40);
+    mkdirSync(join(songsDir, 'sng_bus'));
+    writeFileSync(join(songsDir, 'sng_bus', '1.wav'), wav);
+    const { node, agent } = startNode(t, s.node, 'node-st', undefined, songsDir);
+    await agent.start();
+    const client = new BusMediaNodeClient({ store: s.client, logger });
+    t.teardown(() => client.close());
+    const spec = { songId: 'sng_bus', take: 1 as const, wavKey: 'songs/sng_bus/1.wav', startAt: Date.now() - 500, loop: true, gainDb: -3, duckPublisherDb: -12 };
+    t.equal(await client.setSoundtrack('node-st', 'str_st', spec), false, 'a stream the node does not hold: false');
+    node.createStream('str_st');
+    t.equal(await client.setSoundtrack('node-st', 'str_st', spec), true, 'held: taken');
+    const st = (await client.status('node-st', 'str_st'))?.soundtrack;
+    t.match(st, { songId: 'sng_bus', take: 1, state: 'playing', loop: true, gainDb: -3, duckPublisherDb: -12, durationS: 2 }, 'the node plays it and says so');
+    t.ok((st?.positionS ?? -1) >= 0.5 && (st?.positionS ?? 9) < 2, `half a second in, or more (${st?.positionS} s)`);
+    await t.rejects(client.setSoundtrack('node-st', 'str_st', { ...spec, songId: 'sng_none', wavKey: 'songs/sng_none/1.wav' }), 'a take the node cannot read: the error comes back');
+    t.equal(await client.setSoundtrack('node-st', 'str_st', null), true, 'cleared');
+    t.equal((await client.status('node-st', 'str_st'))?.soundtrack, null, 'nothing plays');
   });
 
   t.test(`${kind}: a timed change crosses the bus, waits on the node for its time, and its landing comes back`, { timeout: 30_000 }, async (t) => {

@@ -165,3 +165,59 @@ export function matchRate(found: number[], expected: number[], tol: number): num
   }
   return hit / found.length;
 }
+
+/** Normalised cross-correlation of y with the circular signal x at lag (y[i] against x[(lag + i) mod len]), every `step`-th sample. */
+export function correlationAt(x: Float64Array, y: Float64Array, lag: number, step = 1): number {
+  const n = x.length;
+  let xy = 0;
+  let xx = 0;
+  let yy = 0;
+  for (let i = 0; i < y.length; i += step) {
+    const a = x[(((lag + i) % n) + n) % n] as number;
+    const b = y[i] as number;
+    xy += a * b;
+    xx += a * a;
+    yy += b * b;
+  }
+  return xx > 0 && yy > 0 ? xy / Math.sqrt(xx * yy) : 0;
+}
+
+/**
+ * Where y (a stretch of output audio) lies in the looping signal x: the lag with the highest
+ * normalised cross-correlation, searched on a 1/10-rate copy (every lag), then at full rate
+ * around the best coarse lag. Both mono, same sample rate.
+ */
+export function loopLag(x: Float64Array, y: Float64Array): { lag: number; peak: number } {
+  const D = 10;
+  const decimate = (s: Float64Array) => {
+    const out = new Float64Array(Math.floor(s.length / D));
+    for (let i = 0; i < out.length; i++) {
+      let v = 0;
+      for (let k = 0; k < D; k++) v += s[i * D + k] as number;
+      out[i] = v / D;
+    }
+    return out;
+  };
+  const xd = decimate(x);
+  const yd = decimate(y);
+  let coarse = 0;
+  let best = -Infinity;
+  for (let lag = 0; lag < xd.length; lag++) {
+    const c = correlationAt(xd, yd, lag);
+    if (c > best) [best, coarse] = [c, lag];
+  }
+  let lag = coarse * D;
+  best = -Infinity;
+  for (let l = coarse * D - 2 * D; l <= coarse * D + 2 * D; l++) {
+    const c = correlationAt(x, y, l);
+    if (c > best) [best, lag] = [c, l];
+  }
+  return { lag: ((lag % x.length) + x.length) % x.length, peak: best };
+}
+
+/** Largest step between neighbouring samples of x in [from, to). */
+export function maxStep(x: Float64Array, from = 0, to = x.length): number {
+  let m = 0;
+  for (let i = Math.max(1, from); i < Math.min(to, x.length); i++) m = Math.max(m, Math.abs((x[i] as number) - (x[i - 1] as number)));
+  return m;
+}

@@ -34,6 +34,10 @@ export interface WrtcFrameReport {
   meanV: number;
   /** Share of luma samples below 24 or above 232. */
   extremeFraction: number;
+  /** Audio frames decoded so far (only with an audio file), at audioRate Hz with audioChannels channels. */
+  audioFrames: number;
+  audioRate: number;
+  audioChannels: number;
 }
 
 export interface WrtcViewer {
@@ -76,8 +80,9 @@ export async function wrtcPublish(t: Teardown, url: string, colour: [number, num
 }
 
 /** Starts a wrtc WHEP viewer (VP8 only: the build has no H.264). */
-export async function wrtcView(t: Teardown, url: string): Promise<WrtcViewer> {
-  const { child, lines } = start(t, [VIEWER, url]);
+/** A wrtc WHEP viewer; with `audioFile`, the audio it decodes is appended there (raw int16, see the fixture). */
+export async function wrtcView(t: Teardown, url: string, audioFile?: string): Promise<WrtcViewer> {
+  const { child, lines } = start(t, [VIEWER, url, ...(audioFile ? [audioFile] : [])]);
   const res = JSON.parse(await nextLine(lines, 'wrtc viewer')) as Pick<WrtcViewer, 'status' | 'location' | 'offerCodecs' | 'answerCodecs'>;
   // Reports are read continuously and offered to whoever waits at that moment.
   const waiters = new Set<(r: WrtcFrameReport) => void>();

@@ -191,7 +191,8 @@ export const ConfigEnvSchema = z.object({
     .string()
     .regex(/^\d{1,5}-\d{1,5}$/, 'must be low-high, e.g. 40000-40999')
     .transform((s) => s.split('-').map(Number) as [number, number])
-    .refine(([lo, hi]) => lo >= 1024 && hi <= 65535 && lo <= hi, 'must be within 1024-65535, low ≤ high')
+    // At least two ports: werift (publishers) refuses a range of one, which failed every WHIP offer.
+    .refine(([lo, hi]) => lo >= 1024 && hi <= 65535 && lo < hi, 'must be within 1024-65535, low < high (two ports at least)')
     .optional(),
   /**
    * Addresses clients reach this node at that are not on its interfaces (1:1 NAT, a cloud VM's

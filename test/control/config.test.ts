@@ -30,6 +30,9 @@ t.test('invalid values name the variable', async (t) => {
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ ROLES: 'api,gpu' }, 'ROLES'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL'],
+    // One port: werift refuses it, and every WHIP offer failed with a 500.
+    [{ WEBRTC_UDP_PORT_RANGE: '41000-41000' }, 'WEBRTC_UDP_PORT_RANGE'],
+    [{ WEBRTC_UDP_PORT_RANGE: '41001-41000' }, 'WEBRTC_UDP_PORT_RANGE'],
   ] as const) {
     let caught: unknown = null;
     try {

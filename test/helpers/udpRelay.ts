@@ -10,7 +10,7 @@
  *   });
  *
  * A WebRTC node reached through it announces the relay's address (WEBRTC_ANNOUNCED_ADDRESSES) on
- * the port it binds (WEBRTC_UDP_PORT_RANGE of one port). Jitter delays each datagram on its own
+ * the ports it binds (WEBRTC_UDP_PORT_RANGE; two ports at least, a relay on each). Jitter delays each datagram on its own
  * (uniform in ±jitterMs), so it reorders them; 0 keeps the order. Loss is drawn from a seeded
  * generator, so a run is repeatable in what it drops. The relay counts RTP by sequence number
  * (its header is clear in SRTP): the packets a sender sent once and what was sent again.

@@ -18,9 +18,8 @@
  *
  * Target (outputs issue): CPU with recording + clip buffer ≤ 1.1 × without.
  */
-import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { startLiveServer, type Json } from '../test/helpers/liveServer.ts';
-import { startObsPublishers } from '../test/helpers/obsPublisher.ts';
+import { publishPassthroughStreams } from './passthroughStreams.ts';
 import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
 
 export default async function recording(args: Map<string, string>): Promise<void> {
@@ -55,23 +54,7 @@ async function measure(o: { streams: number; windows: number; windowS: number; s
   const scope = { teardown: (fn: () => unknown) => teardowns.push(fn) };
   try {
     const { url, api } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal', mediaSettings: { aacForSilence: o.aacForSilence } });
-    const pubs = startObsPublishers(scope);
-    const source = await stampedH264({ size, frames: 300 });
-    const ids: string[] = [];
-    const playbackIds: string[] = [];
-    for (let i = 0; i < streams; i++) {
-      const created = (await api('POST', '/v1/streams', { params: { prompt: 'bench', width: size, height: size, skip_diffusion: true } })).body;
-      const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source });
-      if (pub.status !== 201) throw new Error(`publish failed: ${pub.status} ${pub.body}`);
-      ids.push(created['id'] as string);
-      playbackIds.push(created['output_playback_id'] as string);
-    }
-    // Warm: every stream has output for 4 s.
-    for (let i = 0; i < 600; i++) {
-      const starts = await Promise.all(ids.map(async (id) => ((await api('GET', `/v1/streams/${id}/status`)).body['data']?.['inference_status']?.['start_time'] as number | undefined) ?? 0));
-      if (starts.every((s) => s > 0 && Date.now() - s > 4000)) break;
-      await new Promise((r) => setTimeout(r, 250)); // poll interval
-    }
+    const { ids, playbackIds } = await publishPassthroughStreams(scope, { url, api }, { streams, size });
 
     const cpu: Record<'off' | 'on', number[]> = { off: [], on: [] };
     const fps: Record<'off' | 'on', number[]> = { off: [], on: [] };

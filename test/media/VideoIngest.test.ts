@@ -23,9 +23,11 @@ async function encode(n: number): Promise<EncodedAccessUnit[]> {
   const enc = new EncoderBin({ width: W, height: H, fps: 30, bitrateKbps: 300, keyIntFrames: 300, keyUnitMinIntervalMs: 0, logger, onAccessUnit: (au) => aus.push(au) });
   try {
     const data = new Uint8Array(W * H * 3);
-    for (let i = 0; i < n + 20 && aus.length < n; i++) {
+    // Frames until n access units came out: the encoder's input is leaky (2 frames), and on a busy
+    // machine it drops some (bounded: n + 60 frames).
+    for (let i = 0; i < n + 60 && aus.length < n; i++) {
       for (let p = 0; p < data.length; p++) data[p] = (p + i * 5) & 0xff;
-      if (i < n) enc.push({ width: W, height: H, data, ptsMs: i * 33 });
+      enc.push({ width: W, height: H, data, ptsMs: i * 33 });
       await new Promise((r) => setTimeout(r, 20));
     }
   } finally {

@@ -94,15 +94,17 @@ export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () =
   const Hls = await loadHlsJs().catch(() => null);
   let hls = null;
   const errors = [];
+  /** Destroyed: a recovery still pending must not touch it. */
+  let gone = false;
   let failed = null;
   const gaveUp = new Promise((_, reject) => (failed = reject));
   gaveUp.catch(() => {});
   if (Hls?.isSupported()) {
-    // Playlists, blocking reloads included, are retried as patiently as the first manifest: the
+    // Playlists, blocking reloads included, and parts are retried as patiently as the first manifest: the
     // manifest answers 404 until the first keyframe, and a busy node may answer a blocking reload
     // late. hls.js's defaults (2 retries) end playback for good after a few slow answers.
     const patient = { default: { maxTimeToFirstByteMs: 15000, maxLoadTimeMs: 20000, timeoutRetry: { maxNumRetry: 5, retryDelayMs: 1000, maxRetryDelayMs: 4000 }, errorRetry: { maxNumRetry: 10, retryDelayMs: 1000, maxRetryDelayMs: 4000 } } };
-    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient });
+    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient, fragLoadPolicy: patient });
     let recoveries = 0;
     hls.on(Hls.Events.ERROR, (_event, data) => {
       const text = `${data.details}${data.response?.code ? ` (HTTP ${data.response.code})` : ''}${data.fatal ? ', fatal' : ''}`;
@@ -113,7 +115,8 @@ export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () =
       // hls.js's recovery for fatal errors: load again after a network error, rebuild the media
       // buffer after a media error (a few times each); the rest, and a manifest that never came, end it.
       const manifest = /^manifest/.test(data.details);
-      if (recoveries++ < 5 && data.type === Hls.ErrorTypes.NETWORK_ERROR && !manifest) hls.startLoad();
+      // (A second apart: loading again at once fails again at once while the origin is down.)
+      if (recoveries++ < 5 && data.type === Hls.ErrorTypes.NETWORK_ERROR && !manifest) setTimeout(() => !gone && hls.startLoad(), 1000);
       else if (recoveries <= 5 && data.type === Hls.ErrorTypes.MEDIA_ERROR) hls.recoverMediaError();
       else failed(new Error(`LL-HLS failed: ${errors.join('; ')}`));
     });
@@ -128,12 +131,13 @@ export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () =
   try {
     await Promise.race([firstFrame(video, timeoutMs), gaveUp]);
   } catch (err) {
+    gone = true;
     hls?.destroy();
     const state = `video readyState ${video.readyState}, networkState ${video.networkState}${video.error ? `, error ${video.error.message}` : ''}`;
     const seen = errors.length && !err.message.startsWith('LL-HLS failed') ? `; hls.js: ${errors.join('; ')}` : '';
     throw new Error(`${err.message} (${state}${seen})`);
   }
-  return { kind: 'hls', hls, pc: { close: () => hls?.destroy() }, url: null };
+  return { kind: 'hls', hls, pc: { close: () => ((gone = true), hls?.destroy()) }, url: null };
 }
 
 /** WHEP first; LL-HLS if WHEP fails or shows nothing. `onMode(kind, detail)` reports progress. */

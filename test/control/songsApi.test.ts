@@ -10,7 +10,9 @@ import { songServices } from '../helpers/songs.ts';
 const json = { 'content-type': 'application/json' };
 
 t.test('POST /songs queues a song and returns the Song record with its position', async (t) => {
-  const { app, key } = await makeApp(t, { services: songServices });
+  // The clock steps a second before the second song so "newest first" cannot tie on a millisecond.
+  let clock = Date.now();
+  const { app, key } = await makeApp(t, { services: songServices, now: () => clock });
   const auth = { authorization: `Bearer ${await key('pro')}` };
   const res = await app.inject({ method: 'POST', url: '/music/v1/songs', headers: auth, payload: { prompt: 'chill lo-fi hip hop with vinyl crackle', seed: 42, variations: 2 } });
   t.equal(res.statusCode, 202);
@@ -20,6 +22,7 @@ t.test('POST /songs queues a song and returns the Song record with its position'
   t.ok(Number.isInteger(song.bpm) && song.bpm >= 60 && song.bpm <= 200, 'bpm resolved from the genre');
   t.ok(!Number.isNaN(Date.parse(song.created_at)));
 
+  clock += 1000;
   const second = await app.inject({ method: 'POST', url: '/music/v1/songs', headers: auth, payload: { prompt: 'uptempo house at 124 bpm in F# minor' } });
   t.equal(second.json().position, 2, 'second in line');
   t.equal(second.json().bpm, 124, 'a tempo named in the words wins');

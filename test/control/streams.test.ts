@@ -559,10 +559,15 @@ t.test('DELETED_STREAM_STATUS_TTL=0 makes status 404 at once after DELETE; a str
 });
 
 t.test('GET /v1/streams lists newest first, paginated with next_cursor', { timeout: 30_000 }, async (t) => {
-  const a = await makeStreamApp(t);
+  // Streams created in one millisecond have no order but their random ids: the clock steps a
+  // second between creations so "newest first" is the only order the test can see.
+  let clock = Date.now();
+  const a = await makeStreamApp(t, { now: () => clock });
   const h = await a.auth();
-  const ids: string[] = [];
-  for (let i = 0; i < 3; i++) ids.push((await create(a, h, { name: `s${i}` })).body.id);
+  for (let i = 0; i < 3; i++) {
+    clock += 1000;
+    t.equal((await create(a, h, { name: `s${i}` })).status, 201);
+  }
   const page1 = (await a.app.inject({ method: 'GET', url: '/v1/streams?limit=2', headers: h })).json();
   t.equal(page1.success, true);
   t.same(page1.data.map((s: Json) => s.name), ['s2', 's1']);

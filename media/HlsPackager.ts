@@ -134,6 +134,14 @@ export interface HlsPackagerStats {
 }
 
 const STALL_MS = 1000;
+/**
+ * Segments (and parts) stay served this many segments after they leave the playlist. A player
+ * requests what the playlist it read last listed, and that playlist can be a second old (a shared
+ * cache holds it up to s-maxage=1) or the player a second behind: §6.2.2 asks that a segment stay
+ * available after its removal for its duration plus the playlist's; one segment more covers a
+ * player a segment target late.
+ */
+const RETIRED_SEGMENTS = 1;
 const AUDIO_GAP_MS = 150;
 const AUDIO_AHEAD_MS = 200;
 /** Publisher with audio: silence is only padded this far behind the video (its audio arrives late). */
@@ -147,6 +155,8 @@ export class HlsPackager {
   readonly #inits = new Map<number, { bytes: Buffer; sps: string }>();
   #initId = -1;
   #segments: Segment[] = [];
+  /** Segments that left the playlist, newest last, still served (RETIRED_SEGMENTS). */
+  #retired: Segment[] = [];
   #current: Segment | null = null;
   #nextMsn = 0;
   #discontinuitySeq = 0;
@@ -425,15 +435,20 @@ export class HlsPackager {
     }
     while (this.#segments.length > this.#opts.windowSegments) {
       const gone = this.#segments.shift();
-      if (gone?.discontinuity) this.#discontinuitySeq++;
+      if (!gone) break;
+      if (gone.discontinuity) this.#discontinuitySeq++;
+      this.#retired.push(gone);
+      if (this.#retired.length > RETIRED_SEGMENTS) this.#retired.shift();
     }
-    // Parts of older segments are no longer listed (§6.2.2: remove parts > 3 target durations old).
-    const keepFrom = this.#segments.length - this.#opts.partSegments;
-    this.#segments.forEach((s, i) => {
+    // Parts of older segments are no longer listed (§6.2.2: remove parts > 3 target durations old);
+    // their bytes are served RETIRED_SEGMENTS segments longer, like whole segments.
+    const served = [...this.#retired, ...this.#segments];
+    const keepFrom = served.length - this.#opts.partSegments - RETIRED_SEGMENTS;
+    served.forEach((s, i) => {
       if (i < keepFrom) for (const p of s.parts) p.bytes = null;
     });
     for (const id of [...this.#inits.keys()]) {
-      if (id !== this.#initId && !this.#segments.some((s) => s.initId === id)) this.#inits.delete(id);
+      if (id !== this.#initId && !served.some((s) => s.initId === id)) this.#inits.delete(id);
     }
     this.#wake();
   }
@@ -503,7 +518,7 @@ export class HlsPackager {
   }
 
   segment(msn: number): Buffer | undefined {
-    return this.#segments.find((s) => s.msn === msn)?.bytes ?? undefined;
+    return this.#completed(msn)?.bytes ?? undefined;
   }
 
   /**
@@ -512,7 +527,7 @@ export class HlsPackager {
    */
   async part(msn: number, index: number, timeoutMs: number): Promise<Buffer | undefined> {
     const find = () => {
-      const seg = this.#current?.msn === msn ? this.#current : this.#segments.find((s) => s.msn === msn);
+      const seg = this.#current?.msn === msn ? this.#current : this.#completed(msn);
       return seg?.parts[index]?.bytes ?? undefined;
     };
     const hit = find();
@@ -524,6 +539,11 @@ export class HlsPackager {
     if (!hinted) return undefined;
     const ok = await this.#wait(() => find() !== undefined || this.#has(msn, index + 1) || this.#segments.some((s) => s.msn >= msn), timeoutMs);
     return ok ? find() : undefined;
+  }
+
+  /** A completed segment still served: listed, or retired from the playlist not long ago. */
+  #completed(msn: number): Segment | undefined {
+    return this.#segments.find((s) => s.msn === msn) ?? this.#retired.find((s) => s.msn === msn);
   }
 
   /** `ll`: LL-HLS media playlist (index.m3u8); `plain`: whole segments only (plain.m3u8). */
@@ -562,7 +582,7 @@ export class HlsPackager {
   }
 
   stats(): HlsPackagerStats {
-    const all = [...this.#segments, ...(this.#current ? [this.#current] : [])];
+    const all = [...this.#retired, ...this.#segments, ...(this.#current ? [this.#current] : [])];
     let bytes = 0;
     let parts = 0;
     for (const s of all) {
@@ -604,6 +624,7 @@ export class HlsPackager {
     }
     this.#waiters.clear();
     this.#segments = [];
+    this.#retired = [];
     this.#current = null;
     this.#inits.clear();
     this.#samples = [];

@@ -164,6 +164,24 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
   t.same(audioHoles, [], 'the silent audio follows within one AAC frame (21.3 ms)');
 });
 
+t.test('a segment and its parts stay served one segment after they leave the playlist (a player reading a second-old playlist finds them)', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(300, 30);
+  const { hls } = packager();
+  t.teardown(() => hls.close());
+  aus.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
+  const pl = hls.playlist('ll');
+  const listed = [...pl.matchAll(/\nseg(\d+)\.m4s/g)].map((m) => Number(m[1]));
+  const withParts = [...new Set([...pl.matchAll(/URI="part(\d+)\.\d+\.m4s"/g)].map((m) => Number(m[1])))];
+  const first = listed[0] ?? -1;
+  const firstParts = withParts[0] ?? -1;
+  t.ok(first > 2 && firstParts > first, `the window slid (segments from ${first}, parts from ${firstParts})`);
+  t.ok(hls.segment(first - 1), 'the segment that left the window last is still served');
+  t.equal(hls.segment(first - 2), undefined, 'the one before it is gone');
+  t.ok(await hls.part(firstParts - 1, 0, 10), "the parts of the segment whose parts left the playlist last are still served");
+  t.equal(await hls.part(firstParts - 2, 0, 10), undefined, 'older parts are gone');
+  t.ok(hls.stats().bytesHeld < 2_000_000, `memory stays bounded (${hls.stats().bytesHeld} bytes)`);
+});
+
 t.test('blocking waits resolve when the part appears and fail on close', { timeout: 60_000 }, async (t) => {
   const aus = await encode(40, 30);
   const { hls } = packager();

@@ -19,8 +19,8 @@
  * Target (outputs issue): CPU with recording + clip buffer ≤ 1.1 × without.
  */
 import { startLiveServer, type Json } from '../test/helpers/liveServer.ts';
-import { publishPassthroughStreams } from './passthroughStreams.ts';
-import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
+import { measureOnOff, publishPassthroughStreams } from './passthroughStreams.ts';
+import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
 export default async function recording(args: Map<string, string>): Promise<void> {
   const streams = Number(args.get('streams') ?? 2);
@@ -56,32 +56,14 @@ async function measure(o: { streams: number; windows: number; windowS: number; s
     const { url, api } = await startLiveServer(scope, { env: { ROLES: 'api,media' }, plan: 'internal', mediaSettings: { aacForSilence: o.aacForSilence } });
     const { ids, playbackIds } = await publishPassthroughStreams(scope, { url, api }, { streams, size });
 
-    const cpu: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    const fps: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    /** CPU ms per output frame: the output rate drifts with this shared machine's load, and CPU follows it. */
-    const perFrame: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    const bar = progress('windows', windows * 2);
-    for (let w = 0; w < windows * 2; w++) {
-      // off, on, on, off, …: a drift of this shared machine's load over the run cancels out.
-      const mode = (['off', 'on', 'on', 'off'] as const)[w % 4] as 'off' | 'on';
-      for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: mode === 'on' });
-      // An HLS playlist request marks the stream watched for 30 s (the AAC encoder runs).
-      if (hlsWatch) for (const p of playbackIds) await (await fetch(`${url}/hls/${p}/index.m3u8`)).text();
-      // The first second after a toggle settles (a writer opens its folder), then the window counts.
-      await new Promise((r) => setTimeout(r, 1000));
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      await new Promise((r) => setTimeout(r, windowS * 1000)); // the measured window
-      const c1 = process.cpuUsage(c0);
-      const wallMs = performance.now() - t0;
-      cpu[mode].push(((c1.user + c1.system) / 1000 / wallMs) * 100);
-      const outs = await Promise.all(ids.map(async (id) => ((await api('GET', `/v1/streams/${id}/status`)).body['data']?.['inference_status']?.['output_fps'] as number | undefined) ?? 0));
-      const meanFps = outs.reduce((a, b) => a + b, 0) / outs.length;
-      fps[mode].push(meanFps);
-      if (meanFps > 0) perFrame[mode].push((c1.user + c1.system) / 1000 / (meanFps * streams * (wallMs / 1000)));
-      bar.tick();
-    }
-    bar.done();
+    const { cpu, fps, perFrame } = await measureOnOff({ url, api }, { ids, playbackIds }, {
+      windows,
+      windowS,
+      hlsWatch,
+      toggle: async (mode) => {
+        for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: mode === 'on' });
+      },
+    });
     for (const id of ids) await api('PATCH', `/v1/streams/${id}`, { record: false });
 
     // Remux of each finished recording (≈ windowS s each) to one MP4.

@@ -16,8 +16,8 @@
  * every 10 ms) and the AAC encoder. Target (live-show issue): on ÷ off ≤ 1.1×.
  */
 import { startLiveServer } from '../test/helpers/liveServer.ts';
-import { publishPassthroughStreams } from './passthroughStreams.ts';
-import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
+import { measureOnOff, publishPassthroughStreams } from './passthroughStreams.ts';
+import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
 export default async function soundtrack(args: Map<string, string>): Promise<void> {
   const streams = Number(args.get('streams') ?? 2);
@@ -40,32 +40,17 @@ export default async function soundtrack(args: Map<string, string>): Promise<voi
 
     const { ids, playbackIds } = await publishPassthroughStreams(scope, { url, api }, { streams, size });
 
-    const cpu: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    const fps: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    const perFrame: Record<'off' | 'on', number[]> = { off: [], on: [] };
-    const bar = progress('windows', windows * 2);
-    for (let w = 0; w < windows * 2; w++) {
-      const mode = (['off', 'on', 'on', 'off'] as const)[w % 4] as 'off' | 'on';
-      for (const id of ids) {
-        const res = mode === 'on' ? await api('PUT', `/v1/streams/${id}/soundtrack`, { song_id: songId, loop: true, duck_publisher_db: -12 }) : await api('DELETE', `/v1/streams/${id}/soundtrack`);
-        if (res.status !== 200) throw new Error(`soundtrack ${mode}: ${res.status} ${JSON.stringify(res.body)}`);
-      }
-      // An HLS playlist request marks the stream watched for 30 s (what runs the AAC encoder with a soundtrack).
-      for (const p of playbackIds) await (await fetch(`${url}/hls/${p}/index.m3u8`)).text();
-      await new Promise((r) => setTimeout(r, 1000)); // the first second after a change settles (encoders start)
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      await new Promise((r) => setTimeout(r, windowS * 1000)); // the measured window
-      const c1 = process.cpuUsage(c0);
-      const wallMs = performance.now() - t0;
-      cpu[mode].push(((c1.user + c1.system) / 1000 / wallMs) * 100);
-      const outs = await Promise.all(ids.map(async (id) => ((await api('GET', `/v1/streams/${id}/status`)).body['data']?.['inference_status']?.['output_fps'] as number | undefined) ?? 0));
-      const meanFps = outs.reduce((a, b) => a + b, 0) / outs.length;
-      fps[mode].push(meanFps);
-      if (meanFps > 0) perFrame[mode].push((c1.user + c1.system) / 1000 / (meanFps * streams * (wallMs / 1000)));
-      bar.tick();
-    }
-    bar.done();
+    const { cpu, fps, perFrame } = await measureOnOff({ url, api }, { ids, playbackIds }, {
+      windows,
+      windowS,
+      hlsWatch: true, // a watched stream runs the AAC encoder with a soundtrack
+      toggle: async (mode) => {
+        for (const id of ids) {
+          const res = mode === 'on' ? await api('PUT', `/v1/streams/${id}/soundtrack`, { song_id: songId, loop: true, duck_publisher_db: -12 }) : await api('DELETE', `/v1/streams/${id}/soundtrack`);
+          if (res.status !== 200) throw new Error(`soundtrack ${mode}: ${res.status} ${JSON.stringify(res.body)}`);
+        }
+      },
+    });
 
     const off = summarize(cpu.off);
     const on = summarize(cpu.on);

@@ -332,8 +332,9 @@ export class AudioMappings {
       const [lo, hi] = s.m.range;
       let value: number;
       if (s.target.kind === 'seed') {
-        if (!event && s.value !== null) continue;
-        if (event) s.events++;
+        // The stream's own seed holds until the first event.
+        if (!event) continue;
+        s.events++;
         value = pickSeed(lo, hi, s.events, s.value);
       } else {
         // 1e-4 of the range: finer steps change nothing visible and would cost an update per frame.

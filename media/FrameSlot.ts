@@ -148,6 +148,7 @@ export class FrameSlot {
       return;
     }
     frame.data = Buffer.from(frame.data);
+    frame.capturedAt = capturedAt;
     const item = { frame, decodedAtMs, decodeMs, capturedAt, ptsMs: frame.ptsMs };
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;

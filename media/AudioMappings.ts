@@ -339,7 +339,8 @@ export class AudioMappings {
       } else {
         // 1e-4 of the range: finer steps change nothing visible and would cost an update per frame.
         const step = Math.abs(hi - lo) / 1e4 || 1;
-        value = lo + Math.round(((s.featureValue ?? 0) * (hi - lo)) / step) * step;
+        // toPrecision: the steps add no float noise (0.4553, not 0.45530000000000004).
+        value = Number((lo + Math.round(((s.featureValue ?? 0) * (hi - lo)) / step) * step).toPrecision(12));
       }
       if (value === s.value) continue;
       s.value = value;

@@ -30,6 +30,8 @@ const KEEP_MS = 2000;
 const SOUNDTRACK_JUMP_MS = 500;
 /** Audio read ahead of a fresh soundtrack read so its background is settled, ms. */
 const SOUNDTRACK_WARMUP_MS = 250;
+/** Decoded audio further than this from the newest packet's RTP time is placed afresh, ms. */
+const RESYNC_MS = 100;
 /** Publisher audio silent this long is not waited for (a publisher without audio, a stalled decoder), ms. */
 const AUDIO_STALE_MS = 250;
 const FRAMES_PER_MS = SOUNDTRACK_SAMPLE_RATE / 1000;
@@ -140,8 +142,14 @@ export class AudioMappings {
   #payloadType: number | undefined;
   /** (arrival − RTP time) of the last CAPTURE_WINDOW_MS of packets, ms, as a monotonic queue whose head is the least. */
   #offsets: { at: number; offset: number }[] = [];
-  /** RTP times (unwrapped, ms) of the packets inside the decoder, oldest first. */
-  #inDecoder: number[] = [];
+  /**
+   * RTP time (unwrapped, ms) of the next decoded sample: the decoder's output is continuous (its
+   * PLC fills lost packets), so it advances by what comes out, and is taken again from the packets
+   * only when it strays RESYNC_MS from the newest one (a burst the decoder's leaky input dropped).
+   */
+  #nextRtpMs: number | null = null;
+  /** RTP time (unwrapped, ms) of the newest packet pushed. */
+  #lastRtpMs = 0;
   #rtpLast: number | null = null;
   #rtpUnwrapped = 0;
   /** Frames waiting for audio: resolved when it covers their time or their bound passes. */
@@ -207,7 +215,7 @@ export class AudioMappings {
   #stopDecoder(): void {
     this.#decoder?.close();
     this.#decoder = null;
-    this.#inDecoder = [];
+    this.#nextRtpMs = null;
     this.#publisher.reset();
   }
 
@@ -226,9 +234,8 @@ export class AudioMappings {
     while (this.#offsets.length > 0 && (this.#offsets[this.#offsets.length - 1] as { offset: number }).offset >= offset) this.#offsets.pop();
     this.#offsets.push({ at: now, offset });
     while (this.#offsets.length > 1 && (this.#offsets[0] as { at: number }).at < now - CAPTURE_WINDOW_MS) this.#offsets.shift();
-    this.#inDecoder.push(rtpMs);
-    // The decoder's queue is bounded (leaky): a packet it dropped never comes out.
-    if (this.#inDecoder.length > 64) this.#inDecoder.shift();
+    this.#lastRtpMs = rtpMs;
+    this.#nextRtpMs ??= rtpMs;
     try {
       this.#decoder.push(rtp);
     } catch {
@@ -253,10 +260,13 @@ export class AudioMappings {
     if (this.#closed) return;
     const frames = pcm.length >> 1;
     const lengthMs = frames / FRAMES_PER_MS;
-    const rtpMs = this.#inDecoder.shift();
     const least = this.#offsets[0]?.offset;
+    if (this.#nextRtpMs === null || least === undefined) return;
+    // The decoder hands out what it was given a moment ago: its output starts at most a packet or two before the newest.
+    if (Math.abs(this.#lastRtpMs - this.#nextRtpMs) > RESYNC_MS) this.#nextRtpMs = this.#lastRtpMs;
     const prevEnd = this.#publisher.endAt;
-    let startAt = rtpMs !== undefined && least !== undefined ? rtpMs + least - lengthMs : (prevEnd ?? Date.now() - lengthMs);
+    let startAt = this.#nextRtpMs + least - lengthMs;
+    this.#nextRtpMs += lengthMs;
     // Within 2 ms of where the last one ended: the same run (the window's least delay moved a little).
     if (prevEnd !== null && Math.abs(startAt - prevEnd) < 2) startAt = prevEnd;
     this.#publisher.push(pcm, startAt);

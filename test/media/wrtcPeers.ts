@@ -90,15 +90,17 @@ export interface WrtcSoundPublisher extends WrtcPublisher {
 
 /**
  * Starts a wrtc VP8 + Opus publisher whose audio is `clicks` (2 ms clicks every `periodMs` from
- * `startMs`) or a `ramp` (a 440 Hz tone from −50 to −5 dBFS over `rampMs` from `startMs`).
+ * `startMs`) or a `ramp` (a 440 Hz tone from −50 to −5 dBFS over `rampMs` from `startMs`), with
+ * the harness's stream key or `token`.
  */
 export async function wrtcSoundPublish(
   t: Teardown,
   url: string,
   signal: { kind: 'clicks'; startMs: number; periodMs: number; count: number } | { kind: 'ramp'; startMs: number; rampMs: number },
+  token = STREAM_KEY,
 ): Promise<WrtcSoundPublisher> {
   const args = signal.kind === 'clicks' ? [String(signal.startMs), String(signal.periodMs), String(signal.count)] : [String(signal.startMs), String(signal.rampMs)];
-  const { child, lines } = start(t, [SOUND_PUBLISHER, url, STREAM_KEY, signal.kind, ...args]);
+  const { child, lines } = start(t, [SOUND_PUBLISHER, url, token, signal.kind, ...args]);
   const res = JSON.parse(await nextLine(lines, 'wrtc sound publisher')) as { status: number; location: string | null };
   const out: WrtcSoundPublisher = { ...res, audioStart: 0, clicks: [], stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
   if (res.status !== 201) return out;

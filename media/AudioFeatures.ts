@@ -111,10 +111,11 @@ export class AudioFeatures {
   readonly #aLevel = alpha(LEVEL_MS);
 
   /**
-   * Feeds interleaved stereo int16 samples (`frames` of them from `offset` frames in), calling
-   * `onHop` at the end of each 1 ms hop with the frames pushed up to its end (counted from `offset`).
+   * Feeds int16 samples, interleaved stereo (`channels` 2, default) or mono (`frames` of them from
+   * `offset` frames in), calling `onHop` at the end of each 1 ms hop with the frames pushed up to
+   * its end (counted from `offset`).
    */
-  push(pcm: Int16Array, onHop: (hop: AudioHop, end: number) => void, offset = 0, frames = (pcm.length >> 1) - offset): void {
+  push(pcm: Int16Array, onHop: (hop: AudioHop, end: number) => void, offset = 0, frames = pcm.length / 2 - offset, channels: 1 | 2 = 2): void {
     const a1 = this.#a1;
     const a2 = this.#a2;
     const al = this.#aLevel;
@@ -126,7 +127,7 @@ export class AudioFeatures {
     let eHigh = this.#eHigh;
     const end = offset + frames;
     for (let i = offset; i < end; i++) {
-      const x = ((pcm[2 * i] as number) + (pcm[2 * i + 1] as number)) / 65536;
+      const x = channels === 2 ? ((pcm[2 * i] as number) + (pcm[2 * i + 1] as number)) / 65536 : (pcm[i] as number) / 32768;
       l1 += a1 * (x - l1);
       l2 += a1 * (l1 - l2);
       m1 += a2 * (x - m1);

@@ -30,8 +30,12 @@ const KEEP_MS = 2000;
 const SOUNDTRACK_JUMP_MS = 500;
 /** Audio read ahead of a fresh soundtrack read so its background is settled, ms. */
 const SOUNDTRACK_WARMUP_MS = 250;
-/** Decoded audio further than this from the newest packet's RTP time is placed afresh, ms. */
-const RESYNC_MS = 100;
+/**
+ * Decoded audio this far behind the newest packet's RTP time is placed afresh from it, ms: the
+ * decoder lost packets without concealing them (its leaky input dropped a burst). Less behind is
+ * the decoder's lag (a busy machine: hundreds of ms), which must not move the audio.
+ */
+const RESYNC_BEHIND_MS = 1000;
 /** Publisher audio silent this long is not waited for (a publisher without audio, a stalled decoder), ms. */
 const AUDIO_STALE_MS = 250;
 const FRAMES_PER_MS = SOUNDTRACK_SAMPLE_RATE / 1000;
@@ -62,8 +66,8 @@ class Timeline {
   /** Date.now() of the last push. */
   pushedAt = 0;
 
-  push(pcm: Int16Array, startAt: number, offset = 0, frames = (pcm.length >> 1) - offset): void {
-    this.features.push(pcm, (hop, end) => this.hops.push({ at: startAt + end / FRAMES_PER_MS, hop }), offset, frames);
+  push(pcm: Int16Array, startAt: number, offset: number, frames: number, channels: 1 | 2): void {
+    this.features.push(pcm, (hop, end) => this.hops.push({ at: startAt + end / FRAMES_PER_MS, hop }), offset, frames, channels);
     this.endAt = startAt + frames / FRAMES_PER_MS;
     this.pushedAt = Date.now();
     const keep = KEEP_MS;
@@ -145,7 +149,7 @@ export class AudioMappings {
   /**
    * RTP time (unwrapped, ms) of the next decoded sample: the decoder's output is continuous (its
    * PLC fills lost packets), so it advances by what comes out, and is taken again from the packets
-   * only when it strays RESYNC_MS from the newest one (a burst the decoder's leaky input dropped).
+   * only when it runs ahead of the newest one or RESYNC_BEHIND_MS behind it.
    */
   #nextRtpMs: number | null = null;
   /** RTP time (unwrapped, ms) of the newest packet pushed. */
@@ -206,7 +210,8 @@ export class AudioMappings {
     }
     if (this.#decoder) return;
     try {
-      this.#decoder = new OpusDecoderBin({ payloadType: this.#payloadType as number, logger: this.#opts.logger, onPcm: (pcm) => this.#onPcm(pcm) });
+      // Mono: the features mix the channels anyway, and Opus decodes to mono for less.
+      this.#decoder = new OpusDecoderBin({ payloadType: this.#payloadType as number, channels: 1, logger: this.#opts.logger, onPcm: (pcm) => this.#onPcm(pcm) });
     } catch (err) {
       this.#opts.logger.error({ err }, `syncDecoder() | Opus decoder failed; publisher mappings stay still [streamId:${this.#opts.streamId}]`);
     }
@@ -258,18 +263,18 @@ export class AudioMappings {
 
   #onPcm(pcm: Int16Array): void {
     if (this.#closed) return;
-    const frames = pcm.length >> 1;
+    const frames = pcm.length;
     const lengthMs = frames / FRAMES_PER_MS;
     const least = this.#offsets[0]?.offset;
     if (this.#nextRtpMs === null || least === undefined) return;
-    // The decoder hands out what it was given a moment ago: its output starts at most a packet or two before the newest.
-    if (Math.abs(this.#lastRtpMs - this.#nextRtpMs) > RESYNC_MS) this.#nextRtpMs = this.#lastRtpMs;
+    // Output the packets cannot have made (ahead of the newest), or a second behind: placed afresh.
+    if (this.#nextRtpMs > this.#lastRtpMs + 1 || this.#lastRtpMs - this.#nextRtpMs > RESYNC_BEHIND_MS) this.#nextRtpMs = this.#lastRtpMs;
     const prevEnd = this.#publisher.endAt;
     let startAt = this.#nextRtpMs + least - lengthMs;
     this.#nextRtpMs += lengthMs;
     // Within 2 ms of where the last one ended: the same run (the window's least delay moved a little).
     if (prevEnd !== null && Math.abs(startAt - prevEnd) < 2) startAt = prevEnd;
-    this.#publisher.push(pcm, startAt);
+    this.#publisher.push(pcm, startAt, 0, frames, 1);
     this.#wake();
   }
 
@@ -319,7 +324,7 @@ export class AudioMappings {
     if (frames <= 0) return;
     if (this.#stBuf.length < frames * 2) this.#stBuf = new Int16Array(frames * 2);
     st.read(this.#stBuf, frames, from);
-    tl.push(this.#stBuf, from, 0, frames);
+    tl.push(this.#stBuf, from, 0, frames, 2);
   }
 
   /**

@@ -9,6 +9,7 @@
  * like a microphone (fixtures/wrtcSoundPublisher.ts) and reports each click's first sample.
  */
 import t from 'tap';
+import { loadGst } from '../../media/gst.ts';
 import type { Frame, FrameProcessorFactory, StreamParams } from '../../media/index.ts';
 import { until } from '../helpers/until.ts';
 import { STREAM_ID, startMediaServer } from './harness.ts';
@@ -80,7 +81,7 @@ t.test('onset → seed: the seed changes on the first frame at or after each cli
   t.match(status?.audioMappings, [{ source: 'publisher', feature: 'onset', param: 'seed', value: changes.at(-1)?.f.seed }], 'status shows the mapping and the seed it set');
 });
 
-t.test('rms → delta follows a rising volume ramp monotonically', { timeout: 120_000 }, async (t) => {
+t.test('rms → delta follows a rising volume ramp monotonically; the decoder runs only while a publisher mapping needs it', { timeout: 120_000 }, async (t) => {
   const rec = recordingProcessor();
   const params: StreamParams = { width: 256, height: 256, delta: 0.5, audio_mappings: [{ source: 'publisher', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 50 }] };
   const { node, whipUrl } = await startMediaServer(t, { params, createProcessor: rec.factory });
@@ -104,4 +105,17 @@ t.test('rms → delta follows a rising volume ramp monotonically', { timeout: 12
   const status = node.getStream(STREAM_ID)?.status();
   const m = status?.audioMappings?.[0];
   t.ok(m && typeof m.featureValue === 'number' && typeof m.value === 'number', `status shows feature ${m?.featureValue} → delta ${m?.value}`);
+
+  // The publisher's Opus decoder (one GStreamer pipeline) runs only while a mapping takes its audio.
+  const gst = loadGst();
+  const withDecoder = gst.livePipelines();
+  node.updateParams(STREAM_ID, { audio_mappings: [] });
+  await until('the decoder gone', () => gst.livePipelines(), (n) => n === withDecoder - 1, 10_000, 50);
+  t.pass('clearing the mappings stops the decoder');
+  node.updateParams(STREAM_ID, { audio_mappings: [{ source: 'soundtrack', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 0 }] });
+  await new Promise((r) => setImmediate(r));
+  t.equal(gst.livePipelines(), withDecoder - 1, 'a soundtrack mapping decodes nothing');
+  node.updateParams(STREAM_ID, { audio_mappings: params.audio_mappings ?? [] });
+  await until('the decoder back', () => gst.livePipelines(), (n) => n === withDecoder, 10_000, 50);
+  t.pass('a publisher mapping starts it again');
 });

@@ -173,12 +173,13 @@ export class AudioMappings {
   }
 
   /**
-   * Sets the mappings ([]: none). Returns the keys the old ones had set (the stream's own values
-   * go back to the processor). Throws on a mapping the API would not have let through.
+   * Sets the mappings ([]: none). Returns null when they are the ones set, else the keys the old
+   * ones had set (the stream's own values go back to the processor). Throws on a mapping the API
+   * would not have let through.
    */
-  set(mappings: readonly AudioMapping[]): (keyof StreamParams)[] {
+  set(mappings: readonly AudioMapping[]): (keyof StreamParams)[] | null {
     const before = JSON.stringify(this.#states.map((s) => s.m));
-    if (before === JSON.stringify(mappings)) return [];
+    if (before === JSON.stringify(mappings)) return null;
     const undo = Object.keys(this.#applied) as (keyof StreamParams)[];
     this.#states = mappings.map((m) => new MappingState(m));
     this.#applied = {};

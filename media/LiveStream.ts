@@ -662,10 +662,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   #applyParams(params: StreamParams): UpdatePlan | null {
     const next = { ...this.#params, ...params };
-    const undo = params.audio_mappings !== undefined ? this.#audio.set(params.audio_mappings ?? []) : [];
+    const undo = params.audio_mappings !== undefined ? this.#audio.set(params.audio_mappings ?? []) : null;
     // Keys old mappings set go back to the stream's own values.
-    const restore = Object.fromEntries(undo.filter((k) => !(k in params)).map((k) => [k, next[k]])) as StreamParams;
-    const plan = this.#slot.update(engineParams({ ...restore, ...params }));
+    const restore = Object.fromEntries((undo ?? []).filter((k) => !(k in params)).map((k) => [k, next[k]])) as StreamParams;
+    let plan = this.#slot.update(engineParams({ ...restore, ...params }));
+    // The processor never sees audio_mappings; the node applied the change from the next frame: hot.
+    if (plan && undo) plan = { ...plan, mode: plan.mode === 'none' ? 'hot' : plan.mode, hot: [...plan.hot, 'audio_mappings'] };
     this.#params = next;
     // A direct value replaced what a mapping set (or a list it sets inside changed): the next frame sets them all again.
     this.#audio.paramsChanged();

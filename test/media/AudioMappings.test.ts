@@ -31,8 +31,11 @@ function recordingProcessor() {
         seen.push({ capturedAt: frame.capturedAt ?? NaN, seed: params.seed, delta: params.delta });
         return frame;
       },
+      // Plans like an engine whose every key is hot (what the API reports for a live stream's PATCH).
       update: (patch) => {
         params = { ...params, ...patch };
+        const hot = Object.keys(patch) as (keyof StreamParams)[];
+        return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
       },
       close: () => undefined,
     };
@@ -109,7 +112,11 @@ t.test('rms → delta follows a rising volume ramp monotonically; the decoder ru
   // The publisher's Opus decoder (one GStreamer pipeline) runs only while a mapping takes its audio.
   const gst = loadGst();
   const withDecoder = gst.livePipelines();
-  node.updateParams(STREAM_ID, { audio_mappings: [] });
+  const plan = node.updateParams(STREAM_ID, { audio_mappings: [] })?.plan;
+  t.equal(plan?.mode, 'hot', 'the plan the node reports: hot');
+  t.ok(plan?.hot.includes('audio_mappings'), `with audio_mappings among its hot keys (${plan?.hot.join(', ')}): the processor never sees them`);
+  await until('delta back to the stream’s own', () => rec.seen.at(-1)?.delta, (d) => d === 0.5, 10_000, 50);
+  t.pass('clearing the mapping gives the processor the stream’s own delta again');
   await until('the decoder gone', () => gst.livePipelines(), (n) => n === withDecoder - 1, 10_000, 50);
   t.pass('clearing the mappings stops the decoder');
   node.updateParams(STREAM_ID, { audio_mappings: [{ source: 'soundtrack', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 0 }] });

@@ -139,6 +139,13 @@ export const ConfigEnvSchema = z.object({
    */
   SOUNDTRACK_JITTER_MS: z.coerce.number().int().min(0).max(1000).default(DEFAULT_MEDIA_SETTINGS.soundtrackJitterMs),
   /**
+   * Longest a frame of a stream whose params follow the publisher's audio waits for the audio of
+   * its capture time, ms: an Opus packet leaves up to 20 ms after the sound it holds; without the
+   * wait the sound changes the next frame. Adds up to this much latency to those streams only.
+   * Default 40.
+   */
+  AUDIO_MAPPING_WAIT_MS: z.coerce.number().int().min(0).max(200).default(DEFAULT_MEDIA_SETTINGS.audioMappingWaitMs),
+  /**
    * Connected WHEP viewers of all streams on this media node (beyond → 503: the node is full);
    * default VIEWERS_PER_CORE × cores, from the measured per-viewer cost.
    */
@@ -367,6 +374,7 @@ export interface Config {
       | 'nackMaxRetries'
       | 'nackMaxBitrateShare'
       | 'soundtrackJitterMs'
+      | 'audioMappingWaitMs'
     >
   >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
@@ -487,6 +495,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       nackMaxRetries: e.WHIP_NACK_MAX_RETRIES,
       nackMaxBitrateShare: e.WHIP_NACK_MAX_BITRATE_PCT / 100,
       soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
+      audioMappingWaitMs: e.AUDIO_MAPPING_WAIT_MS,
     }),
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),

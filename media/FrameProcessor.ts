@@ -38,6 +38,11 @@ export interface Frame {
    * publisher's RTP time placed on that clock); processors pass it on unchanged.
    */
   ptsMs: number;
+  /**
+   * Capture time on the node's clock, ms epoch: what timed params and audio mappings are placed
+   * by (set on the frames a processor is given; processors may ignore it).
+   */
+  capturedAt?: number;
   /** Default `RGB`. */
   format?: PixelFormat;
 }

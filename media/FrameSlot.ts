@@ -27,6 +27,11 @@ export interface FrameSlotOptions {
   createProcessor: FrameProcessorFactory;
   /** The stream's params now: a processor is built from them, and catches up on them when they changed meanwhile. */
   params: () => StreamParams;
+  /**
+   * Null when a frame captured at `capturedAt` may take its params now, else a promise to wait for
+   * first (bounded by the callee: the audio its params follow, AudioMappings.waitFor).
+   */
+  wait?: (capturedAt: number) => Promise<void> | null;
   /** Before a frame captured at `capturedAt` (ms epoch) is processed: the params landings it carries. */
   before: (capturedAt: number) => ParamsMark[];
   /** The processor gave no output for a frame: its landings wait for the next output frame. */
@@ -143,6 +148,7 @@ export class FrameSlot {
       return;
     }
     frame.data = Buffer.from(frame.data);
+    frame.capturedAt = capturedAt;
     const item = { frame, decodedAtMs, decodeMs, capturedAt, ptsMs: frame.ptsMs };
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;
@@ -166,6 +172,9 @@ export class FrameSlot {
         if (!processor) {
           this.#framesDropped++;
         } else {
+          const wait = this.#opts.wait?.(item.capturedAt);
+          if (wait) await wait;
+          if (this.#isClosed()) break;
           // Changes due by this frame's capture time apply before it is processed: it carries them.
           const marks = this.#opts.before(item.capturedAt);
           const t0 = performance.now();

@@ -9,6 +9,7 @@
  *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP; mixed with the soundtrack, if set)
  *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
  *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
+ *   AudioMappings: params that follow the audio (publisher's Opus decoded, or the soundtrack), set per frame by capture time
  *   OutputClock: every frame to the encoders stamped on one timeline (live: capture time; slate: node clock)
  *
  * Encode once per codec: HLS and RTMP take the same access units the WHEP viewers get; the VP8
@@ -19,6 +20,7 @@
  * keyframe once video flows (docs/obs.md, "Before the publisher is live").
  */
 import type { OutboundPolicy } from './RtmpRelay.ts';
+import { AudioMappings } from './AudioMappings.ts';
 import type { Logger } from 'pino';
 import { EncoderBin, type EncodedAccessUnit } from './EncoderBin.ts';
 import { InvalidStateError } from './errors.ts';
@@ -76,6 +78,14 @@ export interface LiveStreamOptions {
 }
 
 const DEFAULT_SIZE = 512;
+
+/** The params the processor takes: all but audio_mappings, which the node applies itself. */
+function engineParams(params: StreamParams): StreamParams {
+  if (params.audio_mappings === undefined) return params;
+  const { audio_mappings: _mappings, ...rest } = params;
+  return rest;
+}
+
 export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly streamId: string;
   readonly #opts: LiveStreamOptions;
@@ -135,6 +145,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The soundtrack the outputs play (the last asked for once its take was read). */
   #soundtrackPlaying: SoundtrackSpec | null = null;
   #soundtrackAsks = 0;
+  /** The soundtrack the outputs play (its take's PCM: what soundtrack mappings read). */
+  #soundtrack: Soundtrack | null = null;
+  /** Params that follow the stream's audio (the `audio_mappings` param). */
+  readonly #audio: AudioMappings;
 
   constructor(opts: LiveStreamOptions) {
     super(opts.logger);
@@ -182,6 +196,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
+    this.#audio = new AudioMappings({ streamId: this.streamId, waitMs: opts.settings.audioMappingWaitMs, soundtrack: () => this.#soundtrack, logger: opts.logger });
+    this.#audio.set(this.#params.audio_mappings ?? []);
     this.#landings = new ParamsLandings({
       streamId: this.streamId,
       params: () => this.#params,
@@ -194,8 +210,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#slot = new FrameSlot({
       streamId: this.streamId,
       createProcessor: opts.createProcessor,
-      params: () => this.#params,
-      before: (capturedAt) => this.#landings.atFrame(capturedAt),
+      // The engine never sees audio_mappings: the node applies them (AudioMappings).
+      params: () => engineParams(this.#params),
+      wait: (capturedAt) => this.#audio.waitFor(capturedAt),
+      before: (capturedAt) => this.#beforeFrame(capturedAt),
       noOutput: (marks) => this.#landings.noOutput(marks),
       output: (frame, inputAtMs, marks, ptsMs, capturedAt) => this.#encode(frame, inputAtMs, marks, ptsMs, capturedAt),
       onError: (message) => (this.#lastError = message),
@@ -310,6 +328,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#soundtrackSpec = spec;
     if (!spec) {
       this.#soundtrackPlaying = null;
+      this.#soundtrack = null;
       this.#outputs.setSoundtrack(null);
       return;
     }
@@ -324,6 +343,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     if (ask !== this.#soundtrackAsks || this.#state === 'closed') return;
     this.#soundtrackPlaying = spec;
+    this.#soundtrack = soundtrack;
     this.#outputs.setSoundtrack(soundtrack);
     this.#logger.info(`setSoundtrack() | playing [streamId:${this.streamId}] [songId:${spec.songId}] [take:${spec.take}] [loop:${spec.loop}]`);
   }
@@ -389,12 +409,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       onAudioRtp: (rtp) => {
         // With a soundtrack the viewers get the mix (StreamOutputs encodes it), not this.
         if (!this.#outputs.mixesViewerAudio) this.#viewers.sendAudio(rtp);
-        if (session === this.#publisher) this.#outputs.pushAudioRtp(rtp);
+        if (session === this.#publisher) {
+          this.#outputs.pushAudioRtp(rtp);
+          this.#audio.pushPublisherRtp(rtp);
+        }
       },
     });
     // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
     this.#outputs.endPublisherAudio();
     this.#publisher = session;
+    this.#audio.setPublisher(session.audioPayloadType);
     // A new publisher has its own RTP clock: its frames start a new run on the output timeline.
     this.#ingest.reset();
     this.#clock.restart();
@@ -421,11 +445,30 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
-      const marks = this.#landings.atFrame(capturedAt);
+      const marks = this.#beforeFrame(capturedAt);
       this.#encode(frame, now - decodeMs, marks, frame.ptsMs, capturedAt);
       return;
     }
     this.#slot.push(frame, now, decodeMs, capturedAt);
+  }
+
+  /**
+   * Before a frame captured at `capturedAt` (ms epoch) is processed (or, with nothing to process,
+   * encoded): the scheduled changes due by then, then the params that follow the audio of that
+   * time. Returns the landings the frame carries.
+   */
+  #beforeFrame(capturedAt: number): ParamsMark[] {
+    const marks = this.#landings.atFrame(capturedAt);
+    const patch = this.#audio.atFrame(capturedAt, this.#params);
+    if (patch) {
+      try {
+        // To the processor only: the stream's params (store, status) stay what was asked; status shows the mapped values.
+        this.#slot.update(patch);
+      } catch (err) {
+        this.#lastError = `audio mapping: ${(err as Error).message}`;
+      }
+    }
+    return marks;
   }
 
   /**
@@ -520,6 +563,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   #onPublisherClosed(session: WhipSession, reason: SessionCloseReason): void {
     if (session !== this.#publisher) return;
     this.#publisher = null;
+    this.#audio.setPublisher(undefined);
     this.#ingest.stop();
     // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
     // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
@@ -618,8 +662,15 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    */
   #applyParams(params: StreamParams): UpdatePlan | null {
     const next = { ...this.#params, ...params };
-    const plan = this.#slot.update(params);
+    const undo = params.audio_mappings !== undefined ? this.#audio.set(params.audio_mappings ?? []) : null;
+    // Keys old mappings set go back to the stream's own values.
+    const restore = Object.fromEntries((undo ?? []).filter((k) => !(k in params)).map((k) => [k, next[k]])) as StreamParams;
+    let plan = this.#slot.update(engineParams({ ...restore, ...params }));
+    // The processor never sees audio_mappings; the node applied the change from the next frame: hot.
+    if (plan && undo) plan = { ...plan, mode: plan.mode === 'none' ? 'hot' : plan.mode, hot: [...plan.hot, 'audio_mappings'] };
     this.#params = next;
+    // A direct value replaced what a mapping set (or a list it sets inside changed): the next frame sets them all again.
+    this.#audio.paramsChanged();
     this.#paramsUpdatedAt = Date.now();
     if (this.#publisher && !this.#passthrough()) this.#slot.ensure();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
@@ -669,6 +720,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       paramsUpdatedAt: this.#paramsUpdatedAt,
       ...this.#outputs.status(),
       pipeline: this.#slot.pipelineStatus(),
+      ...(this.#audio.active ? { audioMappings: this.#audio.status() } : {}),
     };
   }
 
@@ -708,6 +760,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     clearInterval(this.#statsTimer);
     clearTimeout(this.#idleTimer);
     this.#landings.close();
+    this.#audio.close();
     this.safeEmit('close');
   }
 }

@@ -3,6 +3,7 @@
  * plane) and its status. LiveStream.status() assembles the status from the objects that own each
  * fact (ingest, frame slot, encoders, VP8 branch, viewers, outputs, slate).
  */
+import type { AudioMappingStatus } from './AudioMappings.ts';
 import type { PixelFormat, StreamParams } from './FrameProcessor.ts';
 import type { ProcessorState } from './FrameSlot.ts';
 import type { ParamsLanding } from './ParamsLandings.ts';
@@ -92,4 +93,6 @@ export interface LiveStreamStatus extends StreamOutputsStatus {
   lastErrorAt: number | null;
   /** The frame pipeline's own status (native FramePipeline: restarts, provider, demo…), or null. */
   pipeline: Record<string, unknown> | null;
+  /** Each audio mapping's feature and the value it gave its param (absent without mappings). */
+  audioMappings?: AudioMappingStatus[];
 }

@@ -14,8 +14,10 @@ import { SOUNDTRACK_SAMPLE_RATE } from './Soundtrack.ts';
 export interface OpusDecoderBinOptions {
   /** RTP payload type of the publisher's Opus. */
   payloadType: number;
+  /** Channels of the PCM handed out (default 2; 1: Opus decodes to mono itself, for analysis). */
+  channels?: 1 | 2;
   logger: Logger;
-  /** Decoded samples (interleaved stereo int16, a copy the caller may keep), on the main thread. */
+  /** Decoded samples (int16, interleaved when stereo; a copy the caller may keep), on the main thread. */
   onPcm: (pcm: Int16Array) => void;
 }
 
@@ -26,7 +28,7 @@ export class OpusDecoderBin {
     const caps = `application/x-rtp,media=(string)audio,clock-rate=(int)48000,encoding-name=(string)OPUS,payload=(int)${opts.payloadType}`;
     const launch =
       `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-bytes=200000 caps="${caps}" ` +
-      `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,layout=interleaved,rate=${SOUNDTRACK_SAMPLE_RATE},channels=2 ` +
+      `! rtpopusdepay ! opusdec plc=true ! audioconvert ! audioresample ! audio/x-raw,format=S16LE,layout=interleaved,rate=${SOUNDTRACK_SAMPLE_RATE},channels=${opts.channels ?? 2} ` +
       `! appsink name=sink sync=false max-buffers=50 drop=true`;
     this.#bin = new AppPipeline({
       launch,

@@ -136,6 +136,21 @@ export class Soundtrack {
     this.#pos += frames;
   }
 
+  /**
+   * The take's own samples (no gain, no publisher) at wall time `atMs` onwards, `frames` of them
+   * into `out` (interleaved; zeros where the take does not sound): what sound-reactive params read
+   * (AudioMappings). Leaves the mix's position alone.
+   */
+  read(out: Int16Array, frames: number, atMs: number): void {
+    const pos = Math.round(((atMs - this.spec.startAt) / 1000) * SOUNDTRACK_SAMPLE_RATE);
+    const pcm = this.#pcm;
+    for (let i = 0; i < frames; i++) {
+      const f = this.#frameAt(pos + i);
+      out[2 * i] = f >= 0 ? (pcm[2 * f] as number) : 0;
+      out[2 * i + 1] = f >= 0 ? (pcm[2 * f + 1] as number) : 0;
+    }
+  }
+
   /** Output time that passed without a block (the node was too busy): the take moves on with the clock. */
   skip(frames: number, atMs: number): void {
     this.#pos ??= Math.round(((atMs - this.spec.startAt) / 1000) * SOUNDTRACK_SAMPLE_RATE);

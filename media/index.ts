@@ -27,6 +27,8 @@ export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
 export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
 export { PRIMARY_RTMP } from './StreamOutputs.ts';
 export { SOUNDTRACK_SAMPLE_RATE, type SoundtrackSpec, type SoundtrackState, type SoundtrackStatus } from './Soundtrack.ts';
+export { AudioFeatures, HOP_SAMPLES, type AudioHop } from './AudioFeatures.ts';
+export type { AudioMappingStatus } from './AudioMappings.ts';
 export {
   ImageChainProcessor,
   chainActive,

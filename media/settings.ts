@@ -129,6 +129,13 @@ export interface MediaSettings {
    * audio on outputs with a soundtrack. Default 60 (three packets).
    */
   soundtrackJitterMs: number;
+  /**
+   * Longest a frame of a stream whose params follow the publisher's audio (audio_mappings) waits
+   * for the audio of its capture time to be decoded, ms: that audio travels in an Opus packet
+   * that leaves up to 20 ms after it, so without the wait a sound would change the frame after
+   * the one it belongs to. Adds up to this much latency to those streams only. Default 40.
+   */
+  audioMappingWaitMs: number;
   /** ffmpeg binary for the RTMP push. */
   ffmpegPath: string;
   /**
@@ -200,6 +207,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   aacBitrateBps: 128_000,
   aacForSilence: false,
   soundtrackJitterMs: 60,
+  audioMappingWaitMs: 40,
   ffmpegPath: 'ffmpeg',
   decoderNice: 5,
   encoderNice: 10,

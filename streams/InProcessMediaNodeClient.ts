@@ -119,6 +119,7 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
       rtmpOutputs: s.rtmpOutputs,
       recordingId: s.recording?.id ?? null,
       soundtrack: s.soundtrack,
+      ...(s.audioMappings ? { audioMappings: s.audioMappings } : {}),
       output: s.output,
       state: s.state === 'closed' ? 'idle' : s.state,
       startTime: s.startedAt ?? null,

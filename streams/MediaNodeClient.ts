@@ -9,7 +9,7 @@
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
  * The embedded default implements it with direct calls (InProcessMediaNodeClient).
  */
-import type { ClipResult, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
+import type { AudioMappingStatus, ClipResult, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
 import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
@@ -100,6 +100,8 @@ export interface NodeStreamStatus {
   recordingId?: string | null;
   /** The soundtrack the node mixes into the output audio, where it is (absent or null when none). */
   soundtrack?: SoundtrackStatus | null;
+  /** Each audio mapping's feature and the value it gave its param now (absent without mappings). */
+  audioMappings?: AudioMappingStatus[];
   /**
    * What the outputs carry (decision 0011): `live` frames, the `slate` (no live frame while someone
    * watches), or `none` (nothing encoded). Absent from nodes older than the field.

@@ -10,6 +10,13 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
+  AUDIO_FEATURES,
+  AUDIO_SOURCES,
+  HOT_KEYS,
+  MAPPABLE_PARAMS,
+  MAX_AUDIO_MAPPINGS,
+  MAX_SMOOTHING_MS,
+  mappingProblems,
   CONTROLNET_IDS,
   IP_ADAPTER_WEIGHT_TYPES,
   CONTROLNET_PREPROCESSORS,
@@ -170,6 +177,32 @@ const IpAdapterSchema = z
   })
   .strict();
 
+/**
+ * One sound-reactive param (native/params/AudioMapping.ts): the shape here, then the param path,
+ * the feature it takes and the range against the param's own bounds, each issue on its field.
+ */
+const AudioMappingSchema = z
+  .object({
+    source: z.enum(AUDIO_SOURCES).describe("Whose audio: the publisher's, or the soundtrack's take at its play position"),
+    feature: z
+      .enum(AUDIO_FEATURES)
+      .describe('rms and band:low/mid/high: loudness 0 (−60 dBFS) to 1 (full scale); onset: an attack; beat: an attack in the low band (kick). Seed takes onset or beat'),
+    param: z
+      .string()
+      .max(64)
+      .describe(`Hot param it sets on every frame: ${Object.values(MAPPABLE_PARAMS)
+        .map((m) => m.path)
+        .join(', ')}`),
+    range: z.tuple([Finite, Finite]).describe('Value at feature 0 and at feature 1 (min > max inverts); seed: the seeds picked from on each event, inclusive'),
+    smoothing_ms: Finite.min(0).max(MAX_SMOOTHING_MS).default(0).describe(`Time constant of the smoothing, ms (onset/beat: their decay). Default 0`),
+  })
+  .strict()
+  .superRefine((m, ctx) => {
+    for (const [field, message] of mappingProblems(m, (k) => HOT_KEYS.has(k as keyof EngineParams))) {
+      const path = field.startsWith('range[') ? ['range', Number(field.slice(6, -1))] : [field];
+      ctx.addIssue({ code: 'custom', path, message });
+    }
+  });
 const HttpsUrl = z.url({ protocol: /^https$/, error: 'must be an https:// URL' }).max(2048);
 
 /**
@@ -211,6 +244,11 @@ export const ParamsInputSchema = z
     controlnets: z.array(ControlNetSchema).max(8).optional(),
     ip_adapter: IpAdapterSchema.nullable().optional(),
     ip_adapter_style_image_url: HttpsUrl.nullable().optional(),
+    audio_mappings: z
+      .array(AudioMappingSchema)
+      .max(MAX_AUDIO_MAPPINGS, `at most ${MAX_AUDIO_MAPPINGS} mappings`)
+      .optional()
+      .describe('Hot params that follow the stream\'s audio, set by the media node on every frame ([] clears). Hot'),
   })
   .strict();
 export type ParamsInput = z.infer<typeof ParamsInputSchema>;
@@ -285,6 +323,10 @@ export const StreamParamsSchema = z
       .optional()
       .describe(`${UNSET} (IP-Adapter off)`),
     ip_adapter_style_image_url: z.string().optional().describe(`${UNSET} (the runtime's default style image)`),
+    audio_mappings: z
+      .array(z.object({ source: z.enum(AUDIO_SOURCES), feature: z.enum(AUDIO_FEATURES), param: z.string(), range: z.tuple([z.number(), z.number()]), smoothing_ms: z.number() }))
+      .optional()
+      .describe(`${UNSET} (no param follows the audio)`),
   })
   .meta({ id: 'StreamParams' });
 

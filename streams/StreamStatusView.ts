@@ -86,6 +86,9 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
     viewers: node.viewers,
     ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
+    ...(node.audioMappings
+      ? { audio_mappings: node.audioMappings.map((m) => ({ source: m.source, feature: m.feature, param: m.param, feature_value: m.featureValue, value: m.value })) }
+      : {}),
     inference_status: {
       pipeline: 'streamdiffusion',
       start_time: node.startTime ?? 0,
@@ -147,6 +150,8 @@ export interface StatusData {
   viewers?: number;
   /** Output frames since the publisher session started (absent when OFFLINE; an addition to the spec). */
   frames_out?: number;
+  /** Each audio mapping's feature (smoothed, 0–1) and the value it gave its param on the last frame; null before any audio. */
+  audio_mappings?: { source: string; feature: string; param: string; feature_value: number | null; value: number | null }[];
   /** Changes scheduled over the control WebSocket, soonest first, until applied (an addition to the spec). */
   scheduled_updates?: ScheduledView[];
   inference_status: {

@@ -82,6 +82,10 @@ const StatusDataSchema = z.object({
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
   viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
   frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
+  audio_mappings: z
+    .array(z.object({ source: z.string(), feature: z.string(), param: z.string(), feature_value: z.number().nullable(), value: z.number().nullable() }))
+    .optional()
+    .describe("Each of the params' audio_mappings: its feature on the last frame (smoothed, 0–1) and the value it gave the param; null before any audio. Absent without mappings or when OFFLINE. An addition to the spec"),
   output: z
     .enum(['live', 'slate', 'none'])
     .optional()

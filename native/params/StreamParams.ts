@@ -14,6 +14,7 @@ import { createProcessorChain, IMAGE_PROCESSOR_TYPES, LATENT_PROCESSOR_TYPES } f
 import { MAX_FRAME_SIDE } from '../processors/Upscale.ts';
 import { CONTROLNET_PREPROCESSORS, DAYDREAM_IMAGE_PROCESSOR_NAMES, isControlNetPreprocessor, isModelPreprocessor, preprocessorRefusal } from '../preprocessors/ControlNetPreprocessors.ts';
 import { parsePreprocessorParams } from '../preprocessors/ModelPreprocessor.ts';
+import { type AudioMapping, mappingProblems, mappingTargetProblem } from './AudioMapping.ts';
 import { controlNetsFor, familyOf, MAX_ENABLED_CONTROLNETS, REFUSED_CONTROLNETS, supportsIpAdapter, type ModelId } from './ModelFamilies.ts';
 
 /** How weighted prompts and seeds are blended. */
@@ -133,6 +134,8 @@ export interface StreamParams<M extends string = string> {
   cached_attention?: CachedAttention | null;
   /** Engine setting (absent = `self`); not in the public API. */
   cfg_type?: CfgType;
+  /** Params that follow the stream's audio, set by the media node per frame (absent = none; AudioMapping.ts). */
+  audio_mappings?: AudioMapping[];
 }
 
 type BlockKey = 'image_preprocessing' | 'image_postprocessing' | 'latent_preprocessing' | 'latent_postprocessing';
@@ -367,6 +370,14 @@ export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'p
   if (p.ip_adapter_style_image_url !== null && !supportsIpAdapter(p.model_id)) {
     at('ip_adapter_style_image_url', `IP-Adapter is not available for ${p.model_id}; a style image has no effect`);
   }
+
+  (p.audio_mappings ?? []).forEach((m, i) => {
+    // The schema checked each mapping on its own (mappingProblems); the engine checks them again.
+    const own = mappingProblems(m);
+    for (const [field, message] of own) at(`audio_mappings[${i}].${field}`, message);
+    const target = own.length === 0 ? mappingTargetProblem(m, p) : null;
+    if (target) at(`audio_mappings[${i}].param`, target);
+  });
 
   // Upscalers multiply: bound what a chain may make of a frame (the engine clamps at the same size).
   for (const key of ['image_preprocessing', 'image_postprocessing'] as const) {

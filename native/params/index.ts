@@ -30,6 +30,19 @@ export {
   checkControlNetPreprocessor,
   outputScale,
 } from './StreamParams.ts';
+export {
+  type AudioMapping,
+  type AudioSource,
+  type AudioFeature,
+  type MappedParam,
+  AUDIO_SOURCES,
+  AUDIO_FEATURES,
+  MAX_AUDIO_MAPPINGS,
+  MAX_SMOOTHING_MS,
+  MAPPABLE_PARAMS,
+  parseMappedParam,
+  mappingProblems,
+} from './AudioMapping.ts';
 export { HOT_KEYS, planUpdate, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';
 export {
   type ModelFamily,

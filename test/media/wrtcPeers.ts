@@ -53,6 +53,7 @@ export interface WrtcViewer {
 }
 
 const PUBLISHER = fileURLToPath(new URL('./fixtures/wrtcPublisher.ts', import.meta.url));
+const SOUND_PUBLISHER = fileURLToPath(new URL('./fixtures/wrtcSoundPublisher.ts', import.meta.url));
 const VIEWER = fileURLToPath(new URL('./fixtures/wrtcViewer.ts', import.meta.url));
 
 /** Spawns a fixture, kills it on teardown, and yields its stdout lines. */
@@ -77,6 +78,42 @@ export async function wrtcPublish(t: Teardown, url: string, colour: [number, num
   const { child, lines } = start(t, [PUBLISHER, url, STREAM_KEY, colour.join(',')]);
   const res = JSON.parse(await nextLine(lines, 'wrtc publisher')) as { status: number; location: string | null };
   return { ...res, stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
+}
+
+/** A wrtc publisher whose audio is a test signal (fixtures/wrtcSoundPublisher.ts). */
+export interface WrtcSoundPublisher extends WrtcPublisher {
+  /** ms epoch of the audio's first sample (the node's clock: one machine). */
+  audioStart: number;
+  /** ms epoch of each click's first sample sent so far. */
+  clicks: number[];
+}
+
+/**
+ * Starts a wrtc VP8 + Opus publisher whose audio is `clicks` (2 ms clicks every `periodMs` from
+ * `startMs`) or a `ramp` (a 440 Hz tone from −50 to −5 dBFS over `rampMs` from `startMs`), with
+ * the harness's stream key or `token`.
+ */
+export async function wrtcSoundPublish(
+  t: Teardown,
+  url: string,
+  signal: { kind: 'clicks'; startMs: number; periodMs: number; count: number } | { kind: 'ramp'; startMs: number; rampMs: number },
+  token = STREAM_KEY,
+): Promise<WrtcSoundPublisher> {
+  const args = signal.kind === 'clicks' ? [String(signal.startMs), String(signal.periodMs), String(signal.count)] : [String(signal.startMs), String(signal.rampMs)];
+  const { child, lines } = start(t, [SOUND_PUBLISHER, url, token, signal.kind, ...args]);
+  const res = JSON.parse(await nextLine(lines, 'wrtc sound publisher')) as { status: number; location: string | null };
+  const out: WrtcSoundPublisher = { ...res, audioStart: 0, clicks: [], stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
+  if (res.status !== 201) return out;
+  out.audioStart = (JSON.parse(await nextLine(lines, 'wrtc sound publisher')) as { audioStart: number }).audioStart;
+  void (async () => {
+    for (;;) {
+      const { value, done } = await lines.next();
+      if (done) return;
+      const msg = JSON.parse(value) as { click?: number };
+      if (msg.click !== undefined) out.clicks.push(msg.click);
+    }
+  })();
+  return out;
 }
 
 /** Starts a wrtc WHEP viewer (VP8 only: the build has no H.264). */

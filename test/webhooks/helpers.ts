@@ -10,6 +10,8 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import type { Logger } from 'pino';
@@ -207,13 +209,15 @@ export const TEST_STREAM = {
 };
 
 /** A webhook worker in its own process (fixtures/engineChild.ts), resolved once it prints `ready`; `env` configures it. */
-export function startEngineChild(env: Record<string, string>): Promise<ChildProcess> {
+export function startEngineChild(env: Record<string, string>, onLine?: (line: string) => void): Promise<ChildProcess> {
   const child = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'engineChild.ts');
   const proc = spawn(process.execPath, ['--import', 'tsx', child], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`engine exited before ready (${code})`)));
-    proc.stdout?.on('data', (b: Buffer) => {
-      if (b.toString().includes('ready')) resolve(proc);
+    // Every line the child prints (slot traces come from its first lease on, right after `ready`).
+    createInterface({ input: proc.stdout as Readable }).on('line', (line) => {
+      if (line === 'ready') resolve(proc);
+      else onLine?.(line);
     });
   });
 }

@@ -73,9 +73,16 @@ void t.test('stream.ended waits at each endpoint until its stream.started succee
 
   // Each endpoint by its URL: the three were created in one millisecond or so, and the list
   // orders endpoints made in the same millisecond by their random ids.
+  // The engine writes a send's outcome with its next lease (one store transaction per cycle), so
+  // a request the receiver has seen can still read pending for a cycle: wait for the outcome.
   for (const e of await wh.service.list('acc_1')) {
-    const page = await wh.service.deliveries('acc_1', e.id);
-    const endedDelivery = page.items.find((d) => d.event_id === ended.id);
+    const endedDelivery = await until(
+      `${e.url}: the ended delivery settled`,
+      async () => (await wh.service.deliveries('acc_1', e.id)).items.find((d) => d.event_id === ended.id),
+      (d) => d !== undefined && d.status !== 'pending',
+      10_000,
+      20,
+    );
     t.match(endedDelivery, { status: 'succeeded', attempts: 1 }, `${new URL(e.url).pathname}: waiting for the started one spent none of the ended one’s attempts`);
   }
 });

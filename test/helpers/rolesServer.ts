@@ -64,7 +64,7 @@ export async function startRolesServer(t: { teardown(fn: () => unknown): void },
   });
   const app = await buildApp(config, { store, logger, metrics, ...(webhooks ? { webhooks: webhooks.service } : {}), ...roles.services });
   if (opts.peerPage) app.get('/peer.html', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(PEER_PAGE));
-  await app.listen({ port, host: '127.0.0.1' });
+  // Torn down also when listen fails: a media node left running holds the test process open.
   t.teardown(async () => {
     await app.close();
     await roles.close();
@@ -72,6 +72,7 @@ export async function startRolesServer(t: { teardown(fn: () => unknown): void },
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
+  await app.listen({ port, host: '127.0.0.1' });
   const base = `http://127.0.0.1:${port}`;
   const { key } = await createAccountWithKey(store, opts.plan ?? 'internal');
   const api = async (method: string, path: string, body?: unknown) => {

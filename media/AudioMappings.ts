@@ -20,6 +20,7 @@ import { type AudioMapping, type MappedParam, parseMappedParam } from '../native
 import { AudioFeatures, type AudioHop } from './AudioFeatures.ts';
 import type { StreamParams } from './FrameProcessor.ts';
 import { OpusDecoderBin } from './OpusDecoderBin.ts';
+import { RtpArrival } from './RtpArrival.ts';
 import { SOUNDTRACK_SAMPLE_RATE, type Soundtrack } from './Soundtrack.ts';
 
 /** How far back the least-delayed packet that places RTP time on the node's clock may be, ms (as CaptureClock). */
@@ -144,8 +145,8 @@ export class AudioMappings {
   readonly #soundtrack = new Timeline();
   #decoder: OpusDecoderBin | null = null;
   #payloadType: number | undefined;
-  /** (arrival − RTP time) of the last CAPTURE_WINDOW_MS of packets, ms, as a monotonic queue whose head is the least. */
-  #offsets: { at: number; offset: number }[] = [];
+  /** RTP time (48 kHz) on Date.now() by the least-delayed packet of the last CAPTURE_WINDOW_MS. */
+  readonly #arrival = new RtpArrival(SOUNDTRACK_SAMPLE_RATE, CAPTURE_WINDOW_MS);
   /**
    * RTP time (unwrapped, ms) of the next decoded sample: the decoder's output is continuous (its
    * PLC fills lost packets), so it advances by what comes out, and is taken again from the packets
@@ -154,8 +155,6 @@ export class AudioMappings {
   #nextRtpMs: number | null = null;
   /** RTP time (unwrapped, ms) of the newest packet pushed. */
   #lastRtpMs = 0;
-  #rtpLast: number | null = null;
-  #rtpUnwrapped = 0;
   /** Frames waiting for audio: resolved when it covers their time or their bound passes. */
   #waiters: { at: number; resolve: () => void; timer: NodeJS.Timeout }[] = [];
   #stBuf = new Int16Array(0);
@@ -192,8 +191,7 @@ export class AudioMappings {
   setPublisher(payloadType: number | undefined): void {
     if (payloadType === this.#payloadType) return;
     this.#payloadType = payloadType;
-    this.#offsets = [];
-    this.#rtpLast = null;
+    this.#arrival.reset();
     this.#stopDecoder();
     this.#syncDecoder();
   }
@@ -234,12 +232,7 @@ export class AudioMappings {
   pushPublisherRtp(rtp: Uint8Array): void {
     if (!this.#decoder || rtp.length < 12) return;
     const ts = ((rtp[4] as number) << 24) | ((rtp[5] as number) << 16) | ((rtp[6] as number) << 8) | (rtp[7] as number);
-    const rtpMs = this.#unwrap(ts >>> 0);
-    const now = Date.now();
-    const offset = now - rtpMs;
-    while (this.#offsets.length > 0 && (this.#offsets[this.#offsets.length - 1] as { offset: number }).offset >= offset) this.#offsets.pop();
-    this.#offsets.push({ at: now, offset });
-    while (this.#offsets.length > 1 && (this.#offsets[0] as { at: number }).at < now - CAPTURE_WINDOW_MS) this.#offsets.shift();
+    const rtpMs = this.#arrival.arrive(ts >>> 0, Date.now());
     this.#lastRtpMs = rtpMs;
     this.#nextRtpMs ??= rtpMs;
     try {
@@ -249,24 +242,11 @@ export class AudioMappings {
     }
   }
 
-  /** RTP time (48 kHz) unwrapped, in ms. */
-  #unwrap(ts: number): number {
-    if (this.#rtpLast === null) this.#rtpUnwrapped = ts;
-    else {
-      let d = ts - this.#rtpLast;
-      if (d > 2 ** 31) d -= 2 ** 32;
-      else if (d < -(2 ** 31)) d += 2 ** 32;
-      this.#rtpUnwrapped += d;
-    }
-    this.#rtpLast = ts;
-    return this.#rtpUnwrapped / FRAMES_PER_MS;
-  }
-
   #onPcm(pcm: Int16Array): void {
     if (this.#closed) return;
     const frames = pcm.length;
     const lengthMs = frames / FRAMES_PER_MS;
-    const least = this.#offsets[0]?.offset;
+    const least = this.#arrival.least;
     if (this.#nextRtpMs === null || least === undefined) return;
     // Output the packets cannot have made (ahead of the newest), or a second behind: placed afresh.
     if (this.#nextRtpMs > this.#lastRtpMs + 1 || this.#lastRtpMs - this.#nextRtpMs > RESYNC_BEHIND_MS) this.#nextRtpMs = this.#lastRtpMs;

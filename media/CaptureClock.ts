@@ -19,6 +19,8 @@
  * outputs were stamped up to half a second early.)
  */
 
+import { RtpArrival } from './RtpArrival.ts';
+
 /** How far back the least-delayed frame that places RTP time on the node's clock may be, ms. */
 const CAPTURE_WINDOW_MS = 2000;
 /** A decoder holds a few frames at most: older entries are frames it dropped (the newest are kept). */
@@ -37,22 +39,15 @@ export interface CaptureTime {
 export class CaptureClock {
   /** Capture times of the frames inside the decoder by their push stamp, oldest first. */
   #inputTimes = new Map<number, CaptureTime>();
-  /**
-   * (arrival − RTP time) of the last CAPTURE_WINDOW_MS of frames, ms on performance.now(), as a
-   * monotonic queue whose head is the least: maps RTP time to the node's clock.
-   */
-  #offsets: { at: number; offset: number }[] = [];
+  /** RTP time (90 kHz) on performance.now() by the least-delayed frame of the last CAPTURE_WINDOW_MS. */
+  readonly #arrival = new RtpArrival(90_000, CAPTURE_WINDOW_MS);
   /** The fixed (arrival − RTP time) `ptsMs` uses, ms; null before the publisher's first frame. */
   #steady: number | null = null;
-  /** The last RTP timestamp and its unwrapped value, ms (32-bit RTP time wraps every 13 h). */
-  #rtpLast: number | null = null;
-  #rtpUnwrapped = 0;
 
   /** A new publisher: it has its own RTP clock. */
   reset(): void {
-    this.#offsets = [];
+    this.#arrival.reset();
     this.#steady = null;
-    this.#rtpLast = null;
     this.#inputTimes.clear();
   }
 
@@ -82,17 +77,9 @@ export class CaptureClock {
   }
 
   #captureAt(rtpTs: number): CaptureTime {
-    if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
-    else this.#rtpUnwrapped += ((rtpTs - this.#rtpLast + 2 ** 31) % 2 ** 32) - 2 ** 31;
-    this.#rtpLast = rtpTs;
-    const rtpMs = this.#rtpUnwrapped / 90;
     const now = performance.now();
-    const q = this.#offsets;
-    const offset = now - rtpMs;
-    while (q.length > 0 && q[q.length - 1]!.offset >= offset) q.pop();
-    q.push({ at: now, offset });
-    while (q[0]!.at < now - CAPTURE_WINDOW_MS) q.shift();
-    const least = q[0]!.offset;
+    const rtpMs = this.#arrival.arrive(rtpTs, now);
+    const least = this.#arrival.least as number; // a frame just arrived
     if (this.#steady === null || Math.abs(least - this.#steady) > STEADY_RESET_MS) this.#steady = least;
     return { capturedAt: rtpMs + least + (Date.now() - now), ptsMs: rtpMs + this.#steady };
   }

@@ -51,15 +51,18 @@ t.test('on_beat changes land on the first frame at or after their beat: within o
   t.notOk('scheduled_updates' in after.body['data'], 'gone from status once applied');
 
   const errors: number[] = [];
+  let excused = 0;
   let lastFrame = later.frame as number;
   for (let i = 0; i < 10; i++) {
     // A change that reaches the server within 1 ms of a beat is applied at once, unscheduled, as
     // documented: send each one away from the beat it would land on (same clock: one machine).
     const toBeat = 500 - ((Date.now() - hello.server_time) % 500);
     if (toBeat < 100) await new Promise((r) => setTimeout(r, toBeat + 20));
+    const skippedBefore = (await pubs.stats(pub.id)).framesSkipped;
     c.send({ type: 'update', id: `b${i}`, params: { seed: 100 + i }, on_beat: true });
     const queued = await c.next((m) => m.id === `b${i}` && m.type === 'queued');
     const ack = await c.next((m) => m.id === `b${i}` && m.type === 'ack', 10_000);
+    const skipped = (await pubs.stats(pub.id)).framesSkipped - skippedBefore;
     t.equal(ack.due_at, queued.due_at);
     t.equal(Math.round((ack.due_at - hello.server_time) % 500), 0, 'due on a beat');
     if (typeof ack.frame !== 'number' || typeof ack.frame_at !== 'number' || typeof ack.prev_frame_at !== 'number') {
@@ -72,9 +75,21 @@ t.test('on_beat changes land on the first frame at or after their beat: within o
     t.ok(ack.prev_frame_at < ack.due_at, `b${i}: the frame before was captured before the beat (${(ack.prev_frame_at - ack.due_at).toFixed(1)} ms)`);
     t.ok(ack.frame_at >= ack.due_at, `b${i}: the frame that carries it was captured at or after the beat`);
     const err = ack.frame_at - ack.due_at;
+    // The publisher paces by the wall clock and skips the frames whose tick came late (a loaded
+    // machine held its process up), as a capture card does: then no frame was captured near the
+    // beat and the first one after it is later by the gap. Such a beat is excused only when the
+    // publisher itself reports the missing frames (the capture gap less the one interval it
+    // always spans), so frames the node lost still fail.
+    const gapFrames = Math.round((ack.frame_at - ack.prev_frame_at) / FRAME_MS) - 1;
+    if (err > FRAME_MS + 0.01 && gapFrames > 0 && skipped >= gapFrames) {
+      t.comment(`b${i}: ${err.toFixed(1)} ms after its beat: the publisher skipped ${skipped} frames there (gap of ${gapFrames})`);
+      excused++;
+      continue;
+    }
     errors.push(err);
     t.ok(err <= FRAME_MS + 0.01, `b${i}: ${err.toFixed(1)} ms after its beat, within one frame interval (${FRAME_MS.toFixed(1)} ms)`);
   }
   t.comment(`beat-lock error (frame capture − beat), ms: ${errors.map((e) => e.toFixed(1)).join(', ')}`);
+  t.ok(excused <= 3, `at most 3 of 10 beats fell in a gap of the publisher's own (${excused})`);
   await pubs.stop(pub.id);
 });

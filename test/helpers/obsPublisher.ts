@@ -53,6 +53,8 @@ export interface PublisherStats {
   state: string;
   iceState: string;
   framesSent: number;
+  /** Frames never sent because their tick came late (the process was held up): gaps in capture time. */
+  framesSkipped: number;
   bytesSent: number;
   /** Viewers only: RTP packets and payload bytes received. */
   packetsReceived?: number;

@@ -4,7 +4,7 @@
  * (WHEP_VIEWERS_PER_STREAM; the node's own cap, 500 a core, is left to its default): 300
  * receive-only WHEP viewers (libdatachannel, no decoding) of one OBS-like publisher's stream, each
  * from its own loopback address, all receive media; the 301st is refused 503 + Retry-After. The
- * smaller version in the main suite: test/media/ViewerCapacity.test.ts.
+ * smaller version in the main suite: test/media/ViewerCapacity.e2e.test.ts.
  */
 import t from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';

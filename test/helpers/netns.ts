@@ -18,10 +18,51 @@
  */
 import { spawn, execFile, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { ImpairedLink, type Impairment } from './impairedLink.ts';
 
 const exec = promisify(execFile);
+
+/**
+ * Each lab number's owner (`<id>`: `{pid, tag}`), written when a lab is made and removed with it:
+ * a run killed outright (`kill -9`, a cancelled CI job) leaves its namespaces, veths and route
+ * behind, and the next lab with that number removes them instead of failing on "File exists".
+ * On tmpfs, so a reboot forgets it along with the namespaces.
+ */
+const OWNERS = '/run/reverie-labs';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Takes lab `id` for this process, first removing what a dead owner left: namespaces and links named by its tag, the route to the lab's /22. */
+async function claim(id: number, tag: string, dest: string): Promise<() => Promise<void>> {
+  await mkdir(OWNERS, { recursive: true });
+  const file = `${OWNERS}/${id}`;
+  const prev = await readFile(file, 'utf8')
+    .then((s) => JSON.parse(s) as { pid: number; tag: string })
+    .catch(() => null);
+  if (prev !== null && alive(prev.pid)) throw new Error(`lab ${id} is in use by process ${prev.pid}: give each test file its own lab number`);
+  if (prev !== null) {
+    const { stdout: nss } = await exec('ip', ['netns', 'list']);
+    for (const ns of nss.split('\n').map((l) => l.split(' ')[0] ?? '')) {
+      if (ns.startsWith(`${prev.tag}-`)) await exec('ip', ['netns', 'del', ns]).catch(() => undefined);
+    }
+    const { stdout: links } = await exec('ip', ['-o', 'link', 'show']);
+    for (const m of links.matchAll(/^\d+: ([^:@\s]+)/gm)) {
+      if (m[1]!.startsWith(prev.tag)) await exec('ip', ['link', 'del', m[1]!]).catch(() => undefined);
+    }
+    await exec('ip', ['route', 'del', dest]).catch(() => undefined);
+  }
+  await writeFile(file, JSON.stringify({ pid: process.pid, tag }));
+  return () => rm(file, { force: true });
+}
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -82,6 +123,8 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
   const rootRoutes: string[] = [];
   // 198.18.0.0/15 holds 128 labs of a /22: 0–63 in 198.18, 64–127 in 198.19.
   const net = `198.${18 + Math.floor(id / 64)}`;
+  const dest = `${net}.${(id % 64) * 4}.0/22`;
+  const release = await claim(id, tag, dest);
   let veths = 0;
   let tuns = 0;
 
@@ -106,6 +149,7 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
     for (const r of rootRoutes) await exec('ip', ['route', 'del', r]).catch(() => undefined);
     for (const l of rootLinks) await exec('ip', ['link', 'del', l]).catch(() => undefined);
     for (const n of names) await exec('ip', ['netns', 'del', full(n)]).catch(() => undefined);
+    await release();
   });
 
   for (const n of names) {
@@ -150,7 +194,6 @@ export async function createLab(t: Teardown, id: number, names: string[]): Promi
       return child;
     },
     async routeFromHere(gateway) {
-      const dest = `${net}.${(id % 64) * 4}.0/22`;
       await exec('ip', ['route', 'add', dest, 'via', gateway]);
       rootRoutes.push(dest);
     },

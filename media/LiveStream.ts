@@ -492,11 +492,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * node's clock (`mediaMs`, CaptureClock's `ptsMs`) and capture time (`capturedAt`, ms epoch).
    */
   #encode(frame: Frame, inputAtMs: number, marks: ParamsMark[], mediaMs: number, capturedAt: number): void {
+    const now = performance.now();
+    const ptsMs = this.#clock.live(mediaMs, capturedAt - (Date.now() - now), now);
+    if (ptsMs === null) {
+      // Stale (queued through a stall the slate covered): its changes land with the next frame out.
+      this.#landings.pushed(marks, -1);
+      return;
+    }
     this.#livePushed = true;
     this.#lastPushedDecodedAtMs = inputAtMs;
-    const now = performance.now();
     this.#slate.live(frame, now);
-    const ptsMs = this.#clock.live(mediaMs, capturedAt - (Date.now() - now), now);
     this.#landings.pushed(marks, this.#pushToEncoders(frame, ptsMs));
   }
 

@@ -19,6 +19,14 @@
  * interval would put two frames in one frame period of the nominal rate, where ffmpeg and players
  * that count frames see them collide. Slate frames are stamped by the node: its clock minus the
  * last live frame's lag behind it, at least a frame apart, so the slate follows the live timeline.
+ *
+ * A run later than its capture time by more than CATCHUP_MS catches up: each frame is left out
+ * and the run moves a whole frame earlier, until it is within CATCHUP_MS (from there the slew
+ * above). A run starts that late after a stall of the node's event loop that the slate covered:
+ * the slate's frame comes first, stamped at the node's clock, and the frames queued meanwhile
+ * follow it. Such a run once stayed 1.8 s late, slewing back 0.9 ms per dropped frame: every output
+ * frame after it was stamped ahead of the node's clock, and the LL-HLS packager, which places the
+ * audio by the node's clock, saw every audio frame as early and dropped it.
  */
 
 /** Output and capture time may differ this much before the offset follows, ms (more than network jitter). */
@@ -27,6 +35,8 @@ const DRIFT_MS = 20;
 const EARLY_SLEW_MS = 0.1;
 /** How much earlier a run's output may move across a gap of two frames or more, ms (intervals stay within 1 ms of whole frames). */
 const LATE_SLEW_MS = 0.9;
+/** A run later than capture time by more than this leaves frames out to catch up, ms (above a slow pipeline's start behind the slate; under the LL-HLS packager's 200 ms audio tolerance). */
+const CATCHUP_MS = 150;
 
 export class OutputClock {
   readonly #frameMs: number;
@@ -51,11 +61,17 @@ export class OutputClock {
 
   /**
    * Output time of a live frame: `mediaMs` its RTP time and `captureMs` its capture time (both on
-   * the node's monotonic clock, CaptureClock), pushed at `nowMs`.
+   * the node's monotonic clock, CaptureClock), pushed at `nowMs`; null: the frame is left out (its
+   * run is catching up, see CATCHUP_MS).
    */
-  live(mediaMs: number, captureMs: number, nowMs: number): number {
+  live(mediaMs: number, captureMs: number, nowMs: number): number | null {
     if (this.#offsetMs !== null) {
       const late = mediaMs + this.#offsetMs - captureMs;
+      if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs) {
+        // The next frame takes this one's place: the interval stays a whole frame.
+        this.#offsetMs -= this.#frameMs;
+        return null;
+      }
       if (late < -DRIFT_MS) this.#offsetMs += Math.min(EARLY_SLEW_MS, -late - DRIFT_MS);
       else if (late > DRIFT_MS && mediaMs - this.#lastMediaMs >= 2 * this.#frameMs) this.#offsetMs -= Math.min(LATE_SLEW_MS, late - DRIFT_MS);
     }

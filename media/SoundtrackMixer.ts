@@ -26,8 +26,8 @@ export interface SoundtrackMixerOptions {
   soundtrack: Soundtrack;
   /** Publisher audio held before the mix takes it, ms (settings.soundtrackJitterMs). */
   jitterMs: number;
-  /** One mixed block (interleaved stereo int16, the mixer's own buffer: valid during the call). */
-  onPcm: (pcm: Int16Array) => void;
+  /** One mixed block (interleaved stereo int16, the mixer's own buffer: valid during the call) and its first output frame (dueMs). */
+  onPcm: (pcm: Int16Array, firstFrame: number) => void;
   logger: Logger;
 }
 
@@ -162,9 +162,10 @@ export class SoundtrackMixer {
     const out = this.#out.subarray(0, frames * 2);
     const publisher = this.#takePublisher(frames * 2) ? this.#pub.subarray(0, frames * 2) : null;
     this.#opts.soundtrack.render(out, frames, wallAt(this.#made), publisher);
+    const first = this.#made;
     this.#made += frames;
     try {
-      this.#opts.onPcm(out);
+      this.#opts.onPcm(out, first);
     } catch (err) {
       this.#opts.logger.warn({ err }, 'tick() | the mix was not taken');
     }

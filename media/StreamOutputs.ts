@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { AacEncoderBin } from './AacEncoderBin.ts';
 import { ClipBuffer, type ClipSource } from './ClipBuffer.ts';
 import type { EncodedAccessUnit } from './EncoderBin.ts';
+import { EncoderInputClock } from './EncoderInputClock.ts';
 import { HlsPackager, type CompletedSegment, type HlsPackagerStats } from './HlsPackager.ts';
 import { RecordingWriter, type RecordingWriterStats } from './RecordingWriter.ts';
 import type { RtmpPushStatus } from './RtmpPush.ts';
@@ -76,6 +77,8 @@ export class StreamOutputs {
   /** The last minute of output segments, for clips (fed by the HLS packager). */
   readonly #clips = new ClipBuffer();
   #aac: AacEncoderBin | null = null;
+  /** With a soundtrack: when the AAC encoder's input samples were due (the mix's clock). */
+  #aacClock: EncoderInputClock | null = null;
   /** The song mixed into the output audio (null: the publisher's audio alone, as it comes). */
   #soundtrack: Soundtrack | null = null;
   /** Runs while a soundtrack is set and an output takes audio: the AAC encoder and the viewers' Opus encoder then take its PCM. */
@@ -255,24 +258,29 @@ export class StreamOutputs {
         soundtrack,
         jitterMs: this.#opts.settings.soundtrackJitterMs,
         logger: this.#logger,
-        onPcm: (pcm) => {
+        onPcm: (pcm, first) => {
           const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-          if (this.#aac && !this.#aac.closed) this.#aac.push(bytes);
+          if (this.#aac && !this.#aac.closed) {
+            this.#aacClock?.fed(first, pcm.length / 2);
+            this.#aac.push(bytes);
+          }
           if (this.#opus && !this.#opus.closed) this.#opus.push(bytes);
         },
       });
       const mixer = this.#mixer;
       if (aacWanted && !this.#aac) {
-        // AAC frame n holds mix frames from first + n·1024 on (the encoder neither drops nor adds
-        // any): it is placed at their due time, so a busy event loop delays frames without moving them.
-        const first = mixer.framesMade;
+        // AAC frame n holds the encoder's input samples from n·1024 on (it neither drops nor adds
+        // any): it is placed at their due time, so a busy event loop delays frames without moving
+        // them, and a stretch the mix skipped after a long stall moves the frames after it on.
+        const clock = new EncoderInputClock((frame) => mixer.dueMs(frame));
+        this.#aacClock = clock;
         let n = 0;
         this.#aac = new AacEncoderBin({
           payloadType: 'pcm',
           bitrateBps: this.#opts.settings.aacBitrateBps,
           logger: this.#logger,
           onFrame: (frame) => {
-            const atMs = mixer.dueMs(first + AAC_FRAME_SAMPLES * n++);
+            const atMs = clock.dueAt(AAC_FRAME_SAMPLES * n++);
             this.#hls?.pushAudio(frame, atMs);
             this.#rtmp.pushAudio(frame, atMs);
           },

@@ -64,6 +64,12 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   total('reverie_media_input_frames_total', 'Whole frames received from the publisher.', (s) => s.status().framesIn);
   total('reverie_media_output_frames_total', 'Frames encoded for viewers.', (s) => s.status().framesOut);
   total('reverie_media_dropped_frames_total', 'Decoded frames dropped because a later stage was busy (latest frame wins).', (s) => s.status().framesDropped);
+  // A stall of the output shows to LL-HLS players as media time cut out (the timeline has no holes): how often, and how much.
+  total('reverie_media_hls_cuts_total', 'Pauses cut out of the LL-HLS media timeline (output stalls longer than a part, the publisher away, a new encoder size).', (s) => s.status().hls?.cuts);
+  total('reverie_media_hls_cut_seconds_total', 'Media time those cuts took out of the LL-HLS timeline (video and audio alike), seconds.', (s) => s.status().hls?.cutSeconds);
+  total('reverie_media_hls_audio_frames_silent_total', 'AAC frames of silence the LL-HLS packager put where no audio came (no publisher audio, or audio over 150 ms late).', (s) => s.status().hls?.audioFramesSilent);
+  total('reverie_media_hls_audio_frames_dropped_total', 'AAC frames the LL-HLS packager dropped because they came over 200 ms ahead of the video (after a cut or a burst).', (s) => s.status().hls?.audioFramesDropped);
+  total('reverie_media_hls_audio_resyncs_total', 'Times the LL-HLS packager placed the audio again after it came over 200 ms early for a second (its clock and the video timeline disagreed).', (s) => s.status().hls?.audioResyncs);
   total('reverie_media_ingest_packets_lost_total', "Video RTP packets the publisher's link lost (gaps past the reorder window, before NACK repair).", (s) => s.status().ingest?.packetsLost);
   total('reverie_media_ingest_packets_unrecovered_total', 'Video RTP packets no retransmission brought back in time (the frames after them waited for a key frame).', (s) => s.status().ingest?.packetsUnrecovered);
   total('reverie_media_ingest_nack_requests_total', 'Sequence numbers the node asked the publisher to send again (one per number per NACK).', (s) => s.status().ingest?.nackRequests);

@@ -131,6 +131,12 @@ export interface HlsPackagerStats {
   bytesHeld: number;
   audioFramesSilent: number;
   audioFramesDropped: number;
+  /** Times the audio was placed again after coming early for a second (see AUDIO_RESYNC_FRAMES). */
+  audioResyncs: number;
+  /** Pauses cut out of the media timeline (output stalls, the publisher away, a new encoder size): how many. */
+  cuts: number;
+  /** The media time those cuts took out, seconds (players and the audio skip it; see pushVideo). */
+  cutSeconds: number;
 }
 
 const STALL_MS = 1000;
@@ -144,6 +150,13 @@ const STALL_MS = 1000;
 const RETIRED_SEGMENTS = 1;
 const AUDIO_GAP_MS = 150;
 const AUDIO_AHEAD_MS = 200;
+/**
+ * Audio that has come over AUDIO_AHEAD_MS early this many frames in a row (≈ 1 s) is placed again
+ * from where the timeline is: its clock and the video's disagree (the video timeline moved on
+ * without it), and dropping it waits for a catch-up that the silence padded behind the video never
+ * lets come — the stream would be silent for good.
+ */
+const AUDIO_RESYNC_FRAMES = 47;
 /** Publisher with audio: silence is only padded this far behind the video (its audio arrives late). */
 const AUDIO_FILL_LAG_MS = 300;
 
@@ -171,6 +184,9 @@ export class HlsPackager {
   #keyUnitAsked = false;
   /** 90 kHz ticks of gaps cut out of the media timeline (see pushVideo). */
   #offsetTicks = 0;
+  /** Gaps cut out of the media timeline (see pushVideo), and their total length in 90 kHz ticks. */
+  #cuts = 0;
+  #cutTicks = 0;
   /** Media time where the next frame starts after a segment ended on a gap (flush, stall, new init); ticks. */
   #resumeTicks: number | undefined;
   #audioPending: Uint8Array[] = [];
@@ -182,6 +198,11 @@ export class HlsPackager {
   #lastRequestAt = -Infinity;
   audioFramesSilent = 0;
   audioFramesDropped = 0;
+  audioResyncs = 0;
+  /** Audio frames dropped in a row as early. */
+  #audioEarly = 0;
+  /** Samples added to every audio frame's position since the last resync (AUDIO_RESYNC_FRAMES); 0 after a gap. */
+  #audioShift = 0;
 
   constructor(opts: HlsPackagerOptions) {
     this.#opts = opts;
@@ -270,6 +291,10 @@ export class HlsPackager {
     // audio follows the same offset.
     const from = this.#held ? this.#held.t + this.partTargetTicks : this.#resumeTicks;
     if (from !== undefined && (t > from || !this.#held)) {
+      if (t > from) {
+        this.#cuts++;
+        this.#cutTicks += t - from;
+      }
       this.#offsetTicks += t - from;
       t = from;
     }
@@ -282,6 +307,8 @@ export class HlsPackager {
 
   /** Ends the open segment with the held frame at its nominal length; the next frame continues the timeline right after it. */
   #endOnGap(): void {
+    this.#audioShift = 0;
+    this.#audioEarly = 0;
     if (this.#held) this.#resumeTicks = this.#held.t + this.#nominalTicks();
     this.#flushHeld();
     this.#closeSegment();
@@ -291,16 +318,22 @@ export class HlsPackager {
   /** One raw AAC frame (1024 samples at 48 kHz) that reached Node at atMs. */
   pushAudio(frame: Uint8Array, atMs: number): void {
     if (this.#closed || this.#epochMs === undefined || !this.#current) return;
-    const pos = Math.round(((atMs - this.#epochMs) / 1000 - this.#offsetTicks / VIDEO_TIMESCALE) * AAC_SAMPLE_RATE);
+    const pos = Math.round(((atMs - this.#epochMs) / 1000 - this.#offsetTicks / VIDEO_TIMESCALE) * AAC_SAMPLE_RATE) + this.#audioShift;
     if (this.#audioNext === undefined) this.#startAudio(Math.max(pos, 0));
     const next = this.#audioNext ?? 0;
     const gap = pos - next;
     if (gap > (AUDIO_GAP_MS / 1000) * AAC_SAMPLE_RATE) {
       this.#fillSilence(Math.floor(gap / AAC_SAMPLES_PER_FRAME));
     } else if (-gap > (AUDIO_AHEAD_MS / 1000) * AAC_SAMPLE_RATE) {
-      this.audioFramesDropped++;
-      return;
+      if (++this.#audioEarly < AUDIO_RESYNC_FRAMES) {
+        this.audioFramesDropped++;
+        return;
+      }
+      this.#audioShift -= gap;
+      this.audioResyncs++;
+      this.#logger.warn(`pushAudio() | audio ${(-gap / AAC_SAMPLE_RATE).toFixed(3)} s early for ${AUDIO_RESYNC_FRAMES} frames in a row: placed from the timeline again`);
     }
+    this.#audioEarly = 0;
     this.#audioPending.push(frame);
     this.#audioNext = (this.#audioNext ?? 0) + AAC_SAMPLES_PER_FRAME;
   }
@@ -592,7 +625,7 @@ export class HlsPackager {
         if (p.bytes) parts++;
       }
     }
-    return { msn: this.lastMsn, segments: this.#segments.length, parts, bytesHeld: bytes, audioFramesSilent: this.audioFramesSilent, audioFramesDropped: this.audioFramesDropped };
+    return { msn: this.lastMsn, segments: this.#segments.length, parts, bytesHeld: bytes, audioFramesSilent: this.audioFramesSilent, audioFramesDropped: this.audioFramesDropped, audioResyncs: this.audioResyncs, cuts: this.#cuts, cutSeconds: this.#cutTicks / VIDEO_TIMESCALE };
   }
 
   #assertOpen(): void {

@@ -117,6 +117,11 @@ t.test('media metrics of a live stream: stage histograms in seconds, frame and b
     t.ok(sum > 0 && sum / count < 1, `${s}: mean ${((sum / count) * 1000).toFixed(2)} ms, in seconds`);
   }
   t.ok((value(families.get('reverie_media_output_frames_total'), 'reverie_media_output_frames_total', { stream_id: STREAM_ID }) ?? 0) >= 20, 'output frames counted');
+  // The LL-HLS packager's repairs of its timeline, per stream (a live stream on a quiet node has a counter, typed, at whatever value).
+  for (const name of ['reverie_media_hls_cuts_total', 'reverie_media_hls_cut_seconds_total', 'reverie_media_hls_audio_frames_silent_total', 'reverie_media_hls_audio_frames_dropped_total', 'reverie_media_hls_audio_resyncs_total']) {
+    t.equal(families.get(name)?.type, 'counter', `${name} is a counter`);
+    t.ok((value(families.get(name), name, { stream_id: STREAM_ID }) ?? -1) >= 0, `${name} has the stream's value`);
+  }
   t.ok((value(families.get('reverie_media_ingest_received_bytes_total'), 'reverie_media_ingest_received_bytes_total', { stream_id: STREAM_ID }) ?? 0) > 10_000, 'ingest bytes counted');
 });
 

@@ -104,6 +104,29 @@ t.test('without publisher audio, parts carry silent AAC covering the video; afte
   t.ok(hls.stats().audioFramesSilent >= 90, `silence padded (${hls.stats().audioFramesSilent} frames)`);
 });
 
+t.test('audio that keeps coming over 200 ms early is placed again after a second, not dropped for good', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(180, 30);
+  const { hls } = packager({ windowSegments: 10 });
+  t.teardown(() => hls.close());
+  hls.audioExpected = true;
+  const frame = new Uint8Array([0x21, 0x10, 0x04, 0x60, 0x8c, 0x1c]);
+  // Audio on the video's clock for 1.5 s, then 800 ms behind it (a clock that disagrees): as
+  // placed, every frame is early by more than the 200 ms the packager allows.
+  let audioAt = 10_000;
+  let at4s = hls.stats();
+  aus.forEach((au, i) => {
+    const v = 10_000 + i * frameMs;
+    hls.pushVideo({ ...au, ptsMs: v });
+    for (; audioAt <= v; audioAt += 1024 / 48) hls.pushAudio(frame, audioAt >= 11_500 ? audioAt - 800 : audioAt);
+    if (i === 120) at4s = hls.stats();
+  });
+  const end = hls.stats();
+  t.equal(end.audioResyncs, 1, 'placed again once');
+  t.ok(end.audioFramesDropped >= 40 && end.audioFramesDropped <= 47, `${end.audioFramesDropped} frames dropped first (≈ 1 s)`);
+  t.equal(end.audioFramesDropped - at4s.audioFramesDropped, 0, 'none dropped in the last 2 s');
+  t.equal(end.audioFramesSilent - at4s.audioFramesSilent, 0, 'nor any silence padded');
+});
+
 /** Each fragment's (moof) media span on one track, in its timescale, in file order. */
 function trackSpans(bytes: Buffer, trackId: number): { start: number; end: number }[] {
   const spans: { start: number; end: number }[] = [];
@@ -162,6 +185,11 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
   const audio = msns.flatMap((msn) => trackSpans(hls.segment(msn) ?? Buffer.alloc(0), 2));
   const audioHoles = audio.slice(1).map((s, i) => (s.start - (audio[i] as { end: number }).end) / 48).filter((ms) => Math.abs(ms) > 22);
   t.same(audioHoles, [], 'the silent audio follows within one AAC frame (21.3 ms)');
+  // What was cut is counted for operators (reverie_media_hls_cut*): the arrival span less the media time.
+  const arrivalS = (30_000 + 29 * frameMs + frameMs - 10_000) / 1000;
+  const { cuts, cutSeconds } = hls.stats();
+  t.equal(cuts, 2, 'two cuts: the stall and the gap before the new encoder');
+  t.ok(Math.abs(cutSeconds - (arrivalS - mediaS)) < 0.05, `${cutSeconds.toFixed(3)} s cut out of ${arrivalS.toFixed(3)} s of arrival time (${mediaS.toFixed(3)} s of media)`);
 });
 
 t.test('a segment and its parts stay served one segment after they leave the playlist (a player reading a second-old playlist finds them)', { timeout: 60_000 }, async (t) => {

@@ -129,7 +129,7 @@ t.test('a looping soundtrack is in the LL-HLS AAC sample-accurately, seams witho
   t.equal((await api('PUT', `/v1/streams/${id}/soundtrack`, { song_id: songId, take: 2 })).status, 404, 'a take the song does not have: 404');
 
   const pubs = startObsPublishers(t);
-  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 256, frames: 600, gop: 30 }) });
+  const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 256, frames: 1800, gop: 30 }) });
   t.equal(pub.status, 201, pub.body);
   const hls = new SegmentCollector(`${server.url}/hls/${created.body['output_playback_id'] as string}/plain.m3u8`);
   const before = await hls.newest(60_000);
@@ -140,65 +140,85 @@ t.test('a looping soundtrack is in the LL-HLS AAC sample-accurately, seams witho
   const playing = await until('the node plays it', () => api('GET', `/v1/streams/${id}/soundtrack`), (r) => r.body['data']?.['state'] === 'playing', 20_000);
   t.ok(playing.body['data']['position_s'] >= 0 && playing.body['data']['position_s'] < playing.body['data']['duration_s'], 'status reports the position in the take');
 
-  // The take is ≈ 10 s: 16 segments of ≈ 1 s from the one after the next hold one seam or more.
-  const now = await hls.newest(10_000);
-  const msns = await hls.collect(Math.max(now, before) + 1, 16, 90_000);
-  const out = monoOf(await hls.decode(msns, dataDir, 'with'));
-  t.ok(out.length >= 14 * RATE, `${(out.length / RATE).toFixed(1)} s of output audio`);
+  // The packager's own repairs of the timeline, read from /metrics: media time cut out when the
+  // output stalled (a loaded machine), AAC frames of silence put in for late audio and frames
+  // dropped for early audio. Each moves the take's lag in the output; nothing else may.
+  const repairs = async () => {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const get = (name: string) => Number(new RegExp(`^${name}\\{stream_id="${id}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    const frames = get('reverie_media_hls_audio_frames_silent_total') + get('reverie_media_hls_audio_frames_dropped_total');
+    return { cuts: get('reverie_media_hls_cuts_total') + get('reverie_media_hls_audio_resyncs_total'), seconds: get('reverie_media_hls_cut_seconds_total') + (frames * 1024) / RATE, frames, resyncs: get('reverie_media_hls_audio_resyncs_total') };
+  };
 
-  // Where the first 2 s stretch lies in the take; every later one must lie at the same offset from
-  // the output's own sample count (the take frame at output sample s is (s + offset) mod len).
-  const W = 2 * RATE;
-  const first = loopLag(take, out.subarray(RATE, RATE + W));
-  t.ok(first.peak > 0.9, `the output correlates with the take (peak ${first.peak.toFixed(3)})`);
-  // Output sample s plays take frame (s + offset) mod len, from `from` on. The LL-HLS packager cuts a
-  // video freeze longer than a part out of the media timeline and the audio with it (the timeline
-  // has no holes), so a stall of the node's output — a loaded CI machine — moves the lag once per
-  // cut: at most two such moves are allowed, each reported, and between them the lag must hold to
-  // within 2 samples. A stretch that straddles a move matches neither lag and is skipped (one per move).
-  const runs: { from: number; offset: number }[] = [{ from: 0, offset: (((first.lag - RATE) % take.length) + take.length) % take.length }];
-  let stretches = 0;
-  let straddled = 0;
-  for (let at = 3 * RATE; at + W <= out.length; at += RATE) {
-    const offset = (runs[runs.length - 1] as { offset: number }).offset;
-    let peak = -1;
-    let lag = 0;
-    for (let d = -2; d <= 2; d++) {
-      const c = correlationAt(take, out.subarray(at, at + W), offset + at + d);
-      if (c > peak) [peak, lag] = [c, d];
+  // The take is ≈ 10 s: 16 segments of ≈ 1 s from the one after the next hold one seam or more. A
+  // capture whose seams all fall where the packager repaired the timeline is taken again (3 at most).
+  let seamChecked = false;
+  for (let capture = 1; capture <= 3 && !seamChecked; capture++) {
+    const r0 = await repairs();
+    const now = await hls.newest(10_000);
+    const msns = await hls.collect(Math.max(now, before) + 1, 16, 90_000);
+    const r1 = await repairs();
+    const repaired = { cuts: r1.cuts - r0.cuts, frames: r1.frames - r0.frames, seconds: r1.seconds - r0.seconds, resyncs: r1.resyncs - r0.resyncs };
+    const out = monoOf(await hls.decode(msns, dataDir, `with${capture}`));
+    t.ok(out.length >= 14 * RATE, `capture ${capture}: ${(out.length / RATE).toFixed(1)} s of output audio`);
+    const lag = takeLag(take, out);
+    t.ok(lag.stretches >= 10 && lag.runs.length > 0, `capture ${capture}: ${lag.stretches} stretches of 2 s, the output correlates with the take`);
+    const moved = lag.runs.slice(1).map((r, i) => {
+      const d = (((r.offset - (lag.runs[i] as { offset: number }).offset) % take.length) + take.length) % take.length;
+      return (d > take.length / 2 ? d - take.length : d) / RATE;
+    });
+    const detail = `runs ${lag.runs.map((r) => `${(r.from / RATE).toFixed(0)}–${(r.to / RATE).toFixed(0)} s`).join(', ')}; moves ${moved.map((m) => m.toFixed(3)).join(', ') || 'none'} s; straddling ${lag.straddled}; the packager cut ${repaired.cuts} time(s), ${repaired.seconds.toFixed(3)} s with ${repaired.frames} AAC frame(s) put in or dropped`;
+    if (repaired.cuts === 0 && repaired.frames === 0) {
+      // Sample-accurate: one lag (to within 2 samples) across the whole capture.
+      t.ok(lag.runs.length === 1 && lag.straddled === 0, `capture ${capture}: the lag held across every stretch (${detail})`);
+    } else {
+      // The lag moves only by what the packager repaired, and holds between.
+      const total = moved.reduce((a, m) => a + Math.abs(m), 0);
+      // A resync moves the audio by however early it came: no bound but the count.
+      t.ok(repaired.resyncs > 0 || total <= repaired.seconds + 0.05, `capture ${capture}: the lag moved only by the repairs (${detail}; ${repaired.resyncs} resync(s))`);
+      t.ok(lag.straddled <= lag.stretches / 2, `capture ${capture}: most stretches lie at one lag (${detail})`);
     }
-    stretches++;
-    if (peak > 0.9) {
-      t.ok(true, `the stretch at ${at / RATE} s lies at the same lag (peak ${peak.toFixed(3)}, ${lag} samples off)`);
-      continue;
+
+    // The loop seam, inside a stretch of output that matched its run's lag: output sample s plays
+    // take frame (s + offset) mod len, so the seam is where that wraps.
+    for (const run of lag.runs) {
+      const first = Math.ceil((run.from + run.offset - take.length) / take.length);
+      for (let k = first; k <= first + 2 && !seamChecked; k++) {
+        const seam = (k + 1) * take.length - run.offset;
+        if (seam - 2400 < run.from || seam + 2400 > run.to) continue;
+        seamChecked = true;
+        const around = [seam - 2400, seam + 2400] as const; // ±50 ms
+        const takeStep = Math.max(maxStep(take), Math.abs((take[0] as number) - (take[take.length - 1] as number)));
+        const seamStep = maxStep(out, ...around);
+        t.ok(seamStep <= 1.25 * takeStep, `no click at the seam (at ${(seam / RATE).toFixed(2)} s): largest step ${seamStep.toFixed(4)} vs the take's own ${takeStep.toFixed(4)}`);
+        const seamPeak = correlationAt(take, out.subarray(around[0], around[1]), run.offset + around[0]);
+        t.ok(seamPeak > 0.9, `the take continues across the seam at the same lag (correlation ${seamPeak.toFixed(3)})`);
+        t.ok(rms(out) > 0.02, `the output carries the song (rms ${rms(out).toFixed(3)})`);
+      }
     }
-    const moved = loopLag(take, out.subarray(at, at + W));
-    if (moved.peak > 0.9) {
-      runs.push({ from: at, offset: (((moved.lag - at) % take.length) + take.length) % take.length });
-      t.comment(`the lag moved at ${at / RATE} s by ${((((moved.lag - at - offset) % take.length) + take.length) % take.length) / RATE} s of the take (a stall cut out of the timeline)`);
-    } else straddled++;
+    if (!seamChecked) t.comment(`capture ${capture}: no loop seam lies in a stretch the packager left alone (${detail}); capturing again`);
   }
-  t.ok(stretches >= 10, `${stretches} stretches checked`);
-  // A move inside the last stretch has no later stretch to show the new lag: straddled may be one more than the moves.
-  t.ok(runs.length <= 3 && straddled <= runs.length, `the lag held but for ${runs.length - 1} move(s) (stretches across one: ${straddled})`);
-
-  // The loop seam: output sample s plays take frame (s + offset) mod len; the seam is where that wraps
-  // (in the run that holds it).
-  const seams = runs.map((r, i) => ({ offset: r.offset, at: take.length - r.offset + Math.ceil((r.from + r.offset - take.length) / take.length) * take.length, end: runs[i + 1]?.from ?? out.length }));
-  const inRun = seams.find((x) => x.at - 2400 >= 0 && x.at + 2400 <= x.end && x.at >= (runs[seams.indexOf(x)]?.from ?? 0) + 2400);
-  const seam = inRun?.at ?? -1;
-  const offset = inRun?.offset ?? 0;
-  t.ok(seam > RATE / 10 && seam + RATE / 10 < out.length, `a seam inside the capture (at ${(seam / RATE).toFixed(2)} s)`);
-  const around = [seam - 2400, seam + 2400] as const; // ±50 ms
-  const takeStep = Math.max(maxStep(take), Math.abs((take[0] as number) - (take[take.length - 1] as number)));
-  const seamStep = maxStep(out, ...around);
-  t.ok(seamStep <= 1.25 * takeStep, `no click at the seam: largest step ${seamStep.toFixed(4)} vs the take's own ${takeStep.toFixed(4)}`);
-  const seamPeak = correlationAt(take, out.subarray(around[0], around[1]), offset + around[0]);
-  t.ok(seamPeak > 0.9, `the take continues across the seam at the same lag (correlation ${seamPeak.toFixed(3)})`);
+  t.ok(seamChecked, 'a loop seam was checked in one of 3 captures');
 
   const got = await api('GET', `/v1/streams/${id}/soundtrack`);
   t.ok(got.body['data']['loops'] >= 1, `status counts the loops (${got.body['data']['loops']})`);
-  t.ok(rms(out) > 0.02, `the output carries the song (rms ${rms(out).toFixed(3)})`);
+
+  // The node's thread stalls 1.8 s (a loaded machine): the mix makes up 1 s and skips the rest.
+  // Once it has passed the LL-HLS audio is the take again, at one lag, and the packager repairs
+  // nothing more (the AAC frames after the skip were once stamped 0.8 s early for good: every one
+  // dropped and silence padded in its place, ≈ 94 repairs a second, the output silent).
+  const stallEnd = Date.now() + 1800;
+  while (Date.now() < stallEnd); // the stall itself: this test runs the node in its own thread
+  const settled = await until('the packager stops repairing', async () => {
+    const a = await repairs();
+    await new Promise((r) => setTimeout(r, 2000));
+    return { a, b: await repairs() };
+  }, ({ a, b }) => b.frames - a.frames <= 2 && b.cuts === a.cuts, 20_000, 0);
+  t.ok(settled.b.frames - settled.a.frames <= 2, `after the stall the packager put in or dropped ${settled.b.frames - settled.a.frames} AAC frame(s) in 2 s`);
+  const resumed = await hls.newest(10_000);
+  const tail = monoOf(await hls.decode(await hls.collect(resumed + 1, 6, 30_000), dataDir, 'resumed'));
+  const recovered = takeLag(take, tail);
+  t.ok(recovered.runs.length === 1 && recovered.straddled === 0, `after the stall the output is the take at one lag (${recovered.runs.length} run(s), ${recovered.straddled} stretch(es) at none)`);
 
   // WHEP: a libwebrtc viewer (wrtc) decodes the Opus it gets: the take, not the publisher's silence.
   const audioFile = join(dataDir, 'whep.pcm');
@@ -233,6 +253,7 @@ t.test('a looping soundtrack is in the LL-HLS AAC sample-accurately, seams witho
   t.ok(Math.max(...windows.map((w) => w.peak)) > 0.95, `and it is the take (${detail})`);
   viewer.closePeer();
 
+
   // DELETE: the publisher's silence alone again.
   t.equal((await api('DELETE', `/v1/streams/${id}/soundtrack`)).status, 200);
   t.same((await api('GET', `/v1/streams/${id}/soundtrack`)).body, { success: true, data: null }, 'cleared');
@@ -242,3 +263,35 @@ t.test('a looping soundtrack is in the LL-HLS AAC sample-accurately, seams witho
   t.ok(rms(quiet) < 0.001, `silent after DELETE (rms ${rms(quiet).toFixed(5)})`);
   t.equal((await api('DELETE', `/v1/streams/${id}/soundtrack`)).status, 200, 'DELETE again: idempotent');
 });
+
+/**
+ * Where each 2 s stretch of `out` (one every second from 1 s) lies in the looping take: runs of
+ * stretches at one offset (output sample s plays take frame (s + offset) mod len, to within 2
+ * samples), with the output span each run's matching stretches cover; a stretch that matches no
+ * single offset (it straddles a move) is counted, not placed.
+ */
+function takeLag(take: Float64Array, out: Float64Array): { runs: { from: number; to: number; offset: number }[]; stretches: number; straddled: number } {
+  const W = 2 * RATE;
+  const runs: { from: number; to: number; offset: number }[] = [];
+  let stretches = 0;
+  let straddled = 0;
+  for (let at = RATE; at + W <= out.length; at += RATE) {
+    stretches++;
+    const run = runs[runs.length - 1];
+    if (run) {
+      let best = { peak: -1, d: 0 };
+      for (let d = -2; d <= 2; d++) {
+        const c = correlationAt(take, out.subarray(at, at + W), run.offset + at + d);
+        if (c > best.peak) best = { peak: c, d };
+      }
+      if (best.peak > 0.9) {
+        run.to = at + W;
+        continue;
+      }
+    }
+    const found = loopLag(take, out.subarray(at, at + W));
+    if (found.peak > 0.9) runs.push({ from: at, to: at + W, offset: (((found.lag - at) % take.length) + take.length) % take.length });
+    else straddled++;
+  }
+  return { runs, stretches, straddled };
+}

@@ -9,6 +9,7 @@ import pino from 'pino';
 import t from 'tap';
 import { EncoderBin, type EncodedAccessUnit } from '../../media/EncoderBin.ts';
 import { HlsPackager, type CompletedSegment } from '../../media/HlsPackager.ts';
+import { trackSpans } from '../helpers/fmp4.ts';
 
 /** `n` real access units of a moving gradient, IDR every `keyInt` frames. */
 async function encode(n: number, keyInt: number, W = 128, H = 96): Promise<EncodedAccessUnit[]> {
@@ -126,38 +127,6 @@ t.test('audio that keeps coming over 200 ms early is placed again after a second
   t.equal(end.audioFramesDropped - at4s.audioFramesDropped, 0, 'none dropped in the last 2 s');
   t.equal(end.audioFramesSilent - at4s.audioFramesSilent, 0, 'nor any silence padded');
 });
-
-/** Each fragment's (moof) media span on one track, in its timescale, in file order. */
-function trackSpans(bytes: Buffer, trackId: number): { start: number; end: number }[] {
-  const spans: { start: number; end: number }[] = [];
-  const children = (buf: Buffer, from: number, to: number, visit: (type: string, body: number, end: number) => void) => {
-    for (let o = from; o + 8 <= to; ) {
-      const size = buf.readUInt32BE(o);
-      visit(buf.toString('latin1', o + 4, o + 8), o + 8, o + size);
-      o += size;
-    }
-  };
-  children(bytes, 0, bytes.length, (type, body, end) => {
-    if (type !== 'moof') return;
-    children(bytes, body, end, (type, body, end) => {
-      if (type !== 'traf') return;
-      let id = -1;
-      let start = 0;
-      let dur = 0;
-      children(bytes, body, end, (type, b) => {
-        if (type === 'tfhd') id = bytes.readUInt32BE(b + 4);
-        if (type === 'tfdt') start = Number(bytes.readBigUInt64BE(b + 4)); // version 1
-        if (type === 'trun') {
-          // flags 0x701: data offset, then duration, size and flags per sample.
-          const count = bytes.readUInt32BE(b + 4);
-          for (let i = 0; i < count; i++) dur += bytes.readUInt32BE(b + 12 + i * 12);
-        }
-      });
-      if (id === trackId) spans.push({ start, end: start + dur });
-    });
-  });
-  return spans;
-}
 
 t.test('the media timeline has no hole across a stall, a publisher gap and a resolution change (players would stall at it)', { timeout: 60_000 }, async (t) => {
   const aus = await encode(90, 30);

@@ -21,6 +21,7 @@ import type { Page } from 'playwright-core';
 import { AddressPolicy } from '../../webhooks/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
+import { trackSpans } from '../helpers/fmp4.ts';
 import { STAMPED_FRAMES_JS } from '../helpers/stampedFrames.ts';
 import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
@@ -168,6 +169,19 @@ t.test('WHEP, hls.js and the RTMP push keep one session across a publisher recon
     await new Promise((r) => setTimeout(r, 100));
   }
   await page.evaluate((u) => (window as unknown as SlatePage).playHls(u), hlsUrl);
+  // Our own output, read as it is served: every complete segment, fetched once (bounded: 600 polls).
+  const served = new Map<number, Buffer>();
+  let serving = true;
+  const collected = (async () => {
+    for (let i = 0; serving && i < 600; i++) {
+      const text = await (await fetch(hlsUrl)).text();
+      for (const m of text.matchAll(/^seg(\d+)\.m4s$/gm)) {
+        const msn = Number(m[1]);
+        if (!served.has(msn)) served.set(msn, Buffer.from(await (await fetch(new URL(m[0], hlsUrl))).arrayBuffer()));
+      }
+      await new Promise((r) => setTimeout(r, 200)); // a player's polling pace
+    }
+  })();
   await bothSee(page, 'plain', 5, 60_000);
   let st = srv.node.status(STREAM_ID);
   t.equal(st?.output, 'slate', 'status: the output is on slate before the first publish');
@@ -209,9 +223,27 @@ t.test('WHEP, hls.js and the RTMP push keep one session across a publisher recon
   t.same(phases(p.runs.w, 3), ['plain', 'live', 'grey', 'live'], 'WHEP viewer: plain slate, live, greyed slate, live');
   const hlsOk = t.same(phases(p.runs.h, 3), ['plain', 'live', 'grey', 'live'], 'hls.js: plain slate, live, greyed slate, live');
   // The media timeline has no hole at the switches (a new encoder size, the publisher leaving): a
-  // hole stalled hls.js for up to 4 s until it skipped it. Skipping to the buffer's start is not one.
-  const holes = p.hlsLog.filter((l) => /skipping hole, adjusting currentTime from (?!0 )|after video hole/.test(l));
-  const holesOk = t.same(holes, [], 'hls.js never skipped a hole in its buffer after playback began');
+  // hole stalled hls.js for up to 4 s until it skipped it. Skipping to the buffer's start is not one,
+  // nor is a skip within 3 s after hls.js ran out of buffer, the served timeline being whole (above):
+  // when the node stalls (a loaded machine) the low-latency player falls behind the live edge and
+  // may load on from a later part, a gap of its own making (seen once: buffered to 3.601 s, the
+  // next part it loaded from 3.666 s).
+  serving = false;
+  await collected;
+  const msns = [...served.keys()].sort((a, b) => a - b);
+  t.ok(msns.length >= 6 && msns.every((m, i) => i === 0 || m === (msns[i - 1] as number) + 1), `served segments ${msns[0]}–${msns.at(-1)} read, none missed`);
+  const gaps = (track: number, unit: number, tolerance: number) => {
+    const spans = msns.flatMap((m) => trackSpans(served.get(m) as Buffer, track));
+    return spans.slice(1).map((x, i) => (x.start - (spans[i] as { end: number }).end) / unit).filter((d) => Math.abs(d) > tolerance);
+  };
+  t.same(gaps(1, 90, 0), [], 'the served video timeline has no hole (ms) across the switches');
+  t.same(gaps(2, 48, 21.4), [], 'nor the audio (within one AAC frame)');
+  const at = (l: string) => Number(/^(\d+) ms:/.exec(l)?.[1] ?? NaN);
+  const starved = p.hlsLog.filter((l) => /Playback stalling at .* due to low buffer/.test(l)).map(at);
+  const skips = p.hlsLog.filter((l) => /skipping hole, adjusting currentTime from (?!0 )|after video hole/.test(l));
+  const holes = skips.filter((l) => !starved.some((s) => at(l) >= s && at(l) - s <= 3000));
+  if (skips.length > holes.length) t.comment(`hls.js skipped ${skips.length - holes.length} gap(s) after running out of buffer (the node was slow): ${skips.join('; ')}`);
+  const holesOk = t.same(holes, [], 'hls.js never skipped a hole in its buffer after playback began, but after running out of buffer');
   if (!hlsOk || !holesOk) t.comment(`hls.js:\n${p.hlsLog.join('\n')}\nnode:\n${srvLog.join('\n')}`);
   t.equal(p.whepPosts, 1, 'one WHEP session');
   t.same(p.pcStates.filter((s) => s !== 'connecting' && s !== 'connected'), [], 'the viewer connection never failed or closed');

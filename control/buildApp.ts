@@ -17,6 +17,8 @@ import {
 import type { Logger } from 'pino';
 import type { Account } from '../store/index.ts';
 import { AccountCache } from './AccountCache.ts';
+import { RequestIds } from './RequestIds.ts';
+import { RequestLogger } from './RequestLogger.ts';
 import { bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
@@ -49,10 +51,12 @@ declare module 'fastify' {
 
 export type App = ReturnType<typeof createFastify>;
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+/** Where a request keeps its trace id once made. */
+const TRACE_ID = Symbol('traceId');
 
 /** Fastify with our request ids, body limit and logger; its type is the app's type. */
 function createFastify(config: Readonly<Config>, logger: Logger) {
+  const requestIds = new RequestIds();
   return Fastify({
     loggerInstance: logger,
     bodyLimit: config.bodyLimit,
@@ -60,10 +64,9 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
     // the X-Forwarded-For entry left of the last trusted hop. Per-address limits and logs use it.
     trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
     // Our ids; a caller's X-Request-Id is kept when it is sane, so logs join up across services.
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(9).toString('base64url')}`;
-    },
+    genReqId: (req) => requestIds.forRequest(req.headers['x-request-id']),
+    // request.log makes its child logger (with the request id) only when something is logged.
+    childLoggerFactory: (parent, bindings, options) => new RequestLogger(parent as Logger, bindings, options),
     // We log one line per request ourselves (onResponse), with the route pattern and timing.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
@@ -94,16 +97,31 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   app.removeContentTypeParser('text/plain');
 
   app.decorateRequest('account', null);
-  app.decorateRequest('traceId', '');
-  app.addHook('onRequest', async (request, reply) => {
-    request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
-    void reply.header('x-request-id', String(request.id));
+  // The trace id is made when first read (error envelopes, the control socket): most requests
+  // never need one, and a random one per request was work on every request's path.
+  app.decorateRequest('traceId', {
+    getter(this: FastifyRequest & { [TRACE_ID]?: string }) {
+      return (this[TRACE_ID] ??= traceIdFrom(this.headers.traceparent as string | undefined));
+    },
+    setter(this: FastifyRequest & { [TRACE_ID]?: string }, traceId: string) {
+      this[TRACE_ID] = traceId;
+    },
   });
-  app.addHook('onResponse', async (request, reply) => {
+  // Callback hooks that finish at once: an async hook costs a promise and a microtask turn each.
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header('x-request-id', request.id);
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
     ctx.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
+    // The app's logger with the request id among the fields: the line a per-request child would
+    // write, without making one.
+    if (ctx.logger.isLevelEnabled('info')) {
+      ctx.logger.info({ requestId: request.id, method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
+    }
+    done();
   });
 
   // /openapi.json declares per operation what the auth hooks below enforce: a route they let

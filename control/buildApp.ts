@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -57,8 +57,11 @@ const TRACE_ID = Symbol('traceId');
 /** Fastify with our request ids, body limit and logger; its type is the app's type. */
 function createFastify(config: Readonly<Config>, logger: Logger) {
   const requestIds = new RequestIds();
+  // The app's logger type is the interface fastify asks of a logger, not pino's: request.log is a
+  // RequestLogger (below), which is that interface and no more.
+  const loggerInstance: FastifyBaseLogger = logger;
   return Fastify({
-    loggerInstance: logger,
+    loggerInstance,
     bodyLimit: config.bodyLimit,
     // req.ip is the client's address: the TCP peer's, or behind a trusted proxy (TRUSTED_PROXIES)
     // the X-Forwarded-For entry left of the last trusted hop. Per-address limits and logs use it.
@@ -66,7 +69,7 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
     // Our ids; a caller's X-Request-Id is kept when it is sane, so logs join up across services.
     genReqId: (req) => requestIds.forRequest(req.headers['x-request-id']),
     // request.log makes its child logger (with the request id) only when something is logged.
-    childLoggerFactory: (parent, bindings, options) => new RequestLogger(parent as Logger, bindings, options),
+    childLoggerFactory: (parent, bindings, options) => new RequestLogger(parent, bindings, options),
     // We log one line per request ourselves (onResponse), with the route pattern and timing.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },

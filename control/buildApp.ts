@@ -77,7 +77,10 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
     // segment, a content type it cannot parse) answer in the shape of the area the URL is in.
     frameworkErrors: (error, request, reply) => {
       const area = request.url === config.musicBasePath || request.url.startsWith(`${config.musicBasePath}/`) ? 'music' : 'streams';
+      // No hook runs for these (the request is fastify's bare one, without our decorators), so
+      // the trace id and the X-Request-Id header are set here.
       request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
+      void reply.header('x-request-id', request.id);
       const message =
         error.code === 'FST_ERR_BAD_URL'
           ? 'The URL is malformed (a percent-encoding is not valid UTF-8).'

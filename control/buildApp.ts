@@ -10,7 +10,6 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
-  serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
@@ -19,6 +18,7 @@ import type { Account } from '../store/index.ts';
 import { AccountCache } from './AccountCache.ts';
 import { RequestIds } from './RequestIds.ts';
 import { RequestLogger } from './RequestLogger.ts';
+import { responseSerializerCompiler } from './ResponseSerializer.ts';
 import { bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
@@ -97,7 +97,8 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   const accounts = new AccountCache({ store: ctx.store, ttlMs: config.authCache.ttlMs, maxEntries: config.authCache.maxKeys });
 
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  // Checks each response against its schema, then JSON; see control/ResponseSerializer.ts.
+  app.setSerializerCompiler(responseSerializerCompiler);
   // Only JSON bodies in the REST areas: text/plain would otherwise be parsed as a string and fail
   // validation with a confusing 400 instead of a clear 415. (WHIP registers application/sdp in its own scope.)
   app.removeContentTypeParser('text/plain');

@@ -54,8 +54,12 @@ export type App = ReturnType<typeof createFastify>;
 /** Where a request keeps its trace id once made. */
 const TRACE_ID = Symbol('traceId');
 
-/** Fastify with our request ids, body limit and logger; its type is the app's type. */
-function createFastify(config: Readonly<Config>, logger: Logger) {
+/**
+ * Fastify with our request ids, body limit and logger; its type is the app's type. `requestDone`
+ * writes a request's access line and metrics; it is called here for the requests the router
+ * refuses, for which no hook runs.
+ */
+function createFastify(config: Readonly<Config>, logger: Logger, requestDone: (request: FastifyRequest, status: number, ms: number) => void) {
   const requestIds = new RequestIds();
   // The app's logger type is the interface fastify asks of a logger, not pino's: request.log is a
   // RequestLogger (below), which is that interface and no more.
@@ -76,11 +80,13 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
     // Errors the router raises before any route runs (bad percent-encoding, an over-long path
     // segment, a content type it cannot parse) answer in the shape of the area the URL is in.
     frameworkErrors: (error, request, reply) => {
+      const startMs = performance.now();
       const area = request.url === config.musicBasePath || request.url.startsWith(`${config.musicBasePath}/`) ? 'music' : 'streams';
       // No hook runs for these (the request is fastify's bare one, without our decorators), so
       // the trace id and the X-Request-Id header are set here.
       request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
       void reply.header('x-request-id', request.id);
+      reply.raw.once('finish', () => requestDone(request, reply.statusCode, performance.now() - startMs));
       const message =
         error.code === 'FST_ERR_BAD_URL'
           ? 'The URL is malformed (a percent-encoding is not valid UTF-8).'
@@ -93,7 +99,7 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
 }
 
 export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promise<App> {
-  const app = createFastify(config, ctx.logger);
+  const app = createFastify(config, ctx.logger, (request, status, ms) => requestDone(ctx, request, status, ms));
   const accounts = new AccountCache({ store: ctx.store, ttlMs: config.authCache.ttlMs, maxEntries: config.authCache.maxKeys });
 
   app.setValidatorCompiler(validatorCompiler);
@@ -120,14 +126,7 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    ctx.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-    // The app's logger with the request id among the fields: the line a per-request child would
-    // write, without making one.
-    if (ctx.logger.isLevelEnabled('info')) {
-      ctx.logger.info({ requestId: request.id, method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
-    }
+    requestDone(ctx, request, reply.statusCode, reply.elapsedTime);
     done();
   });
 
@@ -201,6 +200,18 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   if (ctx.mediaRoutes) await app.register(ctx.mediaRoutes);
   if (ctx.webRoutes) await app.register(ctx.webRoutes);
   return app;
+}
+
+/** A request's metrics and access line (`request done`), once it is answered; `ms` since it was routed. */
+function requestDone(ctx: AppContext, request: FastifyRequest, status: number, ms: number): void {
+  const route = request.routeOptions.url ?? 'unmatched';
+  ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
+  ctx.metrics.httpDuration.observe({ method: request.method, route }, ms / 1000);
+  // The app's logger with the request id among the fields: the line a per-request child would
+  // write, without making one.
+  if (ctx.logger.isLevelEnabled('info')) {
+    ctx.logger.info({ requestId: request.id, method: request.method, route, url: request.url.split('?')[0], status, ms: Math.round(ms * 10) / 10, client: request.ip }, 'request done');
+  }
 }
 
 /** Bearer auth for every route of an area except those marked `config: { public: true }` and unknown routes (they 404). */

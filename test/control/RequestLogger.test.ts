@@ -123,6 +123,8 @@ t.test('the access line is written once per request with method, route, url, sta
     { url: '/v1/webhooks/whk_missing', headers: auth, status: 404, route: '/v1/webhooks/:id', path: '/v1/webhooks/whk_missing' },
     { url: '/v1/no-such-route', headers: auth, status: 404, route: 'unmatched', path: '/v1/no-such-route' },
     { url: '/t/boom', headers: { 'x-request-id': 'caller-boom' }, status: 500, route: '/t/boom', path: '/t/boom' },
+    // Refused by the router before any route or hook runs (bad percent-encoding).
+    { url: '/v1/webhooks/%E0%A4%A?token=secret-in-query', headers: {}, status: 400, route: 'unmatched', path: '/v1/webhooks/%E0%A4%A' },
   ];
   const seen: { requestId: unknown; want: (typeof cases)[number] }[] = [];
   for (const want of cases) {
@@ -144,6 +146,8 @@ t.test('the access line is written once per request with method, route, url, sta
   t.equal(failed.length, 1, 'the 500 also writes its error line');
   t.match(failed[0], { level: 50, requestId: 'caller-boom', err: { message: 'boom on purpose' } });
   t.equal(lines.filter((l) => l.msg === 'request done').length, cases.length, 'no other access lines');
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(metrics.body, /reverie_http_requests_total\{method="GET",route="unmatched",status="400"\} 1\n/, 'the refused URL is counted too');
 });
 
 t.test('at a level above info no access line is written and requests still answer', async (t) => {

@@ -118,3 +118,44 @@ export function parseArgs(argv: readonly string[]): Map<string, string> {
   }
   return out;
 }
+
+/** The parts of a V8 CPU profile (`Profiler.stop`) that `profileShares` reads. */
+export interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string }; children?: number[] }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/**
+ * Busy time of a CPU profile by category: each sample's time goes to the nearest frame, from the
+ * sampled one up its callers, for which `classify` names a category (null: look at the caller).
+ * Idle and what `classify` calls `leftOut` (the profiler's own frames) are left out; what no frame
+ * names is 'other'. Shares of 1.
+ */
+export function profileShares(profile: CpuProfile, classify: (frame: { functionName: string; url: string }) => string | null, leftOut?: string): Map<string, number> {
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const category = new Map<number, string | null>();
+  const categoryOf = (id: number): string | null => {
+    if (category.has(id)) return category.get(id)!;
+    const node = byId.get(id);
+    if (!node) return 'other';
+    const name = node.callFrame.functionName;
+    let c: string | null;
+    if (name === '(idle)') c = null;
+    else c = classify(node.callFrame) ?? (parent.has(id) ? categoryOf(parent.get(id)!) : 'other');
+    category.set(id, c);
+    return c;
+  };
+  const time = new Map<string, number>();
+  let busy = 0;
+  for (const [i, id] of profile.samples.entries()) {
+    const c = categoryOf(id);
+    const dt = profile.timeDeltas[i] ?? 0;
+    if (c === null || c === leftOut) continue;
+    time.set(c, (time.get(c) ?? 0) + dt);
+    busy += dt;
+  }
+  return new Map([...time].sort((a, b) => b[1] - a[1]).map(([c, t]) => [c, busy > 0 ? t / busy : 0]));
+}

@@ -6,17 +6,19 @@
 import { randomBytes } from 'node:crypto';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
-  serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { Account } from '../store/index.ts';
 import { AccountCache } from './AccountCache.ts';
+import { RequestIds } from './RequestIds.ts';
+import { RequestLogger } from './RequestLogger.ts';
+import { responseSerializerCompiler } from './ResponseSerializer.ts';
 import { bearerToken, traceIdFrom } from './ApiKeys.ts';
 import type { Config } from './config.ts';
 import { areaErrorHandler, areaNotFoundHandler, sendApiError, toApiError } from './ErrorReplies.ts';
@@ -49,29 +51,42 @@ declare module 'fastify' {
 
 export type App = ReturnType<typeof createFastify>;
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+/** Where a request keeps its trace id once made. */
+const TRACE_ID = Symbol('traceId');
 
-/** Fastify with our request ids, body limit and logger; its type is the app's type. */
-function createFastify(config: Readonly<Config>, logger: Logger) {
+/**
+ * Fastify with our request ids, body limit and logger; its type is the app's type. `requestDone`
+ * writes a request's access line and metrics; it is called here for the requests the router
+ * refuses, for which no hook runs.
+ */
+function createFastify(config: Readonly<Config>, logger: Logger, requestDone: (request: FastifyRequest, status: number, ms: number) => void) {
+  const requestIds = new RequestIds();
+  // The app's logger type is the interface fastify asks of a logger, not pino's: request.log is a
+  // RequestLogger (below), which is that interface and no more.
+  const loggerInstance: FastifyBaseLogger = logger;
   return Fastify({
-    loggerInstance: logger,
+    loggerInstance,
     bodyLimit: config.bodyLimit,
     // req.ip is the client's address: the TCP peer's, or behind a trusted proxy (TRUSTED_PROXIES)
     // the X-Forwarded-For entry left of the last trusted hop. Per-address limits and logs use it.
     trustProxy: config.trustedProxies.length > 0 ? [...config.trustedProxies] : false,
     // Our ids; a caller's X-Request-Id is kept when it is sane, so logs join up across services.
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(9).toString('base64url')}`;
-    },
+    genReqId: (req) => requestIds.forRequest(req.headers['x-request-id']),
+    // request.log makes its child logger (with the request id) only when something is logged.
+    childLoggerFactory: (parent, bindings, options) => new RequestLogger(parent, bindings, options),
     // We log one line per request ourselves (onResponse), with the route pattern and timing.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     // Errors the router raises before any route runs (bad percent-encoding, an over-long path
     // segment, a content type it cannot parse) answer in the shape of the area the URL is in.
     frameworkErrors: (error, request, reply) => {
+      const startMs = performance.now();
       const area = request.url === config.musicBasePath || request.url.startsWith(`${config.musicBasePath}/`) ? 'music' : 'streams';
+      // No hook runs for these (the request is fastify's bare one, without our decorators), so
+      // the trace id and the X-Request-Id header are set here.
       request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
+      void reply.header('x-request-id', request.id);
+      reply.raw.once('finish', () => requestDone(request, reply.statusCode, performance.now() - startMs));
       const message =
         error.code === 'FST_ERR_BAD_URL'
           ? 'The URL is malformed (a percent-encoding is not valid UTF-8).'
@@ -84,26 +99,35 @@ function createFastify(config: Readonly<Config>, logger: Logger) {
 }
 
 export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promise<App> {
-  const app = createFastify(config, ctx.logger);
+  const app = createFastify(config, ctx.logger, (request, status, ms) => requestDone(ctx, request, status, ms));
   const accounts = new AccountCache({ store: ctx.store, ttlMs: config.authCache.ttlMs, maxEntries: config.authCache.maxKeys });
 
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  // Checks each response against its schema, then JSON; see control/ResponseSerializer.ts.
+  app.setSerializerCompiler(responseSerializerCompiler);
   // Only JSON bodies in the REST areas: text/plain would otherwise be parsed as a string and fail
   // validation with a confusing 400 instead of a clear 415. (WHIP registers application/sdp in its own scope.)
   app.removeContentTypeParser('text/plain');
 
   app.decorateRequest('account', null);
-  app.decorateRequest('traceId', '');
-  app.addHook('onRequest', async (request, reply) => {
-    request.traceId = traceIdFrom(request.headers.traceparent as string | undefined);
-    void reply.header('x-request-id', String(request.id));
+  // The trace id is made when first read (error envelopes, the control socket): most requests
+  // never need one, and a random one per request was work on every request's path.
+  app.decorateRequest('traceId', {
+    getter(this: FastifyRequest & { [TRACE_ID]?: string }) {
+      return (this[TRACE_ID] ??= traceIdFrom(this.headers.traceparent as string | undefined));
+    },
+    setter(this: FastifyRequest & { [TRACE_ID]?: string }, traceId: string) {
+      this[TRACE_ID] = traceId;
+    },
   });
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    ctx.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, route, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, client: request.ip }, 'request done');
+  // Callback hooks that finish at once: an async hook costs a promise and a microtask turn each.
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header('x-request-id', request.id);
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    requestDone(ctx, request, reply.statusCode, reply.elapsedTime);
+    done();
   });
 
   // /openapi.json declares per operation what the auth hooks below enforce: a route they let
@@ -176,6 +200,18 @@ export async function buildApp(config: Readonly<Config>, ctx: AppContext): Promi
   if (ctx.mediaRoutes) await app.register(ctx.mediaRoutes);
   if (ctx.webRoutes) await app.register(ctx.webRoutes);
   return app;
+}
+
+/** A request's metrics and access line (`request done`), once it is answered; `ms` since it was routed. */
+function requestDone(ctx: AppContext, request: FastifyRequest, status: number, ms: number): void {
+  const route = request.routeOptions.url ?? 'unmatched';
+  ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
+  ctx.metrics.httpDuration.observe({ method: request.method, route }, ms / 1000);
+  // The app's logger with the request id among the fields: the line a per-request child would
+  // write, without making one.
+  if (ctx.logger.isLevelEnabled('info')) {
+    ctx.logger.info({ requestId: request.id, method: request.method, route, url: request.url.split('?')[0], status, ms: Math.round(ms * 10) / 10, client: request.ip }, 'request done');
+  }
 }
 
 /** Bearer auth for every route of an area except those marked `config: { public: true }` and unknown routes (they 404). */

@@ -114,7 +114,7 @@ export const SongCreateSchema = z
   .strict()
   .meta({ id: 'SongCreate' });
 
-const UsageSchema = z
+export const UsageSchema = z
   .object({
     plan: z.enum(['anonymous', 'free', 'songs', 'pro', 'max', 'internal']),
     limit: z.number().int().nullable(),

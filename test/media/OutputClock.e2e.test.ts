@@ -16,7 +16,6 @@ import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import t from 'tap';
 import type { Frame, FrameProcessorFactory } from '../../media/index.ts';
-import { OutputClock } from '../../media/OutputClock.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';

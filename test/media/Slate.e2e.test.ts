@@ -22,6 +22,7 @@ import { AddressPolicy } from '../../webhooks/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
 import { trackSpans } from '../helpers/fmp4.ts';
+import { SegmentCollector } from '../helpers/llhlsSegments.ts';
 import { STAMPED_FRAMES_JS } from '../helpers/stampedFrames.ts';
 import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
@@ -170,15 +171,12 @@ t.test('WHEP, hls.js and the RTMP push keep one session across a publisher recon
   }
   await page.evaluate((u) => (window as unknown as SlatePage).playHls(u), hlsUrl);
   // Our own output, read as it is served: every complete segment, fetched once (bounded: 600 polls).
-  const served = new Map<number, Buffer>();
+  const servedHls = new SegmentCollector(hlsUrl);
+  const served = servedHls.segments;
   let serving = true;
   const collected = (async () => {
     for (let i = 0; serving && i < 600; i++) {
-      const text = await (await fetch(hlsUrl)).text();
-      for (const m of text.matchAll(/^seg(\d+)\.m4s$/gm)) {
-        const msn = Number(m[1]);
-        if (!served.has(msn)) served.set(msn, Buffer.from(await (await fetch(new URL(m[0], hlsUrl))).arrayBuffer()));
-      }
+      await servedHls.poll();
       await new Promise((r) => setTimeout(r, 200)); // a player's polling pace
     }
   })();

@@ -1,8 +1,9 @@
 // The live playground: create a stream (POST /v1/streams), publish the camera over WHIP, watch the
 // output (WHEP, LL-HLS fallback), change params live over the stream's control WebSocket (through
 // web/reverie-client.js; PATCH /v1/streams/{id} while the socket is down) and chart the status the
-// socket pushes (GET /v1/streams/{id}/status when it is down). Talks only to the public Area B API
-// and the stream's own WHIP/WHEP/HLS URLs.
+// socket pushes (GET /v1/streams/{id}/status when it is down), play one of the account's songs as
+// the stream's soundtrack with its beat shown live, and map a feature of the sound to a param.
+// Talks only to the public APIs (Area B, and Area A's song list) and the stream's own WHIP/WHEP/HLS URLs.
 import { ReverieClient } from '/web/reverie-client.js';
 import { describeState } from '/web/streamState.js';
 import { hangUp, playHls, playLive, playbackUrls, publishWhip } from '/web/watch.js';
@@ -20,7 +21,7 @@ let statusTimer = null;
 let control = null;
 // Exposed for tests and for the curious: the last status, the changes sent (socket or PATCH) and
 // how the last one went.
-window.playground = { status: null, patches: 0, mode: 'off', copied: null, via: null, hlsErrors: [] };
+window.playground = { status: null, patches: 0, mode: 'off', copied: null, via: null, hlsErrors: [], soundtrack: null, beat: null, mapping: null };
 
 /** The stream's control channel (reconnects by itself); closed when the stream ends. */
 function openControl() {
@@ -56,7 +57,7 @@ function setPill(id, text) {
 
 function showStream() {
   const on = stream !== null;
-  for (const id of ['live', 'controls', 'statusCard', 'end', 'streamInfo', 'obs']) $(id).hidden = !on;
+  for (const id of ['live', 'controls', 'soundCard', 'statusCard', 'end', 'streamInfo', 'obs']) $(id).hidden = !on;
   if (!on) return;
   $('streamInfo').textContent = `Stream ${stream.id} — playback id ${stream.output_playback_id}.`;
   // What OBS (or any WHIP client) needs: the server URL and the bearer token.
@@ -77,6 +78,7 @@ function showStream() {
   $('deltaOut').textContent = $('delta').value;
   openControl();
   startStatus();
+  void loadSongs();
 }
 
 // Copy buttons: the clipboard API where the page may use it, else select-and-copy.
@@ -128,6 +130,7 @@ $('end').onclick = async () => {
   control = null;
   localStorage.removeItem('reverie.stream');
   clearInterval(statusTimer);
+  showSoundtrack(null);
   showStream();
 };
 
@@ -233,6 +236,7 @@ $('clip').onclick = async () => {
 // ───────────── live params (control WebSocket; PATCH while it is down)
 async function patch(params) {
   if (!stream) return;
+  showError(null);
   $('patchState').textContent = 'Applying…';
   try {
     let how;
@@ -281,6 +285,138 @@ for (const box of document.querySelectorAll('#processors input[data-proc]')) {
     const processors = [...document.querySelectorAll('#processors input[data-proc]:checked')].map((b) => ({ type: b.dataset.proc, enabled: true, params: JSON.parse(b.dataset.params) }));
     void patch({ image_preprocessing: { enabled: processors.length > 0, processors } });
   });
+}
+
+// ───────────── soundtrack (PUT/DELETE /v1/streams/{id}/soundtrack) and one audio mapping
+const musicBase = '/music/v1';
+/** The account's rendered songs by id, from Area A's list (newest first). */
+let songs = new Map();
+/** The soundtrack as the API last reported it (null: none), and when (this page's clock, ms). */
+let soundtrack = null;
+let soundtrackAt = 0;
+let beatFrame = 0;
+
+async function loadSongs() {
+  const select = $('stSong');
+  try {
+    const res = await fetch(`${musicBase}/songs?limit=50`, { headers: { authorization: `Bearer ${keyInput.value.trim()}` } });
+    if (!res.ok) return;
+    const list = ((await res.json()).songs ?? []).filter((s) => s.status === 'done');
+    const chosen = select.value;
+    songs = new Map(list.map((s) => [s.id, s]));
+    select.replaceChildren(
+      ...(list.length ? list : [null]).map((s) => {
+        const o = document.createElement('option');
+        o.value = s?.id ?? '';
+        o.textContent = s ? `${s.prompt.slice(0, 48)} — ${s.bpm} BPM, ${Math.round(s.duration)} s` : '(no rendered songs yet: make one on the Songs page)';
+        return o;
+      }),
+    );
+    if (songs.has(chosen)) select.value = chosen;
+    showTakes();
+  } catch {
+    // The list is a convenience: without it the card stays as it was.
+  }
+}
+
+function showTakes() {
+  const song = songs.get($('stSong').value);
+  $('stTake').replaceChildren(
+    ...Array.from({ length: song?.takes?.length || 1 }, (_, i) => {
+      const o = document.createElement('option');
+      o.value = o.textContent = String(i + 1);
+      return o;
+    }),
+  );
+}
+$('stSong').addEventListener('change', showTakes);
+$('stLoad').onclick = () => void loadSongs();
+
+/** Shows the soundtrack's state; its beat runs on from the last report until the next. */
+function showSoundtrack(data) {
+  soundtrack = data;
+  soundtrackAt = Date.now();
+  window.playground.soundtrack = data;
+  $('stState').textContent = data ? data.state : 'none';
+  $('stState').dataset.tone = data?.state === 'playing' ? 'ok' : data ? 'busy' : '';
+  $('stStop').hidden = !data;
+  $('stPos').textContent = data ? `${data.position_s.toFixed(1)} of ${data.duration_s.toFixed(1)} s${data.loops ? `, loop ${data.loops + 1}` : ''}` : '';
+  cancelAnimationFrame(beatFrame);
+  if (data?.state === 'playing') beatFrame = requestAnimationFrame(drawBeat);
+  else for (const dot of $('beat').children) dot.classList.remove('on');
+}
+
+/**
+ * The beat now, from the reported position in the take and the song's tempo (a take starts on a
+ * downbeat, 4 beats to the bar, and a looping take keeps its bar grid across the seam).
+ */
+function drawBeat() {
+  const song = soundtrack && songs.get(soundtrack.song_id);
+  if (!soundtrack || soundtrack.state !== 'playing' || !song) return;
+  let pos = soundtrack.position_s + (Date.now() - soundtrackAt) / 1000;
+  if (soundtrack.loop && soundtrack.duration_s > 0) pos %= soundtrack.duration_s;
+  else pos = Math.min(pos, soundtrack.duration_s);
+  const beat = Math.floor((pos * song.bpm) / 60);
+  const inBar = beat % 4;
+  [...$('beat').children].forEach((dot, i) => dot.classList.toggle('on', i === inBar));
+  window.playground.beat = { beat, bar: Math.floor(beat / 4) + 1, beatInBar: inBar + 1, at: Date.now() };
+  beatFrame = requestAnimationFrame(drawBeat);
+}
+
+async function refreshSoundtrack() {
+  if (!stream) return;
+  try {
+    showSoundtrack((await api('GET', `/v1/streams/${encodeURIComponent(stream.id)}/soundtrack`)).data ?? null);
+  } catch {
+    // The next poll tries again; the status card shows what is wrong with the server.
+  }
+}
+
+$('stPlay').onclick = async () => {
+  showError(null);
+  const songId = $('stSong').value;
+  if (!stream || !songId) return showError(new Error('Pick a rendered song first (the Songs page makes them).'));
+  try {
+    const body = { song_id: songId, take: Number($('stTake').value), loop: $('stLoop').checked, gain_db: Number($('stGain').value), duck_publisher_db: Number($('stDuck').value) };
+    const { data } = await api('PUT', `/v1/streams/${encodeURIComponent(stream.id)}/soundtrack`, body);
+    showSoundtrack(data);
+    // The stream's tempo becomes the song's, its downbeat where the take starts: "on the beat"
+    // changes (the control socket's on_beat) then land on the beats this song plays.
+    if (control?.connected) control.setTempo({ tempo_from_song: songId, phase: data.start_at });
+  } catch (err) {
+    showError(err);
+  }
+};
+
+$('stStop').onclick = async () => {
+  if (!stream) return;
+  try {
+    await api('DELETE', `/v1/streams/${encodeURIComponent(stream.id)}/soundtrack`);
+    showSoundtrack(null);
+  } catch (err) {
+    showError(err);
+  }
+};
+
+/** A range that suits each param, set when the param is picked (the server checks any other). */
+const MAP_RANGES = { seed: [1, 100000], guidance_scale: [1, 1.8], delta: [0.3, 0.9] };
+$('mapParam').addEventListener('change', () => {
+  const [min, max] = MAP_RANGES[$('mapParam').value] ?? [0, 1];
+  $('mapMin').value = String(min);
+  $('mapMax').value = String(max);
+});
+$('mapApply').onclick = () =>
+  void patch({
+    audio_mappings: [{ source: $('mapSource').value, feature: $('mapFeature').value, param: $('mapParam').value, range: [Number($('mapMin').value), Number($('mapMax').value)], smoothing_ms: Number($('mapSmooth').value) }],
+  });
+$('mapClear').onclick = () => void patch({ audio_mappings: [] });
+
+/** The mapping's feature (0–1) and the value it gave its param, from the status. */
+function showMapping(status) {
+  const m = status?.audio_mappings?.[0] ?? null;
+  window.playground.mapping = m;
+  $('mapMeter').style.width = `${Math.round((m?.feature_value ?? 0) * 100)}%`;
+  $('mapValue').textContent = m && m.value !== null ? `${m.param} ${Number.isInteger(m.value) ? m.value : m.value.toFixed(3)}` : '–';
 }
 
 // ───────────── status (GET every second) as sparklines
@@ -377,6 +513,8 @@ async function pollStatus() {
     push('lat', await viewerDelayMs(), 0);
     push('rtt', hasTrack && Number.isFinite(video.rtt) && video.rtt > 0 ? video.rtt * (video.rtt < 10 ? 1000 : 1) : NaN, 0);
     push('loss', hasTrack && Number.isFinite(video.packet_loss_pct) ? video.packet_loss_pct : NaN, 'loss', 2);
+    showMapping(data);
+    void refreshSoundtrack();
     $('quality').textContent = stats.conn_quality ?? '–';
     $('lastError').textContent = inf.last_error ? `Last error: ${inf.last_error}` : '';
   } catch (err) {

@@ -288,7 +288,6 @@ for (const box of document.querySelectorAll('#processors input[data-proc]')) {
 }
 
 // ───────────── soundtrack (PUT/DELETE /v1/streams/{id}/soundtrack) and one audio mapping
-const musicBase = '/music/v1';
 /** The account's rendered songs by id, from Area A's list (newest first). */
 let songs = new Map();
 /** The soundtrack as the API last reported it (null: none), and when (this page's clock, ms). */
@@ -299,9 +298,7 @@ let beatFrame = 0;
 async function loadSongs() {
   const select = $('stSong');
   try {
-    const res = await fetch(`${musicBase}/songs?limit=50`, { headers: { authorization: `Bearer ${keyInput.value.trim()}` } });
-    if (!res.ok) return;
-    const list = ((await res.json()).songs ?? []).filter((s) => s.status === 'done');
+    const list = ((await api('GET', '/music/v1/songs?limit=50')).songs ?? []).filter((s) => s.status === 'done');
     const chosen = select.value;
     songs = new Map(list.map((s) => [s.id, s]));
     select.replaceChildren(

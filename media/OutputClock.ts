@@ -20,9 +20,12 @@
  * that count frames see them collide. Slate frames are stamped by the node: its clock minus the
  * last live frame's lag behind it, at least a frame apart, so the slate follows the live timeline.
  *
- * A run later than its capture time by more than CATCHUP_MS catches up: each frame is left out
- * and the run moves a whole frame earlier, until it is within CATCHUP_MS (from there the slew
- * above). A run starts that late after a stall of the node's event loop that the slate covered:
+ * A run later than its capture time by more than CATCHUP_MS catches up, until it is within
+ * CATCHUP_MS (from there the slew above). A source at the nominal rate has no room between its
+ * frames: each frame is left out and the run moves a whole frame earlier. A slower source (a
+ * diffusion pipeline at 6 fps behind a 30 fps output) moves earlier by the room between its frames
+ * and leaves none out: leaving frames out a nominal frame at a time froze a 6 fps stream for 1.3 s
+ * to catch up 250 ms, and took a 10-frame params transition's middle steps with it. A run starts that late after a stall of the node's event loop that the slate covered:
  * the slate's frame comes first, stamped at the node's clock, and the frames queued meanwhile
  * follow it. Such a run once stayed 1.8 s late, slewing back 0.9 ms per dropped frame: every output
  * frame after it was stamped ahead of the node's clock, and the LL-HLS packager, which places the
@@ -42,8 +45,10 @@ export class OutputClock {
   readonly #frameMs: number;
   /** The last output time given, ms. */
   #lastMs = -Infinity;
-  /** RTP time (CaptureClock `ptsMs`) of the last live frame, ms. */
+  /** RTP time (CaptureClock `ptsMs`) of the last live frame output, ms. */
   #lastMediaMs = -Infinity;
+  /** RTP time of the last live frame given, output or left out, ms: the source's own interval. */
+  #seenMediaMs = -Infinity;
   /** Output time − RTP time of the current live run, ms; null: the next live frame starts a run. */
   #offsetMs: number | null = null;
   /** How far the last live frame's output time was behind the node's clock when pushed, ms. */
@@ -65,14 +70,20 @@ export class OutputClock {
    * run is catching up, see CATCHUP_MS).
    */
   live(mediaMs: number, captureMs: number, nowMs: number): number | null {
+    const seenMs = this.#seenMediaMs;
+    this.#seenMediaMs = mediaMs;
     if (this.#offsetMs !== null) {
       const late = mediaMs + this.#offsetMs - captureMs;
-      if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs) {
+      // A source slower than the nominal rate (a diffusion pipeline's 6 fps against 30) has room
+      // between its frames: this frame can come earlier by it and still be a whole frame after the
+      // last one out, so the run catches up without leaving a frame out.
+      const room = mediaMs - seenMs - this.#frameMs;
+      if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs && room >= 1) this.#offsetMs -= Math.min(room, late);
+      else if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs) {
         // The next frame takes this one's place: the interval stays a whole frame.
         this.#offsetMs -= this.#frameMs;
         return null;
-      }
-      if (late < -DRIFT_MS) this.#offsetMs += Math.min(EARLY_SLEW_MS, -late - DRIFT_MS);
+      } else if (late < -DRIFT_MS) this.#offsetMs += Math.min(EARLY_SLEW_MS, -late - DRIFT_MS);
       else if (late > DRIFT_MS && mediaMs - this.#lastMediaMs >= 2 * this.#frameMs) this.#offsetMs -= Math.min(LATE_SLEW_MS, late - DRIFT_MS);
     }
     let pts = this.#offsetMs === null ? -Infinity : mediaMs + this.#offsetMs;

@@ -98,3 +98,34 @@ t.test('OutputClock: a run that starts late after a stall the slate covered catc
   t.ok(tail.every((o) => o.pts - o.capture <= 150 + 1e-6), `then within 150 ms of capture time (last: ${((out.at(-1)?.pts ?? 0) - (out.at(-1)?.capture ?? 0)).toFixed(1)} ms), never again ahead of the node's clock`);
   t.ok(Number.isFinite(last), 'the frames before the stall were output');
 });
+
+t.test('OutputClock: a source slower than the nominal rate catches up without leaving a frame out, no interval under a frame', async (t) => {
+  const clock = new OutputClock(FRAME_MS);
+  // A diffusion pipeline's output: every fifth frame of a 30 fps publisher (≈ 6 fps).
+  const SRC_MS = 5 * FRAME_MS;
+  let prev = NaN;
+  let i = 0;
+  // The run starts with capture time 600 ms ahead of its RTP time (the window's least delay was
+  // high at the start: a starved publisher), then capture time falls back to the RTP time.
+  prev = clock.live(0, 600, 650) ?? NaN;
+  const out: number[] = [prev];
+  const intervals: number[] = [];
+  let left = 0;
+  for (i = 1; i < 30; i++) {
+    const m = i * SRC_MS;
+    const pts = clock.live(m, m, m + 50);
+    if (pts === null) {
+      left++;
+      continue;
+    }
+    intervals.push(pts - prev);
+    out.push(pts);
+    prev = pts;
+  }
+  t.equal(left, 0, 'no frame left out');
+  t.ok(intervals.every((d) => d >= FRAME_MS - 1e-6), `every interval at least a nominal frame: ${intervals.map((d) => d.toFixed(1)).join(' ')}`);
+  const lateEnd = (out.at(-1) ?? NaN) - 29 * SRC_MS;
+  t.ok(lateEnd <= 150 + 1e-6, `caught up: ${lateEnd.toFixed(1)} ms late at the end (600 at the start)`);
+  t.ok(intervals.slice(0, 5).some((d) => d < SRC_MS - 1), 'by shortening intervals while late');
+  t.ok(intervals.slice(-10).every((d) => Math.abs(d - SRC_MS) < 1), 'then the source intervals again');
+});

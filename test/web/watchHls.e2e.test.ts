@@ -18,15 +18,20 @@ import { PLAYBACK_ID, STREAM_KEY, startMediaServer } from '../media/harness.ts';
 
 const HLS_JS = readFileSync(join(createRequire(import.meta.url).resolve('hls.js/dist/hls.min.js')));
 const WATCH_JS = readFileSync(join(import.meta.dirname, '../../web/watch.js'));
-/** How long the origin answers 503 to playlist requests, ms: past hls.js's default give-up (≈ 3 s). */
-const OUTAGE_MS = 8_000;
+/**
+ * How long the origin answers 503 to playlist requests, ms: past hls.js's default give-up (≈ 3 s),
+ * and long enough that the player's own retries (1, 2, then 4 s apart) meet it three times
+ * whatever the first playlist was (at 8 s a first playlist without a segment yet cost a retry, and
+ * only two met the outage).
+ */
+const OUTAGE_MS = 12_000;
 
 interface HlsPage {
   result: { ok: boolean; message?: string } | null;
   errors: string[];
 }
 
-t.test('the LL-HLS player rides out an origin that answers 503 for 8 s from its first playlist, then plays', { timeout: 120_000 }, async (t) => {
+t.test('the LL-HLS player rides out an origin that answers 503 for 12 s from its first playlist, then plays', { timeout: 120_000 }, async (t) => {
   const srv = await startMediaServer(t, { params: { width: 256, height: 256 } });
   const hlsUrl = `${srv.baseUrl}/hls/${PLAYBACK_ID}/index.m3u8`;
   const pubs = startObsPublishers(t);

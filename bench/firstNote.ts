@@ -9,19 +9,15 @@
  * Prints p50/p95 of the first byte and of its parts (POST answered, take 1 streaming, first byte),
  * and the whole song's time; target: first byte ≤ 0.5 s p95 with stems on, under the load.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { createAccountWithKey } from '../control/ApiKeys.ts';
 import { loadConfig } from '../control/config.ts';
 import { startServer } from '../control/Server.ts';
-import { printTable, progress, summarize, writeResult } from './lib.ts';
-
-/** A busy loop in its own process (bounded: it ends with the bench, or after 30 minutes). */
-const BUSY = 'const end = Date.now() + 1_800_000; while (Date.now() < end) { for (let i = 0; i < 1e6; i++); }';
+import { freePort } from '../test/helpers/net.ts';
+import { busyLoops, printTable, progress, summarize, writeResult } from './lib.ts';
 
 export default async function bench(args: Map<string, string>): Promise<void> {
   const runs = Number(args.get('runs') ?? 8);
@@ -30,9 +26,10 @@ export default async function bench(args: Map<string, string>): Promise<void> {
   const stems = (args.get('stems') ?? 'true') !== 'false';
   const prompt = args.get('prompt') ?? 'uplifting trance with supersaw chords, arpeggios and a big lead';
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-bench-firstnote-'));
-  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: await loopbackPort(), HOST: '127.0.0.1', LOG_LEVEL: 'silent', ROLES: 'api,worker' });
+  // The port is chosen before the config: the signed MP3 links carry the public URL.
+  const config = loadConfig({}, { DATA_DIR: dataDir, PORT: await freePort(), HOST: '127.0.0.1', LOG_LEVEL: 'silent', ROLES: 'api,worker' });
   const server = await startServer(config, { logger: pino({ level: 'silent' }) });
-  const hogs: ChildProcess[] = [];
+  let stopBusy = () => {};
   try {
     const { key } = await createAccountWithKey(server.store, 'pro');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
@@ -74,7 +71,7 @@ export default async function bench(args: Map<string, string>): Promise<void> {
 
     // Warm-up (the render thread's first song, JIT), quiet.
     await one(10);
-    for (let i = 0; i < load; i++) hogs.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore' }));
+    stopBusy = busyLoops(load, 1_800_000);
     const bar = progress('firstNote bench', runs);
     const got: Awaited<ReturnType<typeof one>>[] = [];
     for (let r = 0; r < runs; r++) {
@@ -94,22 +91,10 @@ export default async function bench(args: Map<string, string>): Promise<void> {
     console.log(`target: first MP3 byte ≤ 0.5 s p95: ${f.p95 <= 0.5 ? 'met' : 'NOT met'} (${f.p95.toFixed(3)} s)`);
     console.log(`wrote ${writeResult('firstNote', { runs, load, duration, stems, samples: got, rows })}`);
   } finally {
-    for (const h of hogs) h.kill('SIGKILL');
+    stopBusy();
     await server.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
-}
-
-/** A free loopback port (the signed links carry the public URL, so the port must be known before the config). */
-function loopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 const pick = (s: { p50: number; p95: number; max: number }) => ({ p50_s: s.p50, p95_s: s.p95, max_s: s.max });

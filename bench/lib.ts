@@ -3,6 +3,7 @@
  * result writer. Every benchmark reports its path beside a baseline measured in the same run,
  * because our machines are shared and noisy: absolute numbers drift, ratios hold.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -159,4 +160,16 @@ export function profileShares(profile: CpuProfile, classify: (frame: { functionN
     busy += dt;
   }
   return new Map([...time].sort((a, b) => b[1] - a[1]).map(([c, t]) => [c, busy > 0 ? t / busy : 0]));
+}
+
+/**
+ * `n` busy loops, each in its own process (a stand-in for noisy neighbours: one keeps one core
+ * busy), bounded to `maxMs` in case the bench dies without stopping them. Returns the stop.
+ */
+export function busyLoops(n: number, maxMs = 3_600_000): () => void {
+  const code = `const end = Date.now() + ${Math.round(maxMs)}; while (Date.now() < end);`;
+  const loops = Array.from({ length: n }, () => spawn(process.execPath, ['-e', code], { stdio: 'ignore' }));
+  return () => {
+    for (const l of loops) l.kill('SIGKILL');
+  };
 }

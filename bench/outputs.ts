@@ -13,7 +13,6 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
@@ -21,6 +20,7 @@ import pino from 'pino';
 import type { Page } from 'playwright-core';
 import { ImageChainProcessor, MediaNode, registerMediaRoutes } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
+import { freePort } from '../test/helpers/net.ts';
 import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';
 
@@ -69,16 +69,6 @@ type Win = Window & {
   takeRecv(): [number, number][];
   takeSent(): [number, number][];
 };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 /** CPU seconds (user+system) of this process's ffmpeg children, from /proc. */
 function childFfmpegCpuS(): number {

@@ -17,14 +17,13 @@
  *
  *   npm run bench -- overload [--streams 24] [--rounds 2] [--seconds 40] [--busy]
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { freePort } from '../test/helpers/net.ts';
 import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
 import { startServerProcess } from '../test/helpers/serverProcess.ts';
-import { percentile, printTable, progress, writeResult, type Row } from './lib.ts';
+import { busyLoops, percentile, printTable, progress, writeResult, type Row } from './lib.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -105,8 +104,7 @@ export default async function overload(args: Map<string, string>): Promise<void>
   const small = 0; // the kernel's default: the node asks for nothing
   const large = 4 * 1024 * 1024;
   const source = await stampedH264({ size: 512, frames: 300 });
-  // A busy loop in its own process, bounded in time; killed when the bench ends.
-  const spinner = busy ? spawn(process.execPath, ['-e', 'const end = Date.now() + 3_600_000; while (Date.now() < end);'], { stdio: 'ignore' }) : null;
+  const stopBusy = busyLoops(busy ? 1 : 0);
   const rows: Row[] = [];
   try {
     const bar = progress('rounds', rounds * 2);
@@ -118,7 +116,7 @@ export default async function overload(args: Map<string, string>): Promise<void>
     }
     bar.done();
   } finally {
-    spinner?.kill('SIGKILL');
+    stopBusy();
   }
   printTable(`${n} publishers on one node (512² H.264 30 fps, processors only, ${availableParallelism()} cores${busy ? ', one core busy' : ''}), rounds alternating`, rows);
   const of = (bytes: number, key: string) => rows.filter((x) => x['buffer bytes'] === bytes).map((x) => Number(x[key]));

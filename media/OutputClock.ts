@@ -25,8 +25,10 @@
  * frames: each frame is left out and the run moves a whole frame earlier. A slower source (a
  * diffusion pipeline at 6 fps behind a 30 fps output) moves earlier by the room between its frames
  * and leaves none out: leaving frames out a nominal frame at a time froze a 6 fps stream for 1.3 s
- * to catch up 250 ms, and took a 10-frame params transition's middle steps with it. A run starts that late after a stall of the node's event loop that the slate covered:
- * the slate's frame comes first, stamped at the node's clock, and the frames queued meanwhile
+ * to catch up 250 ms, and took a 10-frame params transition's middle steps with it.
+ *
+ * A run starts that late after a stall of the node's event loop that the slate covered: the
+ * slate's frame comes first, stamped at the node's clock, and the frames queued meanwhile
  * follow it. Such a run once stayed 1.8 s late, slewing back 0.9 ms per dropped frame: every output
  * frame after it was stamped ahead of the node's clock, and the LL-HLS packager, which places the
  * audio by the node's clock, saw every audio frame as early and dropped it.
@@ -78,11 +80,13 @@ export class OutputClock {
       // between its frames: this frame can come earlier by it and still be a whole frame after the
       // last one out, so the run catches up without leaving a frame out.
       const room = mediaMs - seenMs - this.#frameMs;
-      if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs && room >= 1) this.#offsetMs -= Math.min(room, late);
-      else if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs) {
-        // The next frame takes this one's place: the interval stays a whole frame.
-        this.#offsetMs -= this.#frameMs;
-        return null;
+      if (late > CATCHUP_MS && mediaMs > this.#lastMediaMs) {
+        if (room >= 1) this.#offsetMs -= Math.min(room, late);
+        else {
+          // The next frame takes this one's place: the interval stays a whole frame.
+          this.#offsetMs -= this.#frameMs;
+          return null;
+        }
       } else if (late < -DRIFT_MS) this.#offsetMs += Math.min(EARLY_SLEW_MS, -late - DRIFT_MS);
       else if (late > DRIFT_MS && mediaMs - this.#lastMediaMs >= 2 * this.#frameMs) this.#offsetMs -= Math.min(LATE_SLEW_MS, late - DRIFT_MS);
     }

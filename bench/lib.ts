@@ -4,7 +4,7 @@
  * because our machines are shared and noisy: absolute numbers drift, ratios hold.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -172,4 +172,35 @@ export function busyLoops(n: number, maxMs = 3_600_000): () => void {
   return () => {
     for (const l of loops) l.kill('SIGKILL');
   };
+}
+
+/**
+ * CPU seconds of this process (all its threads) and of its children with what they waited for
+ * (e.g. the render threads' encoder hosts and the LAME processes those ran), from /proc. Linux only;
+ * elsewhere this process alone.
+ */
+export function treeCpuSeconds(): number {
+  const u = process.cpuUsage();
+  let children = 0;
+  try {
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      } catch {
+        continue; // gone since the listing
+      }
+      // Fields after "(comm) ": state, ppid, …; utime, stime, cutime, cstime are fields 14–17 (clock ticks, 100 a second).
+      const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      if (Number(f[1]) !== process.pid) continue;
+      children += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+    }
+    const self = readFileSync('/proc/self/stat', 'utf8');
+    const f = self.slice(self.lastIndexOf(') ') + 2).split(' ');
+    children += (Number(f[13]) + Number(f[14])) / 100; // children that exited and were waited for
+  } catch {
+    // not Linux
+  }
+  return (u.user + u.system) / 1e6 + children;
 }

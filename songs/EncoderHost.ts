@@ -82,10 +82,13 @@ process.stdin.on('data', (chunk) => {
     }
   }
 });
-process.stdin.on('end', () => {
+function quit() {
   for (const c of jobs.values()) c.kill('SIGKILL');
   process.exit(0);
-});
+}
+process.stdin.on('end', quit);
+// EPIPE: the thread that started us is gone (a pool closed mid-take); its encoders go with us.
+process.stdout.on('error', quit);
 `;
 
 /** How a job ended. `error`: the binary could not be started (its message). */

@@ -1,7 +1,12 @@
 /**
- * A bounded pool of render workers (worker_threads). Takes queue FIFO and run one per worker; each
- * worker is unref'd while idle so an idle pool never keeps the process alive. A worker that dies
- * fails its take with RenderError and is replaced on the next take.
+ * A bounded pool of render workers (worker_threads). Takes queue FIFO and render one per worker;
+ * each worker is unref'd while idle so an idle pool never keeps the process alive. A worker that
+ * dies fails its takes with RenderError and is replaced on the next take.
+ *
+ * A worker takes its next take as soon as its current one is in LAME's pipe (the worker's `free`
+ * message), while LAME (another process, so another core) finishes the last one: the engine and the
+ * encoder overlap across takes instead of the thread waiting ≈ 1 s per 120 s take for LAME's tail.
+ * At most one take per worker is finishing, so LAME processes stay bounded at two per worker.
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -41,16 +46,22 @@ interface Job {
   onProgress: ((fraction: number) => void) | undefined;
   resolve: (r: TakeResult) => void;
   reject: (e: Error) => void;
+  /** The worker said its thread is done with this take (only LAME's tail remains). */
+  threadFree?: boolean;
 }
 
 interface Slot {
   worker: Worker;
+  /** The take this worker's thread is rendering. */
   job: Job | null;
+  /** A take whose samples are all in LAME's pipe: its MP3 tail (and stems flush) still runs. */
+  finishing: Job | null;
 }
 
 type WorkerMessage =
   | { id: number; type: 'progress'; fraction: number }
   | { id: number; type: 'mp3chunk'; chunk: Uint8Array }
+  | { id: number; type: 'free' }
   | { id: number; type: 'done'; result: TakeResult }
   | { id: number; type: 'error'; message: string; stack?: string };
 
@@ -106,8 +117,9 @@ export class RenderPool {
     const slots = this.slots.splice(0);
     this.closing = Promise.allSettled(
       slots.map(async (s) => {
-        if (s.job) s.job.reject(err);
+        for (const job of [s.job, s.finishing]) job?.reject(err);
         s.job = null;
+        s.finishing = null;
         await s.worker.terminate();
       }),
     ).then(() => undefined);
@@ -116,8 +128,10 @@ export class RenderPool {
 
   private pump(): void {
     while (this.queue.length > 0) {
-      let slot = this.slots.find((s) => s.job === null);
+      // An idle worker first, then a new one, then one whose last take is finishing in LAME.
+      let slot = this.slots.find((s) => s.job === null && s.finishing === null);
       if (!slot && this.slots.length < this.size) slot = this.spawn();
+      slot ??= this.slots.find((s) => s.job === null);
       if (!slot) return;
       const job = this.queue.shift() as Job;
       slot.job = job;
@@ -129,13 +143,25 @@ export class RenderPool {
     }
   }
 
+  /**
+   * A take whose thread is free moves to `finishing` when that place is empty, and the worker may
+   * take the next one.
+   */
+  private settle(slot: Slot): void {
+    if (slot.job?.threadFree === true && slot.finishing === null) {
+      slot.finishing = slot.job;
+      slot.job = null;
+    }
+    this.pump();
+  }
+
   private spawn(): Slot {
     const worker = startWorker();
-    const slot: Slot = { worker, job: null };
+    const slot: Slot = { worker, job: null, finishing: null };
     worker.unref();
     worker.on('message', (msg: WorkerMessage) => {
-      const job = slot.job;
-      if (!job || job.id !== msg.id) return;
+      const job = slot.job?.id === msg.id ? slot.job : slot.finishing?.id === msg.id ? slot.finishing : null;
+      if (!job) return;
       if (msg.type === 'mp3chunk') {
         try {
           job.options?.onMp3Chunk?.(Buffer.from(msg.chunk.buffer, msg.chunk.byteOffset, msg.chunk.byteLength));
@@ -152,8 +178,15 @@ export class RenderPool {
         }
         return;
       }
-      slot.job = null;
-      worker.unref();
+      if (msg.type === 'free') {
+        job.threadFree = true;
+        this.settle(slot);
+        return;
+      }
+      if (slot.job === job) slot.job = null;
+      else slot.finishing = null;
+      this.settle(slot);
+      if (slot.job === null && slot.finishing === null) worker.unref();
       if (msg.type === 'done') {
         const r = msg.result;
         // Transferred ArrayBuffers arrive as Uint8Array views; give callers Buffers.
@@ -165,16 +198,14 @@ export class RenderPool {
         if (msg.stack) e.stack = msg.stack;
         job.reject(e);
       }
-      this.pump();
     });
     const onDeath = (cause: unknown) => {
       const idx = this.slots.indexOf(slot);
       if (idx < 0) return;
       this.slots.splice(idx, 1);
-      if (slot.job) {
-        slot.job.reject(new RenderError(`render worker died [take:${slot.job.n}]`, { cause }));
-        slot.job = null;
-      }
+      for (const job of [slot.job, slot.finishing]) job?.reject(new RenderError(`render worker died [take:${job.n}]`, { cause }));
+      slot.job = null;
+      slot.finishing = null;
       if (!this.closed) {
         this.logger?.error({ err: cause }, 'render() | worker died');
         this.pump();

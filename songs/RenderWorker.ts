@@ -1,7 +1,9 @@
 /**
  * worker_threads entry: renders takes posted by RenderPool, off the main event loop. Messages:
- * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'mp3chunk', chunk }`, `{ id, type: 'done', result }`
- * (WAV and MP3 bytes transferred, not copied), `{ id, type: 'error', message, stack }`.
+ * in `{ id, plan, n, options? }`; out `{ id, type: 'progress', fraction }`, `{ id, type: 'mp3chunk', chunk }`,
+ * `{ id, type: 'free' }` (this thread's part of the take is done, LAME's tail runs on: the pool may
+ * post the next take), `{ id, type: 'done', result }` (WAV and MP3 bytes transferred, not copied),
+ * `{ id, type: 'error', message, stack }`. Two takes may be in flight: one rendering, one finishing.
  */
 import { parentPort } from 'node:worker_threads';
 import { EncoderHost } from './EncoderHost.ts';
@@ -31,6 +33,7 @@ port.on('message', (msg: RenderRequest) => {
     }
   }, {
     stems: msg.options?.stems === true,
+    onThreadFree: () => port.postMessage({ id: msg.id, type: 'free' }),
     ...(msg.options?.stemsPath !== undefined ? { stemsPath: msg.options.stemsPath } : {}),
     ...(msg.options?.progressive ? { onMp3Chunk: (chunk: Buffer) => port.postMessage({ id: msg.id, type: 'mp3chunk', chunk }) } : {}),
   }).then(

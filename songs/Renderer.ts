@@ -22,6 +22,12 @@ export interface RenderOptions {
   stemsPath?: string;
   /** Receives the MP3 bytes as they are encoded (progressive delivery), in order. */
   onMp3Chunk?: (chunk: Buffer) => void;
+  /**
+   * Called once this thread's work on the take is done: every sample is in LAME's pipe and the
+   * peaks, MIDI and stems are made; LAME's tail (≈ 1 s of the other core for a 120 s take) and the
+   * stems' flush to disk remain. The thread may start its next take now (RenderPool does).
+   */
+  onThreadFree?: () => void;
 }
 
 export interface TakeResult {
@@ -87,6 +93,7 @@ export async function renderTakeHere(plan: SongPlan, n: 1 | 2, onProgress?: (fra
   mix.release();
   const t1 = performance.now();
   onProgress?.(0.82);
+  options.onThreadFree?.();
   const [mp3] = await Promise.all([mp3Done, stems?.flushed]);
   const t2 = performance.now();
   onProgress?.(1);

@@ -66,3 +66,39 @@ t.test('a prewarmed pool streams the MP3 and writes the stems zip to the file it
   t.equal(zip.subarray(m.offset, m.offset + 4).toString('ascii'), 'RIFF', 'the bass member starts where the record says');
   t.equal(zip.readUInt32LE(zip.length - 22), 0x06054b50, 'the file ends with the zip directory');
 });
+
+t.test('one worker starts its next take while LAME finishes the last, and the takes come out the same', { timeout: 300_000 }, async (t) => {
+  const { renderTakeHere } = await import('../../songs/Renderer.ts');
+  const pool = new RenderPool({ size: 1, prewarm: true });
+  t.teardown(() => pool.close());
+  // 60 s: LAME's tail after take 1's last sample (≈ 0.3–0.6 s here) is far longer than the pool's
+  // round trip that hands the worker take 2.
+  const plan = planSong({ prompt: 'uplifting trance with supersaw chords', seed: 11, duration: 60 });
+  let take1Done = Infinity;
+  let take2Started = Infinity;
+  const p1 = pool.render(plan, 1).then((r) => {
+    take1Done = performance.now();
+    return r;
+  });
+  const p2 = pool.render(plan, 2, () => {
+    take2Started = Math.min(take2Started, performance.now());
+  });
+  t.equal(pool.queued, 1, 'take 2 waits for the worker');
+  const [a, b] = await Promise.all([p1, p2]);
+  t.ok(take2Started < take1Done, `take 2 began ${(take1Done - take2Started).toFixed(0)} ms before take 1 was done (the old pool: after it)`);
+  const [a0, b0] = [await renderTakeHere(plan, 1), await renderTakeHere(plan, 2)];
+  t.ok(a.wav.equals(a0.wav) && a.mp3.equals(a0.mp3), 'take 1: the same WAV and MP3 as rendered alone');
+  t.ok(b.wav.equals(b0.wav) && b.mp3.equals(b0.mp3), 'take 2: the same WAV and MP3 as rendered alone');
+  t.ok(a.mp3.length > 100_000 && b.mp3.length > 100_000, 'both MP3s are whole');
+});
+
+t.test('closing while one take finishes in LAME and the next renders rejects both', { timeout: 120_000 }, async (t) => {
+  const pool = new RenderPool({ size: 1, prewarm: true });
+  const plan = planSong({ prompt: 'uplifting trance with supersaw chords', seed: 12, duration: 60 });
+  const p1 = pool.render(plan, 1);
+  // Take 2's first progress comes after take 1 left the thread and before take 1 can be done (its
+  // thread reports that only when take 2 yields): take 1 is finishing then.
+  const p2 = pool.render(plan, 2, () => void pool.close());
+  await Promise.all([t.rejects(p1, PoolClosedError), t.rejects(p2, PoolClosedError)]);
+  await pool.close();
+});

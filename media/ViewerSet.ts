@@ -12,7 +12,9 @@ import { MediaError } from './errors.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import type { TransportOptions } from './PeerTransport.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
+import type { SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from './settings.ts';
+import { ViewerAudio } from './ViewerAudio.ts';
 import { randomSsrc, WhepSession } from './WhepSession.ts';
 
 /** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
@@ -40,6 +42,14 @@ export class ViewerSet {
   readonly ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
   readonly #packetizer: H264Packetizer;
   readonly #rtpClockStart = performance.now();
+  /** The viewers' sound: placed on the capture clock, held until the picture of its moment goes out. */
+  readonly #audio = new ViewerAudio({ send: (rtp) => this.#sendAudioNow(rtp) });
+  /** Each output's RTP time against capture time (epoch via performance.timeOrigin), for sender reports. */
+  readonly #clock: SenderClock = {
+    // Output times are capture times on the node's monotonic clock (OutputClock), so video RTP time is the node's clock.
+    video: (nowMs) => this.rtpTimestamp(nowMs),
+    audio: (nowMs) => this.#audio.rtpAt(nowMs),
+  };
 
   constructor(opts: ViewerSetOptions) {
     this.#opts = opts;
@@ -99,6 +109,7 @@ export class ViewerSet {
       transport: this.#opts.transport,
       settings: s,
       ssrcs: { video: codec === 'VP8' ? this.ssrcs.vp8 : this.ssrcs.h264, audio: this.ssrcs.audio },
+      clock: this.#clock,
       logger: this.#opts.logger,
     });
     this.#viewers.set(sessionId, session);
@@ -114,6 +125,13 @@ export class ViewerSet {
 
   /** One frame's packets (written with OUTPUT_PT) to every viewer of `codec`. */
   fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean): void {
+    const first = packets[0];
+    if (first && first.length >= 12) {
+      // Its output time, back from its RTP time (signed distance from now's, 90 kHz): how late the picture goes.
+      const now = performance.now();
+      const ticks = ((first.readUInt32BE(4) - this.rtpTimestamp(now) + 2 ** 31 + 2 ** 32) % 2 ** 32) - 2 ** 31;
+      this.#audio.videoOut(now + ticks / 90);
+    }
     let byPt: Map<number, Buffer[]> | null = null;
     for (const v of this.#viewers.values()) {
       if (v.codec !== codec) continue;
@@ -129,8 +147,20 @@ export class ViewerSet {
     }
   }
 
-  /** The publisher's Opus, under our audio SSRC and each viewer's payload type. */
+  /**
+   * The publisher's Opus (or the soundtrack's mix), under our audio SSRC and each viewer's payload
+   * type, once the picture captured with it goes out (ViewerAudio).
+   */
   sendAudio(rtp: Buffer): void {
+    this.#audio.push(rtp);
+  }
+
+  /** Packets of sound held for their picture now. */
+  get audioHeld(): number {
+    return this.#audio.held;
+  }
+
+  #sendAudioNow(rtp: Buffer): void {
     const byPt = new Map<number, Buffer>();
     for (const v of this.#viewers.values()) {
       const pt = v.audioPayloadType;
@@ -142,6 +172,7 @@ export class ViewerSet {
   }
 
   closeAll(): void {
+    this.#audio.close();
     for (const v of [...this.#viewers.values()]) v.close('closed');
   }
 }

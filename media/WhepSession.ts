@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { InvalidStateError } from './errors.ts';
 import { offerRefused, type TransportOptions } from './PeerTransport.ts';
 import { rewriteAnswerCandidates, type PreparedOffer, type VideoCodec } from './Sdp.ts';
+import { SENDER_REPORT_INTERVAL_MS, senderReport, type ReportedTime, type SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from './settings.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import type { SessionCloseReason } from './WhipSession.ts';
@@ -44,8 +45,16 @@ export interface WhepSessionOptions {
   transport: TransportOptions;
   settings: MediaSettings;
   ssrcs: OutputSsrcs;
+  /** Where each output's RTP time stands against capture time (the stream's; for sender reports). */
+  clock: SenderClock;
   logger: Logger;
 }
+
+/** CNAME of every output (our SDP's a=ssrc lines say the same): a viewer syncs the tracks of one CNAME. */
+const CNAME = 'reverie';
+
+/** RTP's fixed header, bytes (our packets carry no CSRCs or extensions): a sender report counts payload octets. */
+const RTP_HEADER = 12;
 
 /** Packets of sent video the NACK responder keeps for retransmission (≈ 2 s at 1.5 Mb/s). */
 const NACK_BUFFER_PACKETS = 512;
@@ -82,7 +91,14 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   #timer: NodeJS.Timeout | undefined;
   #answer: Promise<string> | null = null;
   videoPacketsSent = 0;
+  videoOctetsSent = 0;
+  audioPacketsSent = 0;
+  audioOctetsSent = 0;
   keyframeRequests = 0;
+  /** The last sender report of each track: what its RTP time stood for (tests, status). */
+  readonly lastReports: { video: ReportedTime | null; audio: ReportedTime | null } = { video: null, audio: null };
+  #videoReportAt = -Infinity;
+  #audioReportAt = -Infinity;
 
   constructor(opts: WhepSessionOptions) {
     super(opts.logger);
@@ -132,7 +148,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     const desc = new Video(offer.mids.video ?? '0', 'SendOnly');
     if (v.codec === 'VP8') desc.addVP8Codec(v.payloadType);
     else desc.addH264Codec(v.payloadType, v.fmtp || 'profile-level-id=42e01f;packetization-mode=1');
-    desc.addSSRC(ssrc, 'reverie', 'reverie', 'video');
+    desc.addSSRC(ssrc, CNAME, 'reverie', 'video');
     const track = this.#pc.addTrack(desc);
     // Retransmits what the viewer NACKs from a buffer of what we sent (C++, per viewer).
     track.setMediaHandler(new RtcpNackResponder(NACK_BUFFER_PACKETS));
@@ -146,7 +162,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     const a = offer.audio as NonNullable<PreparedOffer['audio']>;
     const desc = new Audio(offer.mids.audio ?? '1', 'SendOnly');
     desc.addOpusCodec(a.payloadType);
-    desc.addSSRC(ssrc, 'reverie', 'reverie', 'audio');
+    desc.addSSRC(ssrc, CNAME, 'reverie', 'audio');
     return releasable(this.#pc.addTrack(desc));
   }
 
@@ -208,14 +224,32 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     }
     for (const p of packets) {
       this.videoPacketsSent++;
+      this.videoOctetsSent += p.length - RTP_HEADER;
       this.#video.sendMessageBinary(p);
+    }
+    const now = performance.now();
+    if (now - this.#videoReportAt >= SENDER_REPORT_INTERVAL_MS) {
+      this.#videoReportAt = now;
+      const time = { rtp: this.#opts.clock.video(now), ntpMs: performance.timeOrigin + now };
+      this.lastReports.video = time;
+      this.#video.sendMessageBinary(senderReport(this.#opts.ssrcs.video, time, this.videoPacketsSent, this.videoOctetsSent, CNAME));
     }
   }
 
   /** Sends one Opus RTP packet (already carrying this viewer's payload type and the output SSRC). */
   sendAudio(rtp: Buffer): void {
     if (this.#closed || !this.#connected || !this.#audio) return;
+    this.audioPacketsSent++;
+    this.audioOctetsSent += rtp.length - RTP_HEADER;
     this.#audio.sendMessageBinary(rtp);
+    const now = performance.now();
+    if (now - this.#audioReportAt < SENDER_REPORT_INTERVAL_MS) return;
+    const rtpNow = this.#opts.clock.audio(now);
+    if (rtpNow === null) return;
+    this.#audioReportAt = now;
+    const time = { rtp: rtpNow, ntpMs: performance.timeOrigin + now };
+    this.lastReports.audio = time;
+    this.#audio.sendMessageBinary(senderReport(this.#opts.ssrcs.audio, time, this.audioPacketsSent, this.audioOctetsSent, CNAME));
   }
 
   get closed(): boolean {

@@ -75,11 +75,15 @@ export class ViewerAudio {
     return Math.max(0, Math.min(MAX_HOLD_MS, sorted[sorted.length >> 1] as number));
   }
 
-  /** One audio packet for the viewers; it goes once the picture of its capture time does. */
-  push(rtp: Buffer): void {
+  /**
+   * One audio packet for the viewers; it goes once the picture of its capture time does. With
+   * `deliver` false (nobody listens) it only moves the capture clock on.
+   */
+  push(rtp: Buffer, deliver = true): void {
     if (rtp.length < 12) return;
     const now = this.#now();
     const captureMs = this.#place(rtp.readUInt32BE(4), now);
+    if (!deliver) return;
     const at = captureMs + this.holdMs;
     if (this.#queue.length === 0 && at <= now) {
       this.#opts.send(rtp);

@@ -152,12 +152,8 @@ export class ViewerSet {
    * type, once the picture captured with it goes out (ViewerAudio).
    */
   sendAudio(rtp: Buffer): void {
-    this.#audio.push(rtp);
-  }
-
-  /** Packets of sound held for their picture now. */
-  get audioHeld(): number {
-    return this.#audio.held;
+    // Without a viewer that takes audio it is only placed (the clock stays current), not queued.
+    this.#audio.push(rtp, this.audioViewers() > 0);
   }
 
   #sendAudioNow(rtp: Buffer): void {

@@ -118,3 +118,12 @@ t.test('a sender report maps an RTP timestamp to epoch ms in NTP format, with co
   t.equal(r?.octets, 4200);
   t.equal(readSenderReport(sr, 1), null, 'another SSRC: none');
 });
+
+t.test('a packet nobody listens to only moves the clock on', async (t) => {
+  const h = harness();
+  h.audio.videoOut(h.now - 100);
+  h.audio.push(opus(48_000, 1), false);
+  t.equal(h.audio.held, 0, 'nothing queued, no timer');
+  t.same(h.sent, [], 'nothing sent');
+  t.equal(h.audio.rtpAt(h.now - 20), 48_000, 'the clock knows it');
+});

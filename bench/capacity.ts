@@ -13,7 +13,6 @@
  *
  *   npm run bench -- capacity [--steps 1,2,4,6,8,10,12,16,20,24] [--viewers 0,25,50,90] [--seconds 8]
  */
-import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { createServer } from 'node:http';
 import { freePort } from '../test/helpers/net.ts';
@@ -22,7 +21,7 @@ import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
 import { startServerProcess } from '../test/helpers/serverProcess.ts';
 import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
-import { percentile, printTable, progress, summarize, writeResult, type Row } from './lib.ts';
+import { percentile, printTable, procCpuSeconds, progress, summarize, writeResult, type Row } from './lib.ts';
 
 const VIEWER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas><script>
 ${STAMPED_FRAMES_JS}
@@ -43,10 +42,6 @@ window.inbound = async () => { let out = { bytes: 0, frames: 0 }; (await window.
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** CPU seconds (user + system, all threads) of a process so far. */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
 
 /** Least-squares slope of y over x. */
 function slope(xs: number[], ys: number[]): number {
@@ -111,14 +106,14 @@ export default async function capacity(args: Map<string, string>): Promise<void>
       await sleep(4000); // key frames, warm-up
       await viewer.evaluate(() => (window as unknown as { takeRecv(): unknown }).takeRecv());
       const fpsSamples: number[][] = streams.map(() => []);
-      const c0 = cpuSeconds(pid);
+      const c0 = procCpuSeconds(pid);
       const t0 = performance.now();
       for (let k = 0; k < seconds; k++) {
         await sleep(1000);
         const all = await Promise.all(streams.map((s) => fps(s.id)));
         all.forEach((v, i) => fpsSamples[i]?.push(v));
       }
-      const cores = (cpuSeconds(pid) - c0) / ((performance.now() - t0) / 1000);
+      const cores = (procCpuSeconds(pid) - c0) / ((performance.now() - t0) / 1000);
       const recv = await viewer.evaluate(() => (window as unknown as { takeRecv(): [number, number][] }).takeRecv());
       const sent = await pubs.sentTimes(streams[0]?.publisher ?? '');
       // `sent` holds each counter's latest send; a frame shown before it was sent one loop earlier.
@@ -156,11 +151,11 @@ export default async function capacity(args: Map<string, string>): Promise<void>
       }
       await sleep(3000);
       const in0 = await inbound();
-      const c0 = cpuSeconds(pid);
+      const c0 = procCpuSeconds(pid);
       const t0 = performance.now();
       await sleep(seconds * 1000);
       const elapsed = (performance.now() - t0) / 1000;
-      const cores = (cpuSeconds(pid) - c0) / elapsed;
+      const cores = (procCpuSeconds(pid) - c0) / elapsed;
       const in1 = await inbound();
       vpoints.push({ viewers: target, cores });
       vrows.push({

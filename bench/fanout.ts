@@ -20,7 +20,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -31,7 +31,7 @@ import type { PreparedOffer } from '../media/Sdp.ts';
 import { prepareOffer } from '../media/Sdp.ts';
 import { DEFAULT_MEDIA_SETTINGS } from '../media/settings.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
-import { percentile, printTable, progress, RESULTS_DIR, writeResult, type Row } from './lib.ts';
+import { percentile, printTable, procCpuSeconds, progress, RESULTS_DIR, writeResult, type Row } from './lib.ts';
 
 /** The last commit before this work: one UDP socket per viewer, polled by libjuice's one thread. */
 const DEFAULT_BASELINE = '2dd5ab6cda55af1cf60a5010a6aac75c7064dbd8';
@@ -153,10 +153,6 @@ async function startNode(mediaDir: string, kbps: number): Promise<{ child: Child
 }
 
 /** CPU seconds (user + system, all threads) of a process so far. */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
 
 export default async function fanout(args: Map<string, string>): Promise<void> {
   const steps = (args.get('viewers') ?? '100,300').split(',').map(Number);
@@ -192,7 +188,7 @@ export default async function fanout(args: Map<string, string>): Promise<void> {
 
   /** One window: both processes at once, each with its viewers. */
   const measure = async (n: number, round: number, perf: boolean) => {
-    const before = await Promise.all(sides.map(async (s) => ({ recv: await received(viewers[s]), packets: await nodes[s].packets(), cpu: cpuSeconds(nodes[s].child.pid as number) })));
+    const before = await Promise.all(sides.map(async (s) => ({ recv: await received(viewers[s]), packets: await nodes[s].packets(), cpu: procCpuSeconds(nodes[s].child.pid as number) })));
     const t0 = performance.now();
     // --perf: the last window of the largest step, sampled by `perf record` per process
     // (native and kernel stacks), for the per-packet breakdown in docs/performance.md.
@@ -200,7 +196,7 @@ export default async function fanout(args: Map<string, string>): Promise<void> {
       ? sides.map((s) => spawn('perf', ['record', '-F', '999', '-g', '-q', '-p', String(nodes[s].child.pid), '-o', join(RESULTS_DIR, `fanout-${s}.perf.data`), '--', 'sleep', String(seconds)], { stdio: 'ignore' }))
       : [];
     await sleep(seconds * 1000);
-    const after = await Promise.all(sides.map(async (s) => ({ packets: await nodes[s].packets(), cpu: cpuSeconds(nodes[s].child.pid as number) })));
+    const after = await Promise.all(sides.map(async (s) => ({ packets: await nodes[s].packets(), cpu: procCpuSeconds(nodes[s].child.pid as number) })));
     const wallS = (performance.now() - t0) / 1000;
     await Promise.all(recorders.map((r) => new Promise((done) => r.once('exit', done))));
     await sleep(300); // packets in flight reach the viewers before they are counted

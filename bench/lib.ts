@@ -175,6 +175,17 @@ export function busyLoops(n: number, maxMs = 3_600_000): () => void {
 }
 
 /**
+ * CPU seconds of process `pid` from /proc/<pid>/stat (utime + stime; with `waited`, also what its
+ * exited children that it waited for used: cutime + cstime). Linux clock ticks, 100 a second.
+ */
+export function procCpuSeconds(pid: number | 'self', waited = false): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after "(comm) ": state, ppid, …; utime, stime, cutime, cstime are fields 14–17 of proc(5).
+  const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12]) + (waited ? Number(f[13]) + Number(f[14]) : 0)) / 100;
+}
+
+/**
  * CPU seconds of this process (all its threads) and of its children with what they waited for
  * (e.g. the render threads' encoder hosts and the LAME processes those ran), from /proc. Linux only;
  * elsewhere this process alone.
@@ -191,14 +202,14 @@ export function treeCpuSeconds(): number {
       } catch {
         continue; // gone since the listing
       }
-      // Fields after "(comm) ": state, ppid, …; utime, stime, cutime, cstime are fields 14–17 (clock ticks, 100 a second).
-      const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-      if (Number(f[1]) !== process.pid) continue;
-      children += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+      if (Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[1]) !== process.pid) continue;
+      try {
+        children += procCpuSeconds(Number(name), true);
+      } catch {
+        // gone since
+      }
     }
-    const self = readFileSync('/proc/self/stat', 'utf8');
-    const f = self.slice(self.lastIndexOf(') ') + 2).split(' ');
-    children += (Number(f[13]) + Number(f[14])) / 100; // children that exited and were waited for
+    children += procCpuSeconds('self', true) - procCpuSeconds('self'); // children that exited and were waited for
   } catch {
     // not Linux
   }

@@ -9,38 +9,17 @@
  *   the take's MP3 while the song renders receives), target ≤ 1 s; also as CPU seconds of this
  *   process up to that byte.
  * Wall time on our shared 2-core VMs swings with other people's load, so each side is also
- * measured in CPU seconds: this process (all threads) plus the LAME children it waited for.
+ * measured in CPU seconds: this process (all threads) plus its children (the encoder host, LAME).
  */
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { printTable, summarize, writeResult, type Row } from './lib.ts';
+import { printTable, summarize, treeCpuSeconds, writeResult, type Row } from './lib.ts';
 import type * as ComposerModule from '../songs/Composer.ts';
-import type * as HostModule from '../songs/EncoderHost.ts';
 import type * as MidiModule from '../songs/MidiWriter.ts';
 import type * as RendererModule from '../songs/Renderer.ts';
 import type * as PlannerModule from '../songs/SongPlanner.ts';
-
-/** Encoder host CPU of the engine under test (engines before it had none: LAME was our child). */
-let hostCpu: () => number = () => 0;
-
-/**
- * CPU seconds of this process (all threads), its waited-for children, and the encoder host with the
- * LAME processes it ran (LAME runs under the host, not as our child), from /proc.
- */
-function cpuSeconds(): number {
-  const u = process.cpuUsage();
-  let children = 0;
-  try {
-    // /proc/self/stat fields 16 and 17 (cutime, cstime) in clock ticks (100 per second on Linux).
-    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
-    children = (Number(fields[13]) + Number(fields[14])) / 100;
-  } catch {
-    // not Linux: children not counted
-  }
-  return (u.user + u.system) / 1e6 + children + hostCpu();
-}
 
 export default async function producer(args: Map<string, string>): Promise<void> {
   const prompt = args.get('prompt') ?? 'uplifting trance with supersaw chords, arpeggios and a big lead';
@@ -54,8 +33,6 @@ export default async function producer(args: Map<string, string>): Promise<void>
   const { writeMidi } = await load<typeof MidiModule>('MidiWriter.ts');
   const { renderTakeHere } = await load<typeof RendererModule>('Renderer.ts');
   const { planSong } = await load<typeof PlannerModule>('SongPlanner.ts');
-  const host = await load<typeof HostModule>('EncoderHost.ts').catch(() => null);
-  if (host) hostCpu = () => host.EncoderHost.cpuSeconds();
   const plan = planSong({ prompt, seed: 2024, duration });
   // The stems side writes each zip to a file, as the render worker does (into the blob store);
   // the files are kept until the end (deleting them would let the next run reuse their page cache).
@@ -82,14 +59,14 @@ export default async function producer(args: Map<string, string>): Promise<void>
     // Alternate which side goes first so drift in machine load does not favour one.
     const order = r % 2 === 0 ? (['plain', 'stems'] as const) : (['stems', 'plain'] as const);
     for (const side of order) {
-      const c0 = cpuSeconds();
+      const c0 = treeCpuSeconds();
       const t0 = performance.now();
       let tFirst = 0;
       let cFirst = 0;
       const onMp3Chunk = () => {
         if (tFirst === 0) {
           tFirst = performance.now();
-          cFirst = cpuSeconds();
+          cFirst = treeCpuSeconds();
         }
       };
       const stemsPath = (k: number) => (side === 'stems' ? { stemsPath: join(zipDir, `${k}-${zipCount++}.zip`) } : {});
@@ -98,7 +75,7 @@ export default async function producer(args: Map<string, string>): Promise<void>
       const a = await renderTakeHere(plan, 1, undefined, { stems: side === 'stems', onMp3Chunk, ...pa });
       const b = await renderTakeHere(plan, 2, undefined, { stems: side === 'stems', ...pb });
       const total = (performance.now() - t0) / 1000;
-      const cpu = cpuSeconds() - c0;
+      const cpu = treeCpuSeconds() - c0;
       if (side === 'plain') {
         plain.push(total);
         plainCpu.push(cpu);

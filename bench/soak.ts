@@ -31,7 +31,7 @@ import { freePort } from '../test/helpers/net.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
 import { startServerProcess } from '../test/helpers/serverProcess.ts';
 import { makeTls, TestReceiver } from '../test/webhooks/helpers.ts';
-import { printTable, progress, writeResult, type Row } from './lib.ts';
+import { printTable, procCpuSeconds, progress, writeResult, type Row } from './lib.ts';
 
 /** The process once every stream and session is gone (see rest()). */
 interface Rest {
@@ -120,10 +120,6 @@ function memKinds(pid: number): Record<string, number> {
 }
 
 /** utime + stime of the process, seconds. */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / 100; // clock ticks; 100 Hz on Linux
-}
 
 /**
  * Opens the inspector of process `pid` (SIGUSR1, on the `--inspect-port` it was started with),
@@ -267,7 +263,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
     const bar = progress('soak minutes', minutes);
     let lastBar = 0;
     let nextSample = start;
-    let cpuAt = { s: cpuSeconds(pid), t: performance.now() };
+    let cpuAt = { s: procCpuSeconds(pid), t: performance.now() };
     let nextSong = start;
     let nextPatch = start;
     while (Date.now() < end) {
@@ -312,7 +308,7 @@ export default async function soak(args: Map<string, string>): Promise<void> {
         const text = await (await fetch(`${server.url}/metrics`)).text();
         const heap = metric(text, 'reverie_nodejs_heap_size_used_bytes') / 2 ** 20;
         const loop = metric(text, 'reverie_nodejs_eventloop_lag_p99_seconds') * 1000;
-        const cpu = { s: cpuSeconds(pid), t: performance.now() };
+        const cpu = { s: procCpuSeconds(pid), t: performance.now() };
         const cores = (cpu.s - cpuAt.s) / ((cpu.t - cpuAt.t) / 1000);
         cpuAt = cpu;
         samples.push({ minute: (now - start) / 60_000, rssMiB: p.rssMiB, heapUsedMiB: heap, fds: p.fds, threads: p.threads, loopP99Ms: loop, cores, streams: live.length, viewers: viewers.length, fdKinds: p.fdKinds, memKinds: memKinds(pid) });

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildState, build, DEFAULT_OUT, ROOT } from '../bin/build.js';
 import { freePort } from '../test/helpers/net.ts';
-import { printTable, progress, summarize, writeResult, type Row } from './lib.ts';
+import { printTable, procCpuSeconds, progress, summarize, writeResult, type Row } from './lib.ts';
 
 type Mode = 'tsx' | 'built';
 
@@ -30,8 +30,6 @@ interface Sample {
   cpuS: number;
 }
 
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ: 100 on Linux). */
-const HZ = 100;
 
 function argv(mode: Mode): string[] {
   return mode === 'built' ? [join(DEFAULT_OUT, 'control/main.js'), 'serve'] : ['--import', 'tsx', join(ROOT, 'control/main.ts'), 'serve'];
@@ -42,11 +40,6 @@ function rssMiB(pid: number): number {
   return kb / 1024;
 }
 
-function cpuSeconds(pid: number): number {
-  // Fields after the command name: state is field 3, utime 14 and stime 15 (proc(5)).
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / HZ;
-}
 
 async function start(mode: Mode, dataDir: string, restMs: number): Promise<Sample> {
   const port = await freePort();
@@ -77,7 +70,7 @@ async function start(mode: Mode, dataDir: string, restMs: number): Promise<Sampl
     // The rest is the measurement's definition ("at rest"), not a wait for a condition.
     await new Promise((r) => setTimeout(r, restMs));
     const pid = child.pid as number;
-    return { readyMs, rssMiB: rssMiB(pid), cpuS: cpuSeconds(pid) };
+    return { readyMs, rssMiB: rssMiB(pid), cpuS: procCpuSeconds(pid) };
   } finally {
     if (child.exitCode === null) child.kill('SIGTERM');
     await exited;

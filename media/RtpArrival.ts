@@ -6,6 +6,11 @@
  * (32 bits wrap every 13 h at 90 kHz, 25 h at 48 kHz). Used for video frames (CaptureClock) and
  * audio packets (AudioMappings).
  */
+/** `a − b` for two 32-bit RTP timestamps (or sequence numbers' like), across a wrap: the signed distance, in ticks. */
+export function rtpDelta(a: number, b: number): number {
+  return (a - b) | 0;
+}
+
 export class RtpArrival {
   readonly #clockRate: number;
   readonly #windowMs: number;

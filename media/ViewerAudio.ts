@@ -17,7 +17,7 @@
  * output times being capture times (OutputClock). Audio is held at most MAX_HOLD_MS, and not at all
  * while no picture went out for NO_VIDEO_MS (an audio-only stream, the pipeline stalled).
  */
-import { RtpArrival } from './RtpArrival.ts';
+import { RtpArrival, rtpDelta } from './RtpArrival.ts';
 
 /** Opus RTP clock, Hz. */
 const OPUS_RATE = 48_000;
@@ -130,7 +130,7 @@ export class ViewerAudio {
     const last = this.#lastTs;
     this.#lastTs = ts;
     if (last !== null) {
-      const step = ((ts - last + 2 ** 31 + 2 ** 32) % 2 ** 32) - 2 ** 31;
+      const step = rtpDelta(ts, last);
       // A packet's length is the step between two in a row (2.5–120 ms for Opus); other steps are losses or a new source.
       if (step >= OPUS_RATE / 400 && step <= (OPUS_RATE * 120) / 1000) this.#packetMs = Math.min(this.#packetMs ?? Infinity, (step * 1000) / OPUS_RATE);
     }

@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { MediaError } from './errors.ts';
 import { H264Packetizer } from './H264Packetizer.ts';
 import type { TransportOptions } from './PeerTransport.ts';
+import { rtpDelta } from './RtpArrival.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from './settings.ts';
@@ -129,7 +130,7 @@ export class ViewerSet {
     if (first && first.length >= 12) {
       // Its output time, back from its RTP time (signed distance from now's, 90 kHz): how late the picture goes.
       const now = performance.now();
-      const ticks = ((first.readUInt32BE(4) - this.rtpTimestamp(now) + 2 ** 31 + 2 ** 32) % 2 ** 32) - 2 ** 31;
+      const ticks = rtpDelta(first.readUInt32BE(4), this.rtpTimestamp(now));
       this.#audio.videoOut(now + ticks / 90);
     }
     let byPt: Map<number, Buffer[]> | null = null;

@@ -16,7 +16,6 @@
  * `{ code, signal, stderr, error }`, `error` set when the binary could not be started).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 
 const HEADER = 9;
 
@@ -128,23 +127,6 @@ export class EncoderHost {
   /** Starts the host while the process is still small (render threads call it at start-up). */
   static prewarm(): void {
     EncoderHost.get();
-  }
-
-  /**
-   * CPU seconds of this thread's host and the encoders it has waited for (Linux /proc; 0 where
-   * that cannot be read): the benchmark adds it to the process's own, as LAME is no longer our child.
-   */
-  static cpuSeconds(): number {
-    const host = EncoderHost.#thread;
-    const pid = host ? host.#child.pid : undefined;
-    if (pid === undefined) return 0;
-    try {
-      // /proc/<pid>/stat fields 14–17: utime, stime, cutime, cstime, in clock ticks (100 per second).
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
-    } catch {
-      return 0;
-    }
   }
 
   private constructor() {

@@ -35,7 +35,7 @@ export class RtpArrival {
   /** A packet with RTP timestamp `rtpTs` arrived at `now` (ms on the caller's clock): its unwrapped RTP time, ms. */
   arrive(rtpTs: number, now: number): number {
     if (this.#rtpLast === null) this.#rtpUnwrapped = rtpTs;
-    else this.#rtpUnwrapped += ((rtpTs - this.#rtpLast + 2 ** 31) % 2 ** 32) - 2 ** 31;
+    else this.#rtpUnwrapped += rtpDelta(rtpTs, this.#rtpLast);
     this.#rtpLast = rtpTs;
     const rtpMs = (this.#rtpUnwrapped * 1000) / this.#clockRate;
     const q = this.#offsets;

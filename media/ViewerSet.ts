@@ -15,16 +15,18 @@ import { rtpDelta } from './RtpArrival.ts';
 import type { PreparedOffer, VideoCodec } from './Sdp.ts';
 import type { SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from './settings.ts';
+import { RtpSequence } from './RtpSequence.ts';
 import { ViewerAudio } from './ViewerAudio.ts';
 import { randomSsrc, WhepSession } from './WhepSession.ts';
 
 /** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
 export const OUTPUT_PT = 96;
 
-/** A copy of an RTP packet with another payload type (marker bit kept) and optionally SSRC. */
-function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number): Buffer {
+/** A copy of an RTP packet with another payload type (marker bit kept) and optionally sequence number and SSRC. */
+function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number, seq?: number): Buffer {
   const out = Buffer.from(rtp);
   out[1] = ((out[1] as number) & 0x80) | (payloadType & 0x7f);
+  if (seq !== undefined) out.writeUInt16BE(seq, 2);
   if (ssrc !== undefined) out.writeUInt32BE(ssrc >>> 0, 8);
   return out;
 }
@@ -45,6 +47,7 @@ export class ViewerSet {
   readonly #rtpClockStart = performance.now();
   /** The viewers' sound: placed on the capture clock, held until the picture of its moment goes out. */
   readonly #audio = new ViewerAudio({ send: (rtp) => this.#sendAudioNow(rtp) });
+  readonly #audioSeq = new RtpSequence();
   /** Each output's RTP time against capture time (epoch via performance.timeOrigin), for sender reports. */
   readonly #clock: SenderClock = {
     // Output times are capture times on the node's monotonic clock (OutputClock), so video RTP time is the node's clock.
@@ -150,20 +153,23 @@ export class ViewerSet {
 
   /**
    * The publisher's Opus (or the soundtrack's mix), under our audio SSRC and each viewer's payload
-   * type, once the picture captured with it goes out (ViewerAudio).
+   * type, once the picture captured with it goes out (ViewerAudio). `encoderDelayMs`: how much
+   * earlier than its RTP time the packet's sound was pushed to its encoder (ours: the mix's).
    */
-  sendAudio(rtp: Buffer): void {
+  sendAudio(rtp: Buffer, encoderDelayMs = 0): void {
     // Without a viewer that takes audio it is only placed (the clock stays current), not queued.
-    this.#audio.push(rtp, this.audioViewers() > 0);
+    this.#audio.push(rtp, this.audioViewers() > 0, encoderDelayMs);
   }
 
   #sendAudioNow(rtp: Buffer): void {
+    // One sequence across sources (publisher, soundtrack mix, the next publisher): RtpSequence.
+    const seq = this.#audioSeq.next(rtp);
     const byPt = new Map<number, Buffer>();
     for (const v of this.#viewers.values()) {
       const pt = v.audioPayloadType;
       if (pt === undefined) continue;
       let out = byPt.get(pt);
-      if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.ssrcs.audio)));
+      if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.ssrcs.audio, seq)));
       v.sendAudio(out);
     }
   }

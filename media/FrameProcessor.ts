@@ -39,8 +39,9 @@ export interface Frame {
    */
   ptsMs: number;
   /**
-   * Capture time on the node's clock, ms epoch: what timed params and audio mappings are placed
-   * by (set on the frames a processor is given; processors may ignore it).
+   * When viewers see the frame, ms epoch: its capture time as every output carries it (its output
+   * time, OutputClock, which can sit up to a frame after the capture itself), what timed params and
+   * audio mappings are placed by (set on the frames a processor is given; processors may ignore it).
    */
   capturedAt?: number;
   /** Default `RGB`. */

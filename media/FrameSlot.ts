@@ -28,12 +28,17 @@ export interface FrameSlotOptions {
   /** The stream's params now: a processor is built from them, and catches up on them when they changed meanwhile. */
   params: () => StreamParams;
   /**
-   * Null when a frame captured at `capturedAt` may take its params now, else a promise to wait for
+   * Where viewers will see a frame captured at `capturedAt` (ms epoch) with RTP time `ptsMs` on the
+   * node's clock, ms epoch: the time its params are placed by (set as the frame's `capturedAt`).
+   */
+  placeAt: (capturedAt: number, ptsMs: number) => number;
+  /**
+   * Null when a frame placed at `at` (placeAt) may take its params now, else a promise to wait for
    * first (bounded by the callee: the audio its params follow, AudioMappings.waitFor).
    */
-  wait?: (capturedAt: number) => Promise<void> | null;
-  /** Before a frame captured at `capturedAt` (ms epoch) is processed: the params landings it carries. */
-  before: (capturedAt: number) => ParamsMark[];
+  wait?: (at: number) => Promise<void> | null;
+  /** Before a frame placed at `at` (ms epoch, placeAt) is processed: the params landings it carries. */
+  before: (at: number) => ParamsMark[];
   /** The processor gave no output for a frame: its landings wait for the next output frame. */
   noOutput: (marks: ParamsMark[]) => void;
   /**
@@ -148,7 +153,6 @@ export class FrameSlot {
       return;
     }
     frame.data = Buffer.from(frame.data);
-    frame.capturedAt = capturedAt;
     const item = { frame, decodedAtMs, decodeMs, capturedAt, ptsMs: frame.ptsMs };
     if (this.#busy) {
       if (this.#pending) this.#framesDropped++;
@@ -172,11 +176,13 @@ export class FrameSlot {
         if (!processor) {
           this.#framesDropped++;
         } else {
-          const wait = this.#opts.wait?.(item.capturedAt);
+          const at = this.#opts.placeAt(item.capturedAt, item.ptsMs);
+          item.frame.capturedAt = at;
+          const wait = this.#opts.wait?.(at);
           if (wait) await wait;
           if (this.#isClosed()) break;
-          // Changes due by this frame's capture time apply before it is processed: it carries them.
-          const marks = this.#opts.before(item.capturedAt);
+          // Changes due by this frame's time apply before it is processed: it carries them.
+          const marks = this.#opts.before(at);
           const t0 = performance.now();
           let out: Frame | null = null;
           try {

@@ -28,6 +28,7 @@ import type { UpdatePlan } from '../native/params/index.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
 import { NAL_AUD, nalType } from './H264Nal.ts';
+import { OPUS_ENCODER_DELAY_MS } from './OpusEncoderBin.ts';
 import { OutputClock } from './OutputClock.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
@@ -179,7 +180,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
       audioPayloadType: () => this.#publisher?.audioPayloadType,
       audioViewers: () => this.#viewers.audioViewers(),
-      sendViewerAudio: (rtp) => this.#viewers.sendAudio(rtp),
+      sendViewerAudio: (rtp) => this.#viewers.sendAudio(rtp, OPUS_ENCODER_DELAY_MS),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
@@ -212,8 +213,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       createProcessor: opts.createProcessor,
       // The engine never sees audio_mappings: the node applies them (AudioMappings).
       params: () => engineParams(this.#params),
-      wait: (capturedAt) => this.#audio.waitFor(capturedAt),
-      before: (capturedAt) => this.#beforeFrame(capturedAt),
+      placeAt: (capturedAt, ptsMs) => this.#shownAt(capturedAt, ptsMs),
+      wait: (at) => this.#audio.waitFor(at),
+      before: (at) => this.#beforeFrame(at),
       noOutput: (marks) => this.#landings.noOutput(marks),
       output: (frame, inputAtMs, marks, ptsMs, capturedAt) => this.#encode(frame, inputAtMs, marks, ptsMs, capturedAt),
       onError: (message) => (this.#lastError = message),
@@ -445,7 +447,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     if (this.#passthrough()) {
       // Nothing to process: decoded frames go straight to the encoders, in the main thread.
-      const marks = this.#beforeFrame(capturedAt);
+      const marks = this.#beforeFrame(this.#shownAt(capturedAt, frame.ptsMs));
       this.#encode(frame, now - decodeMs, marks, frame.ptsMs, capturedAt);
       return;
     }
@@ -453,13 +455,25 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * Before a frame captured at `capturedAt` (ms epoch) is processed (or, with nothing to process,
-   * encoded): the scheduled changes due by then, then the params that follow the audio of that
-   * time. Returns the landings the frame carries.
+   * Where viewers will see a frame captured at `capturedAt` (ms epoch) with RTP time `mediaMs` on
+   * the node's clock: its output time (OutputClock), ms epoch. That is the time its sound is sent
+   * with (ViewerAudio) and the time changes land by: a run of output frames can sit up to a frame
+   * after its capture times for good (a run that started behind the slate; DRIFT_MS), and a change
+   * placed by capture time then reached viewers up to that much after the beat it was locked to.
    */
-  #beforeFrame(capturedAt: number): ParamsMark[] {
-    const marks = this.#landings.atFrame(capturedAt);
-    const patch = this.#audio.atFrame(capturedAt, this.#params);
+  #shownAt(capturedAt: number, mediaMs: number): number {
+    const toPerf = Date.now() - performance.now();
+    return this.#clock.predict(mediaMs, capturedAt - toPerf) + toPerf;
+  }
+
+  /**
+   * Before a frame viewers see at `shownAt` (ms epoch, #shownAt) is processed (or, with nothing to
+   * process, encoded): the scheduled changes due by then, then the params that follow the audio of
+   * that time. Returns the landings the frame carries.
+   */
+  #beforeFrame(shownAt: number): ParamsMark[] {
+    const marks = this.#landings.atFrame(shownAt);
+    const patch = this.#audio.atFrame(shownAt, this.#params);
     if (patch) {
       try {
         // To the processor only: the stream's params (store, status) stay what was asked; status shows the mapped values.
@@ -473,7 +487,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /**
    * Holds a change until its time (`applyAt`, ms epoch; null: the next frame) and applies it to
-   * the first frame captured at or after it; `landed` says which output frame carries it. With no
+   * the first frame viewers see at or after it (its output time, #shownAt); `landed` says which output frame carries it. With no
    * frames flowing (no publisher, a stalled frame path) it applies at its time without a frame.
    */
   scheduleParams(s: ScheduledParams): void {

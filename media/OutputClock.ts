@@ -101,6 +101,16 @@ export class OutputClock {
     return pts;
   }
 
+  /**
+   * The output time a live frame would get if it were pushed now (`live` without its slews and
+   * catch-up, and without moving anything): where a viewer will see it on the output timeline, for
+   * changes and audio that must land on the frame a viewer sees at their time.
+   */
+  predict(mediaMs: number, captureMs: number): number {
+    const pts = this.#offsetMs === null ? -Infinity : mediaMs + this.#offsetMs;
+    return pts > this.#lastMs ? pts : Math.max(captureMs, this.#lastMs + this.#frameMs);
+  }
+
   /** Output time of a slate frame pushed at `nowMs` (the node's monotonic clock, ms); the next live frame starts a run. */
   slate(nowMs: number): number {
     this.#offsetMs = null;

@@ -13,6 +13,8 @@
  *
  * Capture time of audio: RTP time plus the least (arrival − RTP time) of the last WINDOW_MS, less
  * one packet (a packet leaves once its last sample is captured) — as CaptureClock places video.
+ * Our own encoder (the soundtrack's mix) delays the sound by its lookahead: a packet's sound was
+ * pushed `encoderDelayMs` before its RTP time says, and is placed that much earlier.
  * The picture's delay: the median over the last LAG_FRAMES output frames of (sent − output time),
  * output times being capture times (OutputClock). Audio is held at most MAX_HOLD_MS, and not at all
  * while no picture went out for NO_VIDEO_MS (an audio-only stream, the pipeline stalled).
@@ -48,6 +50,8 @@ export class ViewerAudio {
   #lastTs: number | null = null;
   /** The shortest step between two packets in a row of this source, ms (null: not seen yet). */
   #packetMs: number | null = null;
+  /** The current source's encoder delay, ms (push's `encoderDelayMs`). */
+  #encoderDelayMs = 0;
   /** Delays (sent − output time) of the last output frames, ms. */
   readonly #lags: number[] = [];
   #lastVideoAt = -Infinity;
@@ -77,11 +81,13 @@ export class ViewerAudio {
 
   /**
    * One audio packet for the viewers; it goes once the picture of its capture time does. With
-   * `deliver` false (nobody listens) it only moves the capture clock on.
+   * `deliver` false (nobody listens) it only moves the capture clock on. `encoderDelayMs`: how much
+   * earlier than its RTP time says the packet's sound was captured (our encoder's lookahead).
    */
-  push(rtp: Buffer, deliver = true): void {
+  push(rtp: Buffer, deliver = true, encoderDelayMs = 0): void {
     if (rtp.length < 12) return;
     const now = this.#now();
+    this.#encoderDelayMs = encoderDelayMs;
     const captureMs = this.#place(rtp.readUInt32BE(4), now);
     if (!deliver) return;
     const at = captureMs + this.holdMs;
@@ -97,7 +103,7 @@ export class ViewerAudio {
   rtpAt(nowMs: number): number | null {
     const least = this.#arrival.least;
     if (least === undefined) return null;
-    const ticks = Math.round((nowMs - least + (this.#packetMs ?? DEFAULT_PACKET_MS)) * (OPUS_RATE / 1000));
+    const ticks = Math.round((nowMs - least + (this.#packetMs ?? DEFAULT_PACKET_MS) + this.#encoderDelayMs) * (OPUS_RATE / 1000));
     return ((ticks % 2 ** 32) + 2 ** 32) % 2 ** 32;
   }
 
@@ -142,6 +148,6 @@ export class ViewerAudio {
       this.#packetMs = null;
       rtpMs = this.#arrival.arrive(ts, now);
     }
-    return rtpMs + (this.#arrival.least as number) - (this.#packetMs ?? DEFAULT_PACKET_MS);
+    return rtpMs + (this.#arrival.least as number) - (this.#packetMs ?? DEFAULT_PACKET_MS) - this.#encoderDelayMs;
   }
 }

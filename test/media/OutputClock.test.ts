@@ -129,3 +129,19 @@ t.test('OutputClock: a source slower than the nominal rate catches up without le
   t.ok(intervals.slice(0, 5).some((d) => d < SRC_MS - 1), 'by shortening intervals while late');
   t.ok(intervals.slice(-10).every((d) => Math.abs(d - SRC_MS) < 1), 'then the source intervals again');
 });
+
+t.test('predict: the output time a live frame will get, without moving the clock', async (t) => {
+  const clock = new OutputClock(FRAME_MS);
+  // Before a run: the frame's capture time (a run starts there), or a frame after the slate's last.
+  t.equal(clock.predict(500, 1000), 1000);
+  const s = clock.slate(990);
+  t.equal(clock.predict(500, 1000), s + FRAME_MS, 'behind the slate: a frame after it');
+  const first = clock.live(500, 1000, 1030) as number;
+  t.equal(first, s + FRAME_MS);
+  // In a run: RTP time plus the run's offset, as live gives it.
+  for (let i = 1; i <= 5; i++) {
+    const predicted = clock.predict(500 + i * FRAME_MS, 1000 + i * FRAME_MS);
+    t.equal(predicted, clock.live(500 + i * FRAME_MS, 1000 + i * FRAME_MS, 1030 + i * FRAME_MS), `frame ${i}`);
+  }
+  t.ok(first - 1000 > 0, `this run sits ${(first - 1000).toFixed(1)} ms after its capture times for good`);
+});

@@ -127,3 +127,16 @@ t.test('a packet nobody listens to only moves the clock on', async (t) => {
   t.same(h.sent, [], 'nothing sent');
   t.equal(h.audio.rtpAt(h.now - 20), 48_000, 'the clock knows it');
 });
+
+t.test("our own encoder's lookahead: its packets are placed that much earlier, and the reports say so", async (t) => {
+  const plain = harness();
+  const ours = harness();
+  for (let i = 0; i < 10; i++) {
+    plain.audio.push(opus(960 * i, i));
+    ours.audio.push(opus(960 * i, i), true, 6.5);
+    plain.now += 20;
+    ours.now += 20;
+  }
+  // The same RTP time is captured 6.5 ms earlier: audio captured now has an RTP time 312 ticks later.
+  t.equal(((ours.audio.rtpAt(ours.now) as number) - (plain.audio.rtpAt(plain.now) as number)) >>> 0, 312);
+});

@@ -209,13 +209,19 @@ export class StreamControl {
       bpm = song.bpm;
       songId = song.id;
     }
+    // The song playing as the stream's soundtrack: its beats are where its take started.
+    let songPhase: number | undefined;
+    if (songId !== null && input.phase === undefined) {
+      const playing = await this.#streams.soundtrackOf(account, streamId);
+      if (playing?.songId === songId) songPhase = playing.startAt;
+    }
     const previous = this.#tempos.get(streamId);
     bpm ??= previous?.bpm;
     if (bpm === undefined) throw invalid(`${field}.bpm`, 'the stream has no tempo yet: send bpm or tempo_from_song');
     const tempo: Tempo = {
       bpm,
-      // Without a phase, the song (or the clock) starts now.
-      phase: input.phase ?? (songId !== null || !previous ? this.#now() : previous.phase),
+      // Without a phase: the soundtrack's start when the song plays as it, else the song (or the clock) starts now.
+      phase: input.phase ?? songPhase ?? (songId !== null || !previous ? this.#now() : previous.phase),
       beatsPerBar: input.beats_per_bar ?? previous?.beatsPerBar ?? 4,
       songId: songId ?? (input.bpm === undefined ? (previous?.songId ?? null) : null),
     };

@@ -8,7 +8,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Logger } from 'pino';
-import type { Account, RtmpOutputRecord, Store, StreamRecord, Unsubscribe } from '../store/index.ts';
+import type { Account, RtmpOutputRecord, SoundtrackRecord, Store, StreamRecord, Unsubscribe } from '../store/index.ts';
 import { newId, StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
 import { streamError, withoutPaths } from '../errors/index.ts';
@@ -293,6 +293,11 @@ export class StreamService {
 
   async get(account: Account, id: string): Promise<StreamView> {
     return this.view(await this.#own(account, id));
+  }
+
+  /** The soundtrack set on one of the account's streams (`PUT …/soundtrack`), or null. */
+  async soundtrackOf(account: Account, id: string): Promise<SoundtrackRecord | null> {
+    return (await this.#own(account, id)).soundtrack ?? null;
   }
 
   async list(account: Account, page: { limit: number; cursor?: string | undefined }): Promise<{ data: StreamView[]; next_cursor: string | null }> {

@@ -238,7 +238,7 @@ t.test('a transition is validated and stored as its target; without live frames 
   t.equal((await c.next((m) => m.id === 'tr2')).error.details.issues[0].field, 'transition', 'a transition without prompt or seed names `transition`');
 });
 
-t.test('tempo_from_song takes the tempo of one of our songs; changes then wait for its bars', { timeout: 60_000 }, async (t) => {
+t.test('tempo_from_song takes the tempo of one of our songs (its phase the soundtrack\'s start when it plays as one); changes then wait for its bars', { timeout: 60_000 }, async (t) => {
   const a = await makeStreamApp(t, { songs: true });
   const h = await a.auth('pro');
   const song = await a.app.inject({ method: 'POST', url: `${a.config.musicBasePath}/songs`, headers: h, payload: { prompt: 'driving techno', bpm: 128, duration: 30 } });
@@ -262,6 +262,14 @@ t.test('tempo_from_song takes the tempo of one of our songs; changes then wait f
   const ack = await c.next((m) => m.id === 'drop' && m.type === 'ack', 5000);
   // How close to the beat is the previous test's business (and the control bench's); here, not early.
   t.ok(ack.applied_at >= ack.due_at, `applied at its bar, not before (${ack.applied_at - ack.due_at} ms after)`);
+
+  // The song playing as the stream's soundtrack: without a phase, its beats are where its take started.
+  const startAt = hello.server_time + 1234;
+  await a.store.streams.update(created.id as string, { soundtrack: { songId, take: 1, wavKey: `songs/${songId}/1.wav`, startAt, loop: true, gainDb: 0, duckPublisherDb: 0 } });
+  c.send({ type: 'tempo', tempo_from_song: songId });
+  t.equal((await c.next((m) => m.type === 'tempo' && m.phase === startAt)).phase, startAt, "the soundtrack's start is the phase");
+  c.send({ type: 'tempo', tempo_from_song: songId, phase: startAt + 10 });
+  t.equal((await c.next((m) => m.type === 'tempo' && m.phase === startAt + 10)).phase, startAt + 10, "the client's phase still wins");
 
   const other = await a.auth('pro');
   const theirs = await a.app.inject({ method: 'POST', url: `${a.config.musicBasePath}/songs`, headers: other, payload: { prompt: 'ambient pads', duration: 30 } });

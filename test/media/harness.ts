@@ -52,6 +52,8 @@ export async function startMediaServer(
     resolveIngest?: MediaNodeOptions['resolveIngest'];
     /** The account owning a stream (what resolvePlayback says); default: none (each stream its own owner). */
     accountOf?: (streamId: string) => string;
+    /** The blob store's `songs/` folder: where the node reads a soundtrack's take. */
+    songsDir?: string;
   } = {},
 ): Promise<MediaServer> {
   const onLog = opts.onLog;
@@ -70,6 +72,7 @@ export async function startMediaServer(
     ...(opts.capacity !== undefined ? { capacity: opts.capacity } : {}),
     ...(opts.forwardedSecret ? { forwardedSecret: opts.forwardedSecret } : {}),
     ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
+    ...(opts.songsDir ? { songsDir: opts.songsDir } : {}),
     createProcessor: opts.createProcessor ?? nativeImageProcessors,
     // STREAM_ID and any other `str_test…` id take STREAM_KEY; their playback ids are `play_test…`.
     resolveIngest: opts.resolveIngest ?? (async (streamId, token) =>

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Frame, FrameProcessorFactory, StreamParams } from '../../media/index.ts';
+import { rtpDelta } from '../../media/RtpArrival.ts';
 import type { ReportedTime } from '../../media/SenderReport.ts';
 import { StreamControl, type Tempo } from '../../streams/StreamControl.ts';
 import { writeWav } from '../../songs/WavWriter.ts';
@@ -191,15 +192,13 @@ function clickTake(): Buffer {
   return writeWav(L, L, n, RATE);
 }
 
-/** Signed difference of two 32-bit RTP timestamps. */
-const rtpDiff = (a: number, b: number) => ((a - b + 2 ** 31 + 2 ** 32) % 2 ** 32) - 2 ** 31;
 
 /** Capture time (node clock, epoch ms) of RTP time `rtp` by the report nearest it. */
 function captureMs(reports: ReportedTime[], rtp: number, hz: number): number {
   let best: ReportedTime | undefined;
-  for (const r of reports) if (!best || Math.abs(rtpDiff(rtp, r.rtp)) < Math.abs(rtpDiff(rtp, best.rtp))) best = r;
+  for (const r of reports) if (!best || Math.abs(rtpDelta(rtp, r.rtp)) < Math.abs(rtpDelta(rtp, best.rtp))) best = r;
   if (!best) return NaN;
-  return best.ntpMs + (rtpDiff(rtp, best.rtp) * 1000) / hz;
+  return best.ntpMs + (rtpDelta(rtp, best.rtp) * 1000) / hz;
 }
 
 t.test("a change on the soundtrack's beat is seen within one frame interval of the beat heard, in one WHEP viewer's decoded media", { timeout: 120_000 }, async (t) => {

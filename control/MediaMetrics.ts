@@ -60,6 +60,7 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
       for (const [codec, n] of Object.entries(stream.status().viewersByCodec)) set({ stream_id: stream.streamId, codec }, n);
     }
   });
+  perStream('reverie_media_viewer_audio_hold_seconds', "How long WHEP viewers' sound waits at the node for the picture of its moment (the picture's delay from capture), seconds.", (s) => s.viewerAudioHoldMs / 1000);
   perStream('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', (s) => (s.vp8.running ? 1 : 0));
   total('reverie_media_input_frames_total', 'Whole frames received from the publisher.', (s) => s.status().framesIn);
   total('reverie_media_output_frames_total', 'Frames encoded for viewers.', (s) => s.status().framesOut);

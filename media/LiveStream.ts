@@ -731,6 +731,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ingest: this.#publisher?.stats() ?? null,
       viewers: this.#viewers.size,
       viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
+      viewerAudioHoldMs: this.#viewers.audioHoldMs,
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
       vp8: this.#vp8.status(),
       params: this.#params,

@@ -82,6 +82,8 @@ export interface LiveStreamStatus extends StreamOutputsStatus {
   viewers: number;
   /** WHEP viewers by the video codec they are sent (sums to `viewers`). */
   viewersByCodec: Record<VideoCodec, number>;
+  /** How long WHEP viewers' sound waits for the picture of its moment now, ms (ViewerAudio; 0 without a picture). */
+  viewerAudioHoldMs: number;
   /** Forced key units of the H.264 encoder. */
   keyUnitsForced: number;
   vp8: Vp8BranchStatus;

@@ -174,6 +174,11 @@ export class ViewerSet {
     }
   }
 
+  /** How long the viewers' sound waits for its picture now, ms (ViewerAudio.holdMs). */
+  get audioHoldMs(): number {
+    return this.#audio.holdMs;
+  }
+
   closeAll(): void {
     this.#audio.close();
     for (const v of [...this.#viewers.values()]) v.close('closed');

@@ -13,7 +13,7 @@
  */
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
-import { STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 
 type W = Window & PeerPage;
 
@@ -145,5 +145,7 @@ t.test('a WHEP viewer plays the publisher\'s sound with the processed picture it
   t.comment(`capture → shown ${videoDelay.toFixed(0)} ms (picture), capture → audio output ${audioDelay.toFixed(0)} ms (sound); Chromium's playout estimates, audio − video: ${offsets.map((o) => o.toFixed(0)).join(' ')} ms`);
   // Before: the sound reached the audio output 42–62 ms after capture, the picture 121–250 ms.
   t.ok(audioDelay >= GPU_MS, `the node holds the sound for its picture (capture → audio output ${audioDelay.toFixed(0)} ms, the picture's ${videoDelay.toFixed(0)} ms)`);
+  const hold = srv.node.status(STREAM_ID)?.viewerAudioHoldMs ?? 0;
+  t.ok(hold >= GPU_MS && hold < GPU_MS + 250, `status reports the hold (${hold.toFixed(0)} ms)`);
   t.ok(offsets.length >= SAMPLES - 1, `Chromium estimates what both tracks play (from our reports): audio − video median ${median(offsets).toFixed(0)} ms`);
 });

@@ -12,7 +12,7 @@ import { progress } from './lib.ts';
 export async function publishPassthroughStreams(
   scope: { teardown(fn: () => unknown): void },
   server: Pick<LiveServer, 'url' | 'api'>,
-  o: { streams: number; size: number },
+  o: { streams: number; size: number; /** The publishers' microphone (opusTone); default Opus silence. */ audio?: string },
 ): Promise<{ ids: string[]; playbackIds: string[] }> {
   const { url, api } = server;
   const pubs = startObsPublishers(scope);
@@ -21,7 +21,7 @@ export async function publishPassthroughStreams(
   const playbackIds: string[] = [];
   for (let i = 0; i < o.streams; i++) {
     const created = (await api('POST', '/v1/streams', { params: { prompt: 'bench', width: o.size, height: o.size, skip_diffusion: true } })).body;
-    const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source });
+    const pub = await pubs.publish({ url: `${url}/live/${created['id']}/whip`, token: created['stream_key'] as string, source, ...(o.audio ? { audio: o.audio } : {}) });
     if (pub.status !== 201) throw new Error(`publish failed: ${pub.status} ${pub.body}`);
     ids.push(created['id'] as string);
     playbackIds.push(created['output_playback_id'] as string);

@@ -37,6 +37,8 @@ export interface PublishOptions {
   raw?: boolean;
   /** Video codec offered. Default H264. */
   codec?: 'H264' | 'VP8';
+  /** A microphone: a packet file from `opusTone()`, sent a 20 ms packet at a time. Default: Opus silence with each video frame. */
+  audio?: string;
 }
 
 export interface Published {

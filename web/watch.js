@@ -104,7 +104,9 @@ export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () =
     // manifest answers 404 until the first keyframe, and a busy node may answer a blocking reload
     // late. hls.js's defaults (2 retries) end playback for good after a few slow answers.
     const patient = { default: { maxTimeToFirstByteMs: 15000, maxLoadTimeMs: 20000, timeoutRetry: { maxNumRetry: 5, retryDelayMs: 1000, maxRetryDelayMs: 4000 }, errorRetry: { maxNumRetry: 10, retryDelayMs: 1000, maxRetryDelayMs: 4000 } } };
-    hls = new Hls({ lowLatencyMode: true, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient, fragLoadPolicy: patient });
+    // After a stall (a late part, a cache's lock wait) hls.js resumes where it stopped, behind the live
+    // edge for good; up to 1.5× speed it plays back to its target latency instead.
+    hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient, fragLoadPolicy: patient });
     let recoveries = 0;
     hls.on(Hls.Events.ERROR, (_event, data) => {
       const text = `${data.details}${data.response?.code ? ` (HTTP ${data.response.code})` : ''}${data.fatal ? ', fatal' : ''}`;

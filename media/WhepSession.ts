@@ -225,14 +225,14 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     for (const p of packets) {
       this.videoPacketsSent++;
       this.videoOctetsSent += p.length - RTP_HEADER;
-      this.#video.sendMessageBinary(p);
+      if (!sendOn(this.#video, p)) return;
     }
     const now = performance.now();
     if (now - this.#videoReportAt >= SENDER_REPORT_INTERVAL_MS) {
       this.#videoReportAt = now;
       const time = { rtp: this.#opts.clock.video(now), ntpMs: performance.timeOrigin + now };
       this.lastReports.video = time;
-      this.#video.sendMessageBinary(senderReport(this.#opts.ssrcs.video, time, this.videoPacketsSent, this.videoOctetsSent, CNAME));
+      sendOn(this.#video, senderReport(this.#opts.ssrcs.video, time, this.videoPacketsSent, this.videoOctetsSent, CNAME));
     }
   }
 
@@ -241,7 +241,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (this.#closed || !this.#connected || !this.#audio) return;
     this.audioPacketsSent++;
     this.audioOctetsSent += rtp.length - RTP_HEADER;
-    this.#audio.sendMessageBinary(rtp);
+    if (!sendOn(this.#audio, rtp)) return;
     const now = performance.now();
     if (now - this.#audioReportAt < SENDER_REPORT_INTERVAL_MS) return;
     const rtpNow = this.#opts.clock.audio(now);
@@ -249,7 +249,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     this.#audioReportAt = now;
     const time = { rtp: rtpNow, ntpMs: performance.timeOrigin + now };
     this.lastReports.audio = time;
-    this.#audio.sendMessageBinary(senderReport(this.#opts.ssrcs.audio, time, this.audioPacketsSent, this.audioOctetsSent, CNAME));
+    sendOn(this.#audio, senderReport(this.#opts.ssrcs.audio, time, this.audioPacketsSent, this.audioOctetsSent, CNAME));
   }
 
   get closed(): boolean {
@@ -281,6 +281,22 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
  * itself, so the wrapper outlives its close; it refers to nothing else (a function of its own
  * scope, not a closure beside the session's), so nothing of the session stays with it.
  */
+/**
+ * One packet on a track; false when it was not sent. libdatachannel closes a track on its own
+ * thread (the viewer left, ICE failed) before the session hears of it, and a send then throws
+ * "Track is closed": the packet is dropped and the session's close follows from its state event.
+ * (Audio held for its picture, ViewerAudio, is sent from a timer, where the throw was uncaught and
+ * ended the process: seen when a browser closed with WHEP viewers.)
+ */
+function sendOn(track: Track, packet: Buffer): boolean {
+  try {
+    track.sendMessageBinary(packet);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function releasable(track: Track): Track {
   track.onClosed(() => void track);
   return track;

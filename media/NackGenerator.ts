@@ -18,6 +18,7 @@
  * when nextDueMs() comes, and sends what poll() returns. Memory and work per call are bounded
  * by `maxMissing`.
  */
+import { seqAfter } from './RtpArrival.ts';
 
 export interface NackGeneratorOptions {
   /** NACKs sent for one packet at most, before it is given up. Default 10 (libwebrtc's bound). */
@@ -49,10 +50,6 @@ interface Missing {
   counted: boolean;
 }
 
-/** Signed distance from `a` to `b` in 16-bit sequence space (-32768…32767). */
-function seqDelta(a: number, b: number): number {
-  return ((((b - a) & 0xffff) + 0x8000) & 0xffff) - 0x8000;
-}
 
 /** ms over which the reorder thresholds remember what they saw (two windows of it: 5–10 s). */
 const REORDER_MEMORY_MS = 5_000;
@@ -188,7 +185,7 @@ export class NackGenerator {
       this.#start(seq, bytes);
       return;
     }
-    const d = seqDelta(this.#highest & 0xffff, seq);
+    const d = seqAfter(this.#highest & 0xffff, seq);
     if (d > this.#maxJump || d < -this.#maxJump) {
       // A publisher that restarted its counter: nothing before it is worth asking for.
       for (const [ext, m] of this.#missing) this.#giveUp(ext, m);
@@ -285,7 +282,7 @@ export class NackGenerator {
   /** Stops asking for every sequence number before `seq` (the reorder buffer stopped waiting for them). */
   forgetBefore(seq: number): void {
     if (this.#highest === null) return;
-    const before = this.#highest + seqDelta(this.#highest & 0xffff, seq);
+    const before = this.#highest + seqAfter(this.#highest & 0xffff, seq);
     for (const [ext, m] of this.#missing) {
       if (ext >= before) break;
       this.#giveUp(ext, m);

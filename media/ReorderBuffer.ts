@@ -14,6 +14,7 @@
  * until its buffer is empty (up to 65,536 steps per packet) and whose state wrapped after a burst
  * of loss under overload, declaring ~65,000 packets lost per packet and delivering nothing more.
  */
+import { seqAfter } from './RtpArrival.ts';
 
 export interface ReorderBufferOptions {
   /** ms a packet after a gap waits for the gap to fill. Default 100 (a NACK round trip fits). */
@@ -34,10 +35,6 @@ export interface ReorderResult<T> {
 /** Packets in a row from far behind that mean the sender restarted its sequence counter. */
 const FAR_BEHIND_RESET = 64;
 
-/** Signed distance from `a` to `b` in 16-bit sequence space (-32768…32767). */
-function seqDelta(a: number, b: number): number {
-  return ((((b - a) & 0xffff) + 0x8000) & 0xffff) - 0x8000;
-}
 
 export class ReorderBuffer<T> {
   #latencyMs: number;
@@ -64,7 +61,7 @@ export class ReorderBuffer<T> {
   push(seq: number, packet: T, nowMs: number): ReorderResult<T> {
     const out: ReorderResult<T> = { packets: [], lost: 0 };
     if (this.#expected === null) this.#expected = seq;
-    const d = seqDelta(this.#expected, seq);
+    const d = seqAfter(this.#expected, seq);
     if (d < -this.#maxJump && ++this.#farBehind >= FAR_BEHIND_RESET) {
       this.#flush(out);
       this.#expected = seq;
@@ -77,7 +74,7 @@ export class ReorderBuffer<T> {
       this.#expected = seq;
     }
     if (d >= -this.#maxJump) this.#farBehind = 0;
-    if (seqDelta(this.#expected, seq) === 0) {
+    if (seqAfter(this.#expected, seq) === 0) {
       this.#farBehind = 0;
       out.packets.push(packet);
       this.#expected = (seq + 1) & 0xffff;
@@ -96,7 +93,7 @@ export class ReorderBuffer<T> {
       let next = -1;
       let best = Infinity;
       for (const seq of this.#waiting.keys()) {
-        const dist = seqDelta(this.#expected as number, seq);
+        const dist = seqAfter(this.#expected as number, seq);
         if (dist < best) {
           best = dist;
           next = seq;
@@ -124,9 +121,9 @@ export class ReorderBuffer<T> {
 
   /** Hands on everything waiting, in sequence order (gaps counted as lost). */
   #flush(out: ReorderResult<T>): void {
-    const seqs = [...this.#waiting.keys()].sort((a, b) => seqDelta(this.#expected as number, a) - seqDelta(this.#expected as number, b));
+    const seqs = [...this.#waiting.keys()].sort((a, b) => seqAfter(this.#expected as number, a) - seqAfter(this.#expected as number, b));
     for (const seq of seqs) {
-      const gap = seqDelta(this.#expected as number, seq);
+      const gap = seqAfter(this.#expected as number, seq);
       out.lost += gap;
       this.lost += gap;
       out.packets.push((this.#waiting.get(seq) as { packet: T }).packet);

@@ -11,6 +11,11 @@ export function rtpDelta(a: number, b: number): number {
   return (a - b) | 0;
 }
 
+/** How many 16-bit RTP sequence numbers `to` lies after `from`, across a wrap (negative: before it). */
+export function seqAfter(from: number, to: number): number {
+  return ((((to - from) & 0xffff) + 0x8000) & 0xffff) - 0x8000;
+}
+
 export class RtpArrival {
   readonly #clockRate: number;
   readonly #windowMs: number;

@@ -8,15 +8,13 @@
  * switches, at random; seen in Chromium when a soundtrack started). Here each source's numbers are
  * moved to follow the last one sent, keeping the source's own steps (losses, reordering).
  */
-import { rtpDelta } from './RtpArrival.ts';
+import { rtpDelta, seqAfter } from './RtpArrival.ts';
 
 /** A sequence step outside [−MAX_BACK, MAX_AHEAD] is another source: reordering reaches a few packets back, losses rarely a thousand ahead. */
 const MAX_BACK = 100;
 const MAX_AHEAD = 1000;
 /** An RTP time step beyond this many ticks either way is another source too (2 s of 48 kHz: any Opus packet is ≤ 120 ms). */
 const MAX_TIME_STEP = 96_000;
-
-const seqDelta = (a: number, b: number): number => ((((a - b) & 0xffff) + 0x8000) & 0xffff) - 0x8000;
 
 export class RtpSequence {
   /** Added to a source's numbers (mod 2^16). */
@@ -31,14 +29,14 @@ export class RtpSequence {
     const seq = rtp.readUInt16BE(2);
     const ts = rtp.readUInt32BE(4);
     const last = this.#last;
-    const step = last ? seqDelta(seq, last.seq) : 0;
+    const step = last ? seqAfter(last.seq, seq) : 0;
     if (last === null || step < -MAX_BACK || step > MAX_AHEAD || Math.abs(rtpDelta(ts, last.ts)) > MAX_TIME_STEP) {
       // A new source (or the first): its packet follows the last one out.
       this.#offset = (this.#lastOut + (last === null ? 0 : 1) - seq) & 0xffff;
       this.#last = { seq, ts };
     } else if (step > 0) this.#last = { seq, ts };
     const out = (seq + this.#offset) & 0xffff;
-    if (last === null || seqDelta(out, this.#lastOut) > 0) this.#lastOut = out;
+    if (last === null || seqAfter(this.#lastOut, out) > 0) this.#lastOut = out;
     return out;
   }
 }

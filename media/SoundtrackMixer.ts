@@ -78,7 +78,7 @@ export class SoundtrackMixer {
   /**
    * The publisher's Opus payload type (undefined: none, the take plays alone); a change drops the
    * decoder. The decoder is built with the first packet that carries sound: a publisher that sends
-   * only silence frames (no microphone) costs no decoder (≈ 1.5 % of a core a stream).
+   * only silence frames (no microphone) costs no decoder pipeline (no CPU saving was measurable).
    */
   setPublisher(payloadType: number | undefined): void {
     if (this.#closed || payloadType === this.#publisherPt) return;

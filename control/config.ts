@@ -137,6 +137,12 @@ export const ConfigEnvSchema = z.object({
    * ran dry): absorbs Opus packets that arrive unevenly, and delays the publisher's audio on
    * outputs with a soundtrack by as much. Default 60 (three 20 ms packets).
    */
+  /**
+   * LL-HLS PART-HOLD-BACK, ms (players' target latency behind the live edge); default 3 × the
+   * 200 ms part target. Behind nginx's cache 1100: its lock hands a part to waiting players up to
+   * 500 ms late (docs/operations.md). At least 2 parts (the spec's minimum).
+   */
+  HLS_PART_HOLD_BACK_MS: z.coerce.number().int().min(2 * DEFAULT_MEDIA_SETTINGS.hlsPartTargetMs).max(30_000).optional(),
   SOUNDTRACK_JITTER_MS: z.coerce.number().int().min(0).max(1000).default(DEFAULT_MEDIA_SETTINGS.soundtrackJitterMs),
   /**
    * Longest a frame of a stream whose params follow the publisher's audio waits for the audio of
@@ -375,6 +381,7 @@ export interface Config {
       | 'nackMaxBitrateShare'
       | 'soundtrackJitterMs'
       | 'audioMappingWaitMs'
+      | 'hlsPartHoldBackMs'
     >
   >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */
@@ -495,6 +502,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       nackMaxRetries: e.WHIP_NACK_MAX_RETRIES,
       nackMaxBitrateShare: e.WHIP_NACK_MAX_BITRATE_PCT / 100,
       soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
+      hlsPartHoldBackMs: e.HLS_PART_HOLD_BACK_MS ?? null,
       audioMappingWaitMs: e.AUDIO_MAPPING_WAIT_MS,
     }),
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),

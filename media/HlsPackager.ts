@@ -40,6 +40,12 @@ import { NAL_AUD, NAL_PPS, NAL_SPS, nalType, spsSize } from './H264Nal.ts';
 export interface HlsPackagerOptions {
   /** Part target, ms (LL-HLS parts; PART-TARGET). Default 200. */
   partTargetMs: number;
+  /**
+   * PART-HOLD-BACK, ms: how far behind the live edge an LL-HLS player sits (hls.js and AVPlayer
+   * take it as their target latency). Default 3 × partTargetMs, the spec's recommendation; more
+   * behind a cache that can hand a part out late (docs/operations.md). At least 2 × partTargetMs.
+   */
+  partHoldBackMs?: number;
   /** Segment target, ms: a keyframe is requested when a segment reaches it. Default 1000. */
   segmentTargetMs: number;
   /** Complete segments kept (and listed). Default 6. */
@@ -587,7 +593,8 @@ export class HlsPackager {
     const lines = ['#EXTM3U', `#EXT-X-VERSION:${ll ? 9 : 6}`, `#EXT-X-TARGETDURATION:${this.targetDuration}`];
     if (ll) {
       // PART-HOLD-BACK ≥ 2 × PART-TARGET (§4.4.3.8); 3 × is the recommended value.
-      lines.push(`#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=${(3 * partTarget).toFixed(3)}`);
+      const holdBack = Math.max(2 * partTarget, (this.#opts.partHoldBackMs ?? 3 * this.#opts.partTargetMs) / 1000);
+      lines.push(`#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=${holdBack.toFixed(3)}`);
       lines.push(`#EXT-X-PART-INF:PART-TARGET=${partTarget.toFixed(3)}`);
     }
     const listed = ll ? [...this.#segments, ...(this.#current ? [this.#current] : [])] : this.#segments;

@@ -106,6 +106,7 @@ export class StreamOutputs {
     this.#hls = s.hlsEnabled
       ? new HlsPackager({
           partTargetMs: s.hlsPartTargetMs,
+          ...(s.hlsPartHoldBackMs !== null ? { partHoldBackMs: s.hlsPartHoldBackMs } : {}),
           segmentTargetMs: s.hlsSegmentTargetMs,
           windowSegments: s.hlsWindowSegments,
           partSegments: 3,

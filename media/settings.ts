@@ -107,8 +107,15 @@ export interface MediaSettings {
   decoderStallMs: number;
   /** Serve LL-HLS (/hls/{playbackId}/index.m3u8) for every live stream; costs one AAC encode per stream. */
   hlsEnabled: boolean;
-  /** LL-HLS part target, ms (PART-TARGET; PART-HOLD-BACK is 3×). */
+  /** LL-HLS part target, ms (PART-TARGET). */
   hlsPartTargetMs: number;
+  /**
+   * LL-HLS PART-HOLD-BACK, ms: the latency players aim for behind the live edge. null: 3 ×
+   * hlsPartTargetMs. Behind a cache that hands a part to waiting players late (nginx: up to
+   * 500 ms), raise it by that much, or players run dry and hls.js adds a second for good.
+   * HLS_PART_HOLD_BACK_MS.
+   */
+  hlsPartHoldBackMs: number | null;
   /** HLS segment target, ms: the packager asks for an IDR when a segment reaches it (shortens the GOP for WHEP too). */
   hlsSegmentTargetMs: number;
   /** Complete segments kept in memory per stream (sliding window). */
@@ -202,6 +209,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   decoderStallMs: 4000,
   hlsEnabled: true,
   hlsPartTargetMs: 200,
+  hlsPartHoldBackMs: null,
   hlsSegmentTargetMs: 1000,
   hlsWindowSegments: 6,
   aacBitrateBps: 128_000,

@@ -93,6 +93,14 @@ t.test('WHEP viewer limits: per node and per stream from the cores unless set, p
   }
 });
 
+t.test('LL-HLS PART-HOLD-BACK: 3 parts by default, set for a cache, fewer than 2 parts named', async (t) => {
+  t.equal(loadConfig({}).media.hlsPartHoldBackMs, null, 'unset: the packager uses 3 × its part target');
+  t.equal(loadConfig({ HLS_PART_HOLD_BACK_MS: '1100' }).media.hlsPartHoldBackMs, 1100);
+  for (const bad of ['399', '1.5', 'long']) {
+    t.throws(() => loadConfig({ HLS_PART_HOLD_BACK_MS: bad }), { name: 'ConfigError', variable: 'HLS_PART_HOLD_BACK_MS' }, `HLS_PART_HOLD_BACK_MS=${bad} is refused`);
+  }
+});
+
 t.test('publisher NACK settings: defaults, overrides, nonsense named', async (t) => {
   t.match(loadConfig({}).media, { jitterMaxLatencyMs: 500, nackMaxRetries: 5, nackMaxBitrateShare: 0.25 });
   const c = loadConfig({ WHIP_REORDER_WAIT_MAX_MS: '800', WHIP_NACK_MAX_RETRIES: '0', WHIP_NACK_MAX_BITRATE_PCT: '10' });

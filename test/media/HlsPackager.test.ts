@@ -91,6 +91,20 @@ t.test('segments start on keyframes, parts stay within PART-TARGET, the window s
   t.ok(hls.segment(segs[0]?.msn ?? -1), 'listed segments are served');
 });
 
+t.test('PART-HOLD-BACK: 3 parts unless set; a setting below the spec\'s 2 parts is raised to 2', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(30, 30);
+  const holdBack = (o: Partial<ConstructorParameters<typeof HlsPackager>[0]>): number => {
+    const { hls } = packager(o);
+    aus.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: i * frameMs }));
+    const pl = hls.playlist('ll');
+    hls.close();
+    return Number(/PART-HOLD-BACK=([\d.]+)/.exec(pl)?.[1]);
+  };
+  t.equal(holdBack({}), 0.6, 'default: 3 × the 200 ms part target');
+  t.equal(holdBack({ partHoldBackMs: 1100 }), 1.1, 'set for a cache: 1.1 s');
+  t.equal(holdBack({ partHoldBackMs: 100 }), 0.4, 'below 2 parts: 2 parts');
+});
+
 t.test('without publisher audio, parts carry silent AAC covering the video; after a publisher gap the next segment follows EXT-X-DISCONTINUITY', { timeout: 60_000 }, async (t) => {
   const aus = await encode(90, 30);
   const { hls } = packager({ windowSegments: 6 });

@@ -21,7 +21,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Store, StreamRecord } from '../store/index.ts';
-import { FORWARDED_HEADER, WHIP_POST, forwardedFor } from '../media/index.ts';
+import { FORWARDED_HEADER, PUBLIC_ROUTE, WHIP_POST, WHIP_WHEP_CORS, forwardedFor } from '../media/index.ts';
 import type { MediaNodeClient, MediaNodeInfo } from '../streams/index.ts';
 
 export type LiveRouting = 'proxy' | 'redirect';
@@ -41,16 +41,11 @@ export interface LiveRouterOptions {
 }
 
 const SDP = 'application/sdp';
-const CORS = {
-  'access-control-allow-origin': '*',
-  'access-control-allow-methods': 'OPTIONS, POST, PATCH, DELETE',
-  'access-control-allow-headers': 'Authorization, Content-Type, If-Match',
-  'access-control-expose-headers': 'Location, Link, ETag, Accept-Post, Accept-Patch',
-};
+const CORS = WHIP_WHEP_CORS;
 /** Headers of the node's answer a forwarded reply keeps. */
 const PASS_HEADERS = ['content-type', 'location', 'etag', 'link', 'accept-patch', 'www-authenticate', 'retry-after'];
-// The control app's auth hook skips routes marked public; WHIP checks its own Bearer token on the node.
-const PUBLIC = { config: { public: true } } as Record<string, unknown>;
+// WHIP checks its own Bearer token on the node.
+const PUBLIC = PUBLIC_ROUTE;
 
 /** Marks a request an api replica forwarded to a node (and, signed, the client it came from). */
 const FORWARDED = FORWARDED_HEADER;

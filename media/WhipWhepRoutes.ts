@@ -95,15 +95,21 @@ export function refuseAdmission(reply: FastifyReply, verdict: { status: 401 | 40
   return reply.code(verdict.status).headers(cors).type('text/plain; charset=utf-8').send(`${verdict.reason}\n`);
 }
 
-const CORS = {
+/**
+ * CORS of every WHIP/WHEP answer, here and where an api replica forwards or redirects to a node
+ * (control/LiveRouter.ts): browsers publish and play from any origin.
+ */
+export const WHIP_WHEP_CORS = {
   'access-control-allow-origin': '*',
   'access-control-allow-methods': 'OPTIONS, POST, PATCH, DELETE',
   'access-control-allow-headers': 'Authorization, Content-Type, If-Match',
   'access-control-expose-headers': 'Location, Link, ETag, Accept-Post, Accept-Patch',
 };
 
-// The control app's auth hook skips routes marked public; WHIP checks its own Bearer token.
-const PUBLIC = { config: { public: true } } as Record<string, unknown>;
+const CORS = WHIP_WHEP_CORS;
+/** The control app's auth hook skips routes marked public; WHIP checks its own Bearer token. */
+export const PUBLIC_ROUTE = { config: { public: true } } as Record<string, unknown>;
+const PUBLIC = PUBLIC_ROUTE;
 /** WHIP POST needs no API key but the stream key: /openapi.json says so (scheme `streamKey` of control/buildApp.ts). */
 export const WHIP_POST = { config: { public: true }, schema: { security: [{ streamKey: [] }] } } as Record<string, unknown>;
 

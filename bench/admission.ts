@@ -19,7 +19,7 @@ import { createAccountWithKey } from '../control/ApiKeys.ts';
 import type { AdmissionRequest } from '../media/index.ts';
 import { createStore, type AdmissionRule, type StreamRecord } from '../store/index.ts';
 import { ADMISSION_DEFAULTS, AdmissionGate, AdmissionService } from '../streams/index.ts';
-import { AddressPolicy, SafeHttpClient } from '../webhooks/index.ts';
+import { AddressPolicy, SafeHttpClient } from '../outbound/index.ts';
 import { keyPair, signJwt, type TestAlg } from '../test/helpers/jwt.ts';
 import { makeTls, TestReceiver } from '../test/webhooks/helpers.ts';
 import { printTable, summarize, writeResult, type Row } from './lib.ts';

@@ -21,7 +21,7 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** Where the build goes: git- and docker-ignored, the same layout as the sources. */
 export const DEFAULT_OUT = join(ROOT, 'dist');
 /** The server's source folders (not test/ or bench/, which always run through tsx). */
-export const SOURCE_DIRS = ['control', 'errors', 'images', 'media', 'native', 'songs', 'store', 'streams', 'webhooks'];
+export const SOURCE_DIRS = ['control', 'errors', 'images', 'media', 'native', 'outbound', 'songs', 'store', 'streams', 'webhooks'];
 /**
  * Files the modules read next to themselves (through import.meta.url), copied to the same place in
  * the build: the pages (control/routes/web.ts reads ../../web), the word lists, the GStreamer addon

@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import type { Store } from '../store/index.ts';
 import type { FetchImage } from '../media/index.ts';
-import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE, SafeHttpClient } from '../webhooks/index.ts';
+import { createWebhooks, DELIVER_QUEUE, EVENTS_QUEUE } from '../webhooks/index.ts';
+import { SafeHttpClient } from '../outbound/index.ts';
 import { RENDER_QUEUE } from '../songs/index.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './Metrics.ts';

@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import { ImageDecoder } from '../images/index.ts';
 import { MediaNode, registerMediaRoutes, defaultProcessorFactory, diffusionProcessorFactory, prepareModels, type FetchImage, type FrameProcessorFactory, type MediaSettings } from '../media/index.ts';
-import { AddressPolicy, type SafeHttpClient } from '../webhooks/index.ts';
+import { AddressPolicy, type SafeHttpClient } from '../outbound/index.ts';
 import {
   AdmissionGate,
   AdmissionService,

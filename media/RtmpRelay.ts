@@ -15,7 +15,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 
-/** Where a push may connect: the address policy the control plane gives (webhooks' AddressPolicy). */
+/** Where a push may connect: the address policy the control plane gives (outbound/'s AddressPolicy). */
 export interface OutboundPolicy {
   /** Resolves `host` (a name or a literal) and returns the addresses that may be dialled; throws why not. */
   checkHost(host: string): Promise<{ address: string }[]>;

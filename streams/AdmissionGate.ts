@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AdmissionRequest, AdmissionVerdict } from '../media/index.ts';
 import type { AdmissionRule } from '../store/index.ts';
-import { SafeHttpError, type SafeHttpClient } from '../webhooks/index.ts';
+import { SafeHttpError, type SafeHttpClient } from '../outbound/index.ts';
 import { JwksCache } from './JwksCache.ts';
 import { JwtError, checkClaims, parsePublicKeyPem, verifyJws, type VerificationKey } from './JwtVerifier.ts';
 

@@ -13,7 +13,8 @@ import type { Logger } from 'pino';
 import { streamError } from '../errors/index.ts';
 import type { AdmissionRequest, AdmissionVerdict } from '../media/index.ts';
 import type { Account, AdmissionAction, AdmissionRule, Store } from '../store/index.ts';
-import { isWebhookError, validateEndpointUrl, type AddressPolicy } from '../webhooks/index.ts';
+import { isWebhookError, validateEndpointUrl } from '../webhooks/index.ts';
+import { type AddressPolicy } from '../outbound/index.ts';
 import type { AdmissionGate, AdmissionSettings } from './AdmissionGate.ts';
 import { parsePublicKeyPem } from './JwtVerifier.ts';
 

@@ -7,7 +7,7 @@
  * Keys whose `use` is not `sig`, and keys of types we cannot verify with, are skipped.
  */
 import { createPublicKey } from 'node:crypto';
-import type { SafeHttpClient } from '../webhooks/index.ts';
+import type { SafeHttpClient } from '../outbound/index.ts';
 import { usableKey, type VerificationKey } from './JwtVerifier.ts';
 
 /** Largest JWKS document read, bytes (a JWKS of 20 RSA-4096 keys is ≈ 16 KiB). */

@@ -10,7 +10,7 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { Account, RtmpOutputRecord, SoundtrackRecord, Store, StreamRecord, Unsubscribe } from '../store/index.ts';
 import { newId, StoreError } from '../store/index.ts';
-import { AddressPolicy, BlockedAddressError, normalizeHost } from '../webhooks/index.ts';
+import { AddressPolicy, BlockedAddressError, normalizeHost } from '../outbound/index.ts';
 import { streamError, withoutPaths } from '../errors/index.ts';
 import type { LandedInfo, MediaNodeClient, MediaNodeInfo, ParamsUpdate } from './MediaNodeClient.ts';
 import { PromptFilter } from './PromptFilter.ts';

@@ -32,8 +32,8 @@ import type { AttemptTrigger, DeliverySettlement, LeasedDelivery, LeasedJob, Sto
 import { deliveryExhaustedEvent, endpointDisabledEvent, endpointRecoveredEvent } from './OperationalEvent.ts';
 import type { OperationalNotifier } from './OperationalNotifier.ts';
 import { nextRetryDelayMs } from './RetrySchedule.ts';
-import { SafeHttpError } from './SafeHttpClient.ts';
-import type { SafeHttpClient } from './SafeHttpClient.ts';
+import { SafeHttpError } from '../outbound/index.ts';
+import type { SafeHttpClient } from '../outbound/index.ts';
 import { signedHeaders } from './Signature.ts';
 
 /** Response body bytes kept on the delivery record (most recent attempt only). */

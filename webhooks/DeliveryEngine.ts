@@ -15,7 +15,7 @@ import { Dispatcher } from './Dispatcher.ts';
 import { OperationalNotifier } from './OperationalNotifier.ts';
 import { DeliveryLoop } from './DeliveryLoop.ts';
 import { JobLoop } from './JobLoop.ts';
-import type { SafeHttpClient } from './SafeHttpClient.ts';
+import type { SafeHttpClient } from '../outbound/index.ts';
 import { EVENTS_QUEUE, MAINTENANCE_QUEUE } from './WebhookEvent.ts';
 
 export const DELIVERY_ENGINE_DEFAULTS = {

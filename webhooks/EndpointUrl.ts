@@ -5,8 +5,8 @@
  * (SafeHttpClient), so passing here is necessary, never sufficient.
  */
 import net from 'node:net';
-import { BlockedAddressError, normalizeHost } from './AddressPolicy.ts';
-import type { AddressPolicy } from './AddressPolicy.ts';
+import { BlockedAddressError, normalizeHost } from '../outbound/index.ts';
+import type { AddressPolicy } from '../outbound/index.ts';
 import { WebhookError } from './errors.ts';
 import type { UrlRejectReason } from './errors.ts';
 

@@ -11,7 +11,7 @@ import { postSigned } from './Deliverer.ts';
 import { validateEndpointUrl } from './EndpointUrl.ts';
 import { WebhookError } from './errors.ts';
 import { Redelivery } from './Redelivery.ts';
-import type { SafeHttpClient } from './SafeHttpClient.ts';
+import type { SafeHttpClient } from '../outbound/index.ts';
 import { generateSecret, secretPreview } from './Signature.ts';
 import { EVENT_TYPES, isEventType, streamEndedEvent } from './WebhookEvent.ts';
 import type { WebhookEventType } from './WebhookEvent.ts';
@@ -240,7 +240,7 @@ function parseInstant(field: string, value: unknown): string {
 const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];
 
 function invalid(field: string, message: string): WebhookError {
-  return new WebhookError('WEBHOOKS/INVALID_INPUT', message, { field });
+  return new WebhookError('REQUEST/INVALID', message, { field });
 }
 
 function parseEvents(events: unknown): WebhookEventType[] {

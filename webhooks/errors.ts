@@ -1,29 +1,14 @@
 /**
- * Typed errors of the webhooks area. Routes (control/) map `code` to the Area B error envelope;
- * `httpStatus` is our suggestion for that mapping (the spec leaves webhook statuses "not shown").
+ * Typed errors of the webhooks area. Their codes are Area B codes of the one catalogue
+ * (errors/index.ts): a route renders one as it is, with that catalogue's status.
  */
+import { STREAM_ERRORS, type StreamErrorCode } from '../errors/index.ts';
 
-/** Every code this folder throws, with the HTTP status we suggest and what it means. */
-export const WEBHOOK_ERRORS = {
-  /** No such endpoint on this account (another account's endpoint is also "not found"). */
-  'WEBHOOKS/NOT_FOUND': { httpStatus: 404, message: 'Webhook endpoint not found' },
-  /** The account already has the maximum number of endpoints (10). */
-  'WEBHOOKS/LIMIT_REACHED': { httpStatus: 409, message: 'Webhook endpoint limit reached' },
-  /** The URL failed the registration rules (HTTPS only, publicly routable); `details.reason` says which. */
-  'WEBHOOKS/URL_REJECTED': { httpStatus: 422, message: 'Webhook URL rejected' },
-  /** A field other than the URL is invalid (events, name, limit…); `details.field` names it. */
-  'WEBHOOKS/INVALID_INPUT': { httpStatus: 400, message: 'Invalid webhook request' },
-  /** Too many test sends, resends or recovers from this account in the last minute; `details.retry_after_seconds` says when to retry. */
-  'WEBHOOKS/RATE_LIMITED': { httpStatus: 429, message: 'Too many webhook requests' },
-  /** No such delivery on this endpoint (resend, attempts). */
-  'WEBHOOKS/DELIVERY_NOT_FOUND': { httpStatus: 404, message: 'Webhook delivery not found' },
-  /** Resend of a delivery that is pending: it is being sent already. */
-  'WEBHOOKS/DELIVERY_PENDING': { httpStatus: 409, message: 'Webhook delivery is pending' },
-  /** Resend or recover on a disabled endpoint: re-enable it first. */
-  'WEBHOOKS/ENDPOINT_DISABLED': { httpStatus: 409, message: 'Webhook endpoint is disabled' },
-} as const;
-
-export type WebhookErrorCode = keyof typeof WEBHOOK_ERRORS;
+/**
+ * The codes this folder throws: every `WEBHOOKS/*` code of the catalogue, and `REQUEST/INVALID`
+ * for a field other than the URL that is invalid (events, name, limit…; `details.field` names it).
+ */
+export type WebhookErrorCode = Extract<StreamErrorCode, `WEBHOOKS/${string}`> | 'REQUEST/INVALID';
 
 /**
  * Why a URL was refused:
@@ -67,7 +52,7 @@ export class WebhookError extends Error {
   constructor(code: WebhookErrorCode, message: string, details: WebhookErrorDetails = {}, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
-    this.httpStatus = WEBHOOK_ERRORS[code].httpStatus;
+    this.httpStatus = STREAM_ERRORS[code].status;
     this.details = details;
   }
 }

@@ -1,22 +1,15 @@
 /**
  * Public API of webhooks/: endpoint management (WebhookService), event builders for the outbox
- * (streams code), the delivery engine (worker role) and the SSRF-safe HTTP client (also used by
- * the diffusion runtime to fetch user-supplied images).
+ * (streams code) and the delivery engine (worker role). Deliveries go out through outbound/.
  */
 import type { Logger } from 'pino';
 import type { Store } from '../store/index.ts';
-import { AddressPolicy } from './AddressPolicy.ts';
-import type { Resolver } from './AddressPolicy.ts';
+import { AddressPolicy, SafeHttpClient, type Resolver } from '../outbound/index.ts';
 import { DeliveryEngine } from './DeliveryEngine.ts';
 import type { DeliveryEngineOptions } from './DeliveryEngine.ts';
-import { SafeHttpClient } from './SafeHttpClient.ts';
 import { WebhookService } from './WebhookService.ts';
 import type { WebhookServiceOptions } from './WebhookService.ts';
 
-export { AddressPolicy, BlockedAddressError, normalizeHost } from './AddressPolicy.ts';
-export type { AddressPolicyOptions, AddressVerdict, Resolver, ResolvedAddress } from './AddressPolicy.ts';
-export { SafeHttpClient, SafeHttpError, SAFE_HTTP_DEFAULTS } from './SafeHttpClient.ts';
-export type { SafeHttpClientOptions, SafeRequestOptions, SafeResponse, SafeHttpErrorKind } from './SafeHttpClient.ts';
 export {
   SIGNATURE_HEADER,
   ID_HEADER,
@@ -44,7 +37,7 @@ export {
 export type { WebhookEvent, AnyWebhookEvent, WebhookEventType, StreamStartedData, StreamEndedData, EventJobPayload } from './WebhookEvent.ts';
 export { RETRY_DELAYS_MS, MAX_SENDS, RETRY_JITTER, nextRetryDelayMs } from './RetrySchedule.ts';
 export { validateEndpointUrl, MAX_URL_LENGTH } from './EndpointUrl.ts';
-export { WebhookError, WEBHOOK_ERRORS, isWebhookError } from './errors.ts';
+export { WebhookError, isWebhookError } from './errors.ts';
 export type { WebhookErrorCode, WebhookErrorDetails, UrlRejectReason } from './errors.ts';
 export { WebhookService, WEBHOOK_SERVICE_DEFAULTS, toEndpointView, toDeliveryView, toAttemptView } from './WebhookService.ts';
 export type {

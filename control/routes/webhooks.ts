@@ -96,13 +96,12 @@ const DeliveryParams = z.object({ id: z.string().min(1).max(100), delivery_id: z
 const errors = { 400: EnvelopeErrorSchema, 401: EnvelopeErrorSchema, 404: EnvelopeErrorSchema, 409: EnvelopeErrorSchema, 422: EnvelopeErrorSchema };
 const limited = { ...errors, 429: EnvelopeErrorSchema };
 
-/** Maps the webhooks area's typed errors onto the Area B catalogue. */
+/** Renders the webhooks area's typed errors (Area B codes) in the envelope. */
 function mapped<T>(fn: () => Promise<T>): Promise<T> {
   return fn().catch((err: unknown) => {
     if (!isWebhookError(err)) throw err;
-    const code = err.code === 'WEBHOOKS/INVALID_INPUT' ? 'REQUEST/INVALID' : err.code;
     const retryAfter = err.details.retry_after_seconds;
-    throw streamError(code, err.message, { details: err.details, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) });
+    throw streamError(err.code, err.message, { details: err.details, ...(retryAfter !== undefined ? { headers: { 'retry-after': String(retryAfter) } } : {}) });
   });
 }
 

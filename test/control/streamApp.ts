@@ -2,7 +2,7 @@
  * An app with the Area B streams service on a real embedded store and a real (idle) MediaNode in
  * this process, reached through InProcessMediaNodeClient as in the embedded default.
  */
-import { AddressPolicy, type ResolvedAddress } from '../../webhooks/index.ts';
+import { AddressPolicy, type ResolvedAddress } from '../../outbound/index.ts';
 import pino from 'pino';
 import type { Test } from 'tap';
 import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';

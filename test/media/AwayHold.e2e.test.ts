@@ -12,7 +12,7 @@
  *   consumes it any more) releases it within a check or two.
  */
 import t from 'tap';
-import { AddressPolicy } from '../../webhooks/index.ts';
+import { AddressPolicy } from '../../outbound/index.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';

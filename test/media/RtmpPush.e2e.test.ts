@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
-import { AddressPolicy } from '../../webhooks/index.ts';
+import { AddressPolicy } from '../../outbound/index.ts';
 import { type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 
 const run = promisify(execFile);

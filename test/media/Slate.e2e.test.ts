@@ -18,7 +18,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Page } from 'playwright-core';
-import { AddressPolicy } from '../../webhooks/index.ts';
+import { AddressPolicy } from '../../outbound/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../helpers/nginxRtmp.ts';
 import { trackSpans } from '../helpers/fmp4.ts';

@@ -9,7 +9,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import type { AdmissionRule } from '../../store/index.ts';
 import { AdmissionGate, ADMISSION_DEFAULTS, type GateRequest } from '../../streams/AdmissionGate.ts';
-import { AddressPolicy, SafeHttpClient } from '../../webhooks/index.ts';
+import { AddressPolicy, SafeHttpClient } from '../../outbound/index.ts';
 import { makeTls, TestReceiver } from '../webhooks/helpers.ts';
 
 async function setup(t: Test) {

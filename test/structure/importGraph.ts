@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 /** Top-level parts whose sources the graph covers (tests, benches and scripts import freely). */
-export const PARTS = ['control', 'streams', 'errors', 'images', 'store', 'songs', 'webhooks', 'media', 'native', 'web'] as const;
+export const PARTS = ['control', 'streams', 'errors', 'images', 'store', 'songs', 'webhooks', 'outbound', 'media', 'native', 'web'] as const;
 
 const SPECIFIER = /^\s*(?:import|export)\s+(?:type\s+)?(?:[^'";]*?\s+from\s+)?['"](\.{1,2}\/[^'"]+)['"]/gm;
 

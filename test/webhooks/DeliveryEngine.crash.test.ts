@@ -7,7 +7,8 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import t from 'tap';
-import { streamEndedEvent, webhookEventJob, WebhookService, SafeHttpClient } from '../../webhooks/index.ts';
+import { streamEndedEvent, webhookEventJob, WebhookService } from '../../webhooks/index.ts';
+import { SafeHttpClient } from '../../outbound/index.ts';
 import { killChild, makeTls, openStore, startEngineChild, testLogger, TestReceiver, waitUntil } from './helpers.ts';
 
 

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { AddressPolicy } from '../../webhooks/AddressPolicy.ts';
-import type { ResolvedAddress, Resolver } from '../../webhooks/AddressPolicy.ts';
+import { AddressPolicy } from '../../outbound/index.ts';
+import type { ResolvedAddress, Resolver } from '../../outbound/index.ts';
 import { validateEndpointUrl } from '../../webhooks/EndpointUrl.ts';
 import { WebhookError } from '../../webhooks/errors.ts';
 

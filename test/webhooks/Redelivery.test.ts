@@ -206,11 +206,11 @@ void t.test('resend and recover: rate-limited per account, refused on a disabled
   const { delivery } = await deliverOne(store, clock, e);
   clock.advance(1_000); // until defaults to now, exclusive
 
-  await t.rejects(service.recover('acc_1', e.id, { since: 'yesterday' }), { code: 'WEBHOOKS/INVALID_INPUT', details: { field: 'since' } });
-  await t.rejects(service.recover('acc_1', e.id, { since, until: '2026-13-01T00:00:00Z' }), { code: 'WEBHOOKS/INVALID_INPUT', details: { field: 'until' } });
-  await t.rejects(service.recover('acc_1', e.id, { since, until: since }), { code: 'WEBHOOKS/INVALID_INPUT', details: { field: 'since' } });
+  await t.rejects(service.recover('acc_1', e.id, { since: 'yesterday' }), { code: 'REQUEST/INVALID', details: { field: 'since' } });
+  await t.rejects(service.recover('acc_1', e.id, { since, until: '2026-13-01T00:00:00Z' }), { code: 'REQUEST/INVALID', details: { field: 'until' } });
+  await t.rejects(service.recover('acc_1', e.id, { since, until: since }), { code: 'REQUEST/INVALID', details: { field: 'since' } });
   // @ts-expect-error since is required
-  await t.rejects(service.recover('acc_1', e.id, {}), { code: 'WEBHOOKS/INVALID_INPUT', details: { field: 'since' } });
+  await t.rejects(service.recover('acc_1', e.id, {}), { code: 'REQUEST/INVALID', details: { field: 'since' } });
   await t.rejects(service.resend('acc_1', e.id, 'dlv_missing'), { code: 'WEBHOOKS/DELIVERY_NOT_FOUND', httpStatus: 404 });
   await t.rejects(service.resend('acc_1', e.id, 'not/a:delivery'), { code: 'WEBHOOKS/DELIVERY_NOT_FOUND' });
   await t.rejects(service.attempts('acc_2', other.id, delivery.id), { code: 'WEBHOOKS/DELIVERY_NOT_FOUND' }, "another endpoint's delivery is not found");

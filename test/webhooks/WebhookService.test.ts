@@ -79,10 +79,10 @@ void t.test('events must be stream.started / stream.ended; bad input names its f
       () => null,
       (e: WebhookError) => [e.code, e.details.field],
     );
-  t.same(await bad({ url: receiver.url(), events: [] }), ['WEBHOOKS/INVALID_INPUT', 'events']);
-  t.same(await bad({ url: receiver.url(), events: ['stream.paused'] }), ['WEBHOOKS/INVALID_INPUT', 'events']);
-  t.same(await bad({ url: receiver.url(), events: 'stream.ended' }), ['WEBHOOKS/INVALID_INPUT', 'events']);
-  t.same(await bad({ url: receiver.url(), events: ['stream.ended'], name: 'x'.repeat(201) }), ['WEBHOOKS/INVALID_INPUT', 'name']);
+  t.same(await bad({ url: receiver.url(), events: [] }), ['REQUEST/INVALID', 'events']);
+  t.same(await bad({ url: receiver.url(), events: ['stream.paused'] }), ['REQUEST/INVALID', 'events']);
+  t.same(await bad({ url: receiver.url(), events: 'stream.ended' }), ['REQUEST/INVALID', 'events']);
+  t.same(await bad({ url: receiver.url(), events: ['stream.ended'], name: 'x'.repeat(201) }), ['REQUEST/INVALID', 'name']);
   t.same(await bad({ url: 'http://example.com/', events: ['stream.ended'] }), ['WEBHOOKS/URL_REJECTED', 'url']);
   t.same(await bad({ url: 'https://10.0.0.1/', events: ['stream.ended'] }), ['WEBHOOKS/URL_REJECTED', 'url']);
   const dedup = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended', 'stream.ended'] });
@@ -99,7 +99,7 @@ void t.test('rate_limit is a whole number of deliveries per second from 1 to 100
     );
   for (const rate of [0, -1, 1001, 2.5, '5', Number.NaN]) {
     // @ts-expect-error deliberately wrong types reach the runtime check
-    t.same(await bad(service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], rate_limit: rate })), ['WEBHOOKS/INVALID_INPUT', 'rate_limit'], `create refuses ${String(rate)}`);
+    t.same(await bad(service.create('acc_1', { url: receiver.url(), events: ['stream.ended'], rate_limit: rate })), ['REQUEST/INVALID', 'rate_limit'], `create refuses ${String(rate)}`);
   }
   t.equal((await service.list('acc_1')).length, 0, 'nothing was created');
   const plain = await service.create('acc_1', { url: receiver.url(), events: ['stream.ended'] });
@@ -108,7 +108,7 @@ void t.test('rate_limit is a whole number of deliveries per second from 1 to 100
   t.equal(limited.rate_limit, 1000);
   t.equal((await service.update('acc_1', plain.id, { rate_limit: 5 })).rate_limit, 5);
   t.equal((await service.get('acc_1', plain.id)).rate_limit, 5, 'kept');
-  t.same(await bad(service.update('acc_1', plain.id, { rate_limit: 0 })), ['WEBHOOKS/INVALID_INPUT', 'rate_limit']);
+  t.same(await bad(service.update('acc_1', plain.id, { rate_limit: 0 })), ['REQUEST/INVALID', 'rate_limit']);
   t.equal((await service.update('acc_1', plain.id, { rate_limit: null })).rate_limit, null, 'null removes it');
 });
 
@@ -232,9 +232,9 @@ void t.test('deliveries are newest first, filtered by status, event type and str
     'attempts', 'created_at', 'endpoint_id', 'error', 'event_id', 'event_type', 'id', 'last_attempt_at',
     'next_attempt_at', 'payload', 'response_body', 'response_status', 'status', 'stream_id', 'updated_at',
   ]);
-  t.equal(await code(service.deliveries('acc_1', e.id, { limit: 101 })), 'WEBHOOKS/INVALID_INPUT');
-  t.equal(await code(service.deliveries('acc_1', e.id, { status: 'done' })), 'WEBHOOKS/INVALID_INPUT');
-  t.equal(await code(service.deliveries('acc_1', e.id, { event_type: 'x' })), 'WEBHOOKS/INVALID_INPUT');
+  t.equal(await code(service.deliveries('acc_1', e.id, { limit: 101 })), 'REQUEST/INVALID');
+  t.equal(await code(service.deliveries('acc_1', e.id, { status: 'done' })), 'REQUEST/INVALID');
+  t.equal(await code(service.deliveries('acc_1', e.id, { event_type: 'x' })), 'REQUEST/INVALID');
 
   await service.delete('acc_1', e.id);
   t.equal(await store.webhooks.getDelivery('dlv_000'), null, 'delete removes the delivery log');

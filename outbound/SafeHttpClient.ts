@@ -1,6 +1,6 @@
 /**
- * An HTTP(S) client for sending to addresses that users chose: webhook deliveries here, and
- * the diffusion runtime's image fetches (IP-Adapter style inputs). It never reaches a
+ * An HTTP(S) client for sending to addresses that users chose: webhook deliveries, admission
+ * hooks and their JWKS, image fetches. It never reaches a
  * non-public address:
  * - IP-literal hosts are checked before anything is sent (Node never calls `lookup` for them);
  * - names are resolved by `AddressPolicy.lookup`, passed to the socket, so the address that is

@@ -1,8 +1,8 @@
 import t from 'tap';
-import { AddressPolicy } from '../../webhooks/AddressPolicy.ts';
-import type { Resolver } from '../../webhooks/AddressPolicy.ts';
-import { SafeHttpClient, SafeHttpError } from '../../webhooks/SafeHttpClient.ts';
-import { makeTls, TestReceiver } from './helpers.ts';
+import { AddressPolicy } from '../../outbound/index.ts';
+import type { Resolver } from '../../outbound/index.ts';
+import { SafeHttpClient, SafeHttpError } from '../../outbound/index.ts';
+import { makeTls, TestReceiver } from '../webhooks/helpers.ts';
 
 const tls = makeTls();
 t.teardown(() => tls.cleanup());

@@ -22,14 +22,19 @@ export default tseslint.config(
       eqeqeq: ['error', 'smart'],
     },
   },
-  // The params vocabulary has one entry: nobody reaches into native/params/ past its index.
+  // The params vocabulary and outbound/ have one entry each: nobody reaches past their index.
   {
     files: ['**/*.ts'],
     ignores: ['native/params/**'],
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' }] },
+        {
+          patterns: [
+            { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
+          ],
+        },
       ],
     },
   },
@@ -43,6 +48,7 @@ export default tseslint.config(
         {
           patterns: [
             { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
             { regex: '(^|/)native/(?!params/index\\.ts$)', message: 'control/ and streams/ import only native/params/index.ts from native/ (the engine entry loads ONNX Runtime).' },
           ],
         },
@@ -58,6 +64,7 @@ export default tseslint.config(
         {
           patterns: [
             { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
             { regex: '(^|/)native/(?!params/index\\.ts$)', message: 'control/ and streams/ import only native/params/index.ts from native/ (the engine entry loads ONNX Runtime).' },
             { regex: '(^|/)control/', message: 'streams/ is the domain under control/: it never imports control/.' },
             { regex: '^\\.\\./(media|songs|store|webhooks|errors|images)/(?!index\\.ts$)', message: 'Use the other part through its index.ts.' },

@@ -73,4 +73,55 @@ export default tseslint.config(
       ],
     },
   },
+  // media/ in layers (docs/decisions/0027-media-by-protocol.md): the node and its routes on top,
+  // then stream/ (a stream's objects), then the protocols (webrtc/, hls/, rtmp/), then gst/; the
+  // shared vocabulary (errors, settings, Frame, VideoCodec, H264Nal…) at media/'s root. A layer
+  // imports only those below it, and the protocols not each other.
+  {
+    files: ['media/webrtc/**/*.ts', 'media/hls/**/*.ts', 'media/rtmp/**/*.ts', 'media/gst/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
+            { regex: '^\\.\\./(stream|webrtc|hls|rtmp)/', message: 'A protocol folder (or gst/) imports neither stream/ nor another protocol: only gst/ and media/\'s shared files below it.' },
+            { regex: '^\\.\\./(MediaNode|MediaRoutes|WhipWhepRoutes|HlsRoutes|index)\\.ts$', message: 'The node and its routes sit on top of media/: nothing below imports them.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['media/gst/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
+            { regex: '^\\.\\./(stream|webrtc|hls|rtmp|gst)/', message: 'gst/ is the bottom of media/: it imports only media/\'s shared files.' },
+            { regex: '^\\.\\./(MediaNode|MediaRoutes|WhipWhepRoutes|HlsRoutes|index)\\.ts$', message: 'The node and its routes sit on top of media/: nothing below imports them.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['media/stream/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '(^|/)params/(?!index\\.ts$)', message: 'Import the params module through its entry, native/params/index.ts.' },
+            { regex: '(^|/)outbound/(?!index\\.ts$)', message: 'Import outbound/ through its entry, outbound/index.ts.' },
+            { regex: '^\\.\\./(MediaNode|MediaRoutes|WhipWhepRoutes|HlsRoutes|index)\\.ts$', message: 'The node and its routes sit on top of media/: nothing below imports them.' },
+          ],
+        },
+      ],
+    },
+  },
 );

@@ -1,7 +1,7 @@
 /**
  * Sound-reactive params: what a mapping (`audio_mappings`) costs the node.
  *
- * 1. Feature extraction alone (media/AudioFeatures.ts): CPU ms per second of 48 kHz stereo audio,
+ * 1. Feature extraction alone (media/stream/AudioFeatures.ts): CPU ms per second of 48 kHz stereo audio,
  *    over `--reps` runs of 10 s of music-like PCM (kicks, noise hats, a tone), in % of one core.
  * 2. Whole streams: the real server (API + media node in this process) holds `--streams`
  *    passthrough streams (256², 30 fps VP8 and Opus clicks from wrtc publishers in child

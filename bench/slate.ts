@@ -9,7 +9,7 @@
  *   stream: a Chromium WHEP viewer joins before its publisher, an OBS-like publisher
  *   (libdatachannel, stamped H.264) starts, and the page logs every frame's arrival: the switch gap
  *   (last slate frame → first live frame), and the largest gap within 5 frames either side of the
- *   first live frame (what test/media/SlateSwitch.e2e.test.ts bounds). Baseline in the same run: the
+ *   first live frame (what test/media/stream/SlateSwitch.e2e.test.ts bounds). Baseline in the same run: the
  *   gaps between the slate's own frames before the publish (its cadence).
  *
  *   npm run bench -- slate [--part cpu,switch] [--streams 1,4] [--size 512] [--seconds 20]
@@ -93,7 +93,7 @@ async function slateCpu(args: Map<string, string>): Promise<void> {
   console.log(`wrote ${writeResult('slate', { size, seconds, rows })}`);
 }
 
-/** Frames either side of the first live frame whose gaps count as the switch (as test/media/SlateSwitch.e2e.test.ts). */
+/** Frames either side of the first live frame whose gaps count as the switch (as test/media/stream/SlateSwitch.e2e.test.ts). */
 const AROUND = 5;
 const OUTPUT_FPS = 30;
 

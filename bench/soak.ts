@@ -44,7 +44,7 @@ interface Rest {
   memKinds: Record<string, number>;
   /**
    * MiB the node's memory trims gave back while everything stopped (after the closes): about what
-   * would still be resident without them (media/MemoryTrim.ts).
+   * would still be resident without them (media/gst/MemoryTrim.ts).
    */
   trimmedMiB: number;
   /** MiB all its trims gave back since it started. */

@@ -25,7 +25,7 @@ export const SOURCE_DIRS = ['control', 'errors', 'images', 'media', 'native', 'o
 /**
  * Files the modules read next to themselves (through import.meta.url), copied to the same place in
  * the build: the pages (control/routes/web.ts reads ../../web), the word lists, the GStreamer addon
- * (media/gst.ts and the doctor load it relative to media/). A missing one is skipped: the addon is
+ * (media/gst/gst.ts loads it from beside itself, the doctor from media/gst/). A missing one is skipped: the addon is
  * absent on a machine without GStreamer's headers, and the code says so when it is needed.
  */
 export const ASSETS = ['web', 'songs/data', 'streams/data', 'media/gst/build/Release/reverie_gst.node'];
@@ -52,7 +52,7 @@ export function newestInput(root = ROOT) {
       return; // absent (an image without sources, a machine without the addon)
     }
     newest = Math.max(newest, st.mtimeMs);
-    if (!st.isDirectory() || path === join(root, 'media/gst')) return;
+    if (!st.isDirectory() || path === join(root, 'media/gst/build')) return;
     for (const name of readdirSync(path)) visit(join(path, name));
   };
   for (const p of [...SOURCE_DIRS, ...ASSETS, ...CONFIG_FILES]) visit(join(root, p));
@@ -77,7 +77,7 @@ export function buildState(root = ROOT, out = DEFAULT_OUT) {
 function sourceFiles(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = join(dir, e.name);
-    if (e.isDirectory()) return p.endsWith(join('media', 'gst')) ? [] : sourceFiles(p);
+    if (e.isDirectory()) return p.endsWith(join('media', 'gst', 'build')) ? [] : sourceFiles(p);
     return e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [p] : [];
   });
 }

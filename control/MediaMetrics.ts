@@ -43,7 +43,7 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
     });
 
   gauge('reverie_media_streams', 'Streams held by this media node.', [], (set) => set({}, node.streamCount));
-  // Process-wide counts of the node's malloc trims (media/MemoryTrim.ts).
+  // Process-wide counts of the node's malloc trims (media/gst/MemoryTrim.ts).
   const trimTotal = (name: string, help: string, value: () => number) =>
     metrics.counter(name, help, [], (c: Counter) => {
       c.reset();

@@ -29,7 +29,7 @@
  * players do not pass it on to the files themselves; `_HLS_*` parameters are not.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { HlsPackager } from './HlsPackager.ts';
+import type { HlsPackager } from './hls/HlsPackager.ts';
 import type { MediaNode } from './MediaNode.ts';
 import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.ts';
 

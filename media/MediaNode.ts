@@ -5,33 +5,33 @@
  *
  * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
  */
-import type { OutboundPolicy } from './RtmpRelay.ts';
-import type { RtmpDestination } from './RtmpOutputs.ts';
+import type { OutboundPolicy } from './rtmp/RtmpRelay.ts';
+import type { RtmpDestination } from './rtmp/RtmpOutputs.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { AwayHold } from './AwayHold.ts';
-import { loadCodecPlugins } from './CodecPlugins.ts';
-import { writeClipMp4 } from './ClipMp4.ts';
-import { SLATE_IMAGE_FILE } from './SlateImage.ts';
-import { takePcm, type SoundtrackSpec } from './Soundtrack.ts';
+import { AwayHold } from './stream/AwayHold.ts';
+import { loadCodecPlugins } from './gst/CodecPlugins.ts';
+import { writeClipMp4 } from './hls/ClipMp4.ts';
+import { SLATE_IMAGE_FILE } from './stream/SlateImage.ts';
+import { takePcm, type SoundtrackSpec } from './stream/Soundtrack.ts';
 import { ImageDecoder } from '../images/index.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
-import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
-import { MemoryTrim } from './MemoryTrim.ts';
-import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './LiveStream.ts';
-import type { ParamsLanding } from './ParamsLandings.ts';
-import type { ScheduledParams } from './ParamsSchedule.ts';
+import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './stream/FrameProcessor.ts';
+import { MemoryTrim } from './gst/MemoryTrim.ts';
+import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './stream/LiveStream.ts';
+import type { ParamsLanding } from './stream/ParamsLandings.ts';
+import type { ScheduledParams } from './stream/ParamsSchedule.ts';
 import type { UpdatePlan } from '../native/params/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
-import { prepareOffer, type PreparedOffer } from './Sdp.ts';
+import { prepareOffer, type PreparedOffer } from './webrtc/Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
-import { holdWebRtcEgress, type WhepSession } from './WhepSession.ts';
-import type { TurnConfig } from './IceServers.ts';
-import { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './PeerTransport.ts';
+import { holdWebRtcEgress, type WhepSession } from './webrtc/WhepSession.ts';
+import type { TurnConfig } from './webrtc/IceServers.ts';
+import { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './webrtc/PeerTransport.ts';
 import { RateLimiter } from './RateLimiter.ts';
-import type { WhipSession } from './WhipSession.ts';
+import type { WhipSession } from './webrtc/WhipSession.ts';
 
 /** A publisher that may go live. */
 export interface IngestGrant {

@@ -34,10 +34,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MediaError } from './errors.ts';
-import { iceServerLinks, type TurnRole } from './IceServers.ts';
+import { iceServerLinks, type TurnRole } from './webrtc/IceServers.ts';
 import { sessionKeyDigest, type AdmissionRequest, type AdmissionVerdict, type MediaNode, type SessionEntry } from './MediaNode.ts';
 import type { RateLimiter } from './RateLimiter.ts';
-import { parseSdpFrag, refuseRemoteCandidate } from './Sdp.ts';
+import { parseSdpFrag, refuseRemoteCandidate } from './webrtc/Sdp.ts';
 
 const SDP = 'application/sdp';
 /** Candidates taken from one trickle PATCH, and from all of a session's PATCHes. */

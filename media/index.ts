@@ -7,28 +7,28 @@
 export { MediaNode, DEFAULT_CAPACITY, type AdmissionRequest, type AdmissionVerdict, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions, type PlaybackTarget } from './MediaNode.ts';
 export { FORWARDED_HEADER, PUBLIC_ROUTE, WHIP_POST, WHIP_WHEP_CORS, forwardedFor } from './WhipWhepRoutes.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
-export { turnCredential, type TurnConfig, type TurnCredential } from './IceServers.ts';
-export { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './PeerTransport.ts';
-export type { ParamsTransition, ScheduledParams } from './ParamsSchedule.ts';
-export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StartedInfo } from './LiveStream.ts';
-export type { ParamsLanding } from './ParamsLandings.ts';
-export type { Vp8BranchStatus } from './Vp8Branch.ts';
-export { STAGE_BUCKETS_S, type StageStats, type StageTotals } from './StageTimer.ts';
-export type { VideoCodec } from './Sdp.ts';
-export type { IngestStats, SessionCloseReason } from './WhipSession.ts';
-export type { HlsPackagerStats } from './HlsPackager.ts';
-export { CLIP_MAX_SECONDS } from './ClipBuffer.ts';
-export * from './RecordingFiles.ts';
-export { SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB, slateImageKey } from './SlateImage.ts';
-export type { RecordingWriterStats } from './RecordingWriter.ts';
-export { recordingRuns, remuxRecordingMp4 } from './RecordingMp4.ts';
-export type { RtmpPushState, RtmpPushStatus } from './RtmpPush.ts';
-export { redactRtmpUrl, type OutboundPolicy } from './RtmpRelay.ts';
-export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './RtmpOutputs.ts';
-export { PRIMARY_RTMP } from './StreamOutputs.ts';
-export { SOUNDTRACK_SAMPLE_RATE, type SoundtrackSpec, type SoundtrackState, type SoundtrackStatus } from './Soundtrack.ts';
-export { AudioFeatures, HOP_SAMPLES, type AudioHop } from './AudioFeatures.ts';
-export type { AudioMappingStatus } from './AudioMappings.ts';
+export { turnCredential, type TurnConfig, type TurnCredential } from './webrtc/IceServers.ts';
+export { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './webrtc/PeerTransport.ts';
+export type { ParamsTransition, ScheduledParams } from './stream/ParamsSchedule.ts';
+export type { EndedInfo, LiveInfo, LiveStream, LiveStreamState, LiveStreamStatus, StartedInfo } from './stream/LiveStream.ts';
+export type { ParamsLanding } from './stream/ParamsLandings.ts';
+export type { Vp8BranchStatus } from './stream/Vp8Branch.ts';
+export { STAGE_BUCKETS_S, type StageStats, type StageTotals } from './stream/StageTimer.ts';
+export type { VideoCodec } from './webrtc/Sdp.ts';
+export type { IngestStats, SessionCloseReason } from './webrtc/WhipSession.ts';
+export type { HlsPackagerStats } from './hls/HlsPackager.ts';
+export { CLIP_MAX_SECONDS } from './hls/ClipBuffer.ts';
+export * from './hls/RecordingFiles.ts';
+export { SLATE_IMAGE_MAX_SIDE, SLATE_PAD_RGB, slateImageKey } from './stream/SlateImage.ts';
+export type { RecordingWriterStats } from './hls/RecordingWriter.ts';
+export { recordingRuns, remuxRecordingMp4 } from './hls/RecordingMp4.ts';
+export type { RtmpPushState, RtmpPushStatus } from './rtmp/RtmpPush.ts';
+export { redactRtmpUrl, type OutboundPolicy } from './rtmp/RtmpRelay.ts';
+export { MAX_RTMP_DESTINATIONS, type RtmpDestination, type RtmpDestinationStatus } from './rtmp/RtmpOutputs.ts';
+export { PRIMARY_RTMP } from './stream/StreamOutputs.ts';
+export { SOUNDTRACK_SAMPLE_RATE, type SoundtrackSpec, type SoundtrackState, type SoundtrackStatus } from './stream/Soundtrack.ts';
+export { AudioFeatures, HOP_SAMPLES, type AudioHop } from './stream/AudioFeatures.ts';
+export type { AudioMappingStatus } from './stream/AudioMappings.ts';
 export {
   ImageChainProcessor,
   chainActive,
@@ -40,8 +40,8 @@ export {
   type FrameProcessor,
   type FrameProcessorFactory,
   type StreamParams,
-} from './FrameProcessor.ts';
-export { DiffusionProcessor, diffusionProcessorFactory } from './DiffusionProcessor.ts';
+} from './stream/FrameProcessor.ts';
+export { DiffusionProcessor, diffusionProcessorFactory } from './stream/DiffusionProcessor.ts';
 export { prepareModels } from './ModelCatalog.ts';
 export type { FetchImage } from '../native/index.ts';
 export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';

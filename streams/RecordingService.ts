@@ -1,6 +1,6 @@
 /**
  * Recordings of a stream's output: what media nodes write into the shared blob store
- * (`recordings/<streamId>/<recordingId>/`, laid out as media/RecordingFiles.ts says: the folder
+ * (`recordings/<streamId>/<recordingId>/`, laid out as media/hls/RecordingFiles.ts says: the folder
  * listing is the index), read back here for the API: list, get (duration, size, state), an HLS
  * VOD playlist, one remuxed MP4, delete — and retention per account by age and total size.
  *

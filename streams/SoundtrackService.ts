@@ -1,6 +1,6 @@
 /**
  * A stream's soundtrack: one take of one of the account's rendered songs, mixed into the stream's
- * output audio by its node (media/Soundtrack.ts) for every output. Set with `PUT …/soundtrack`,
+ * output audio by its node (media/stream/Soundtrack.ts) for every output. Set with `PUT …/soundtrack`,
  * cleared with `DELETE`, read back with where the node has it now. Stored on the stream first, so
  * a node that misses the change (restarting, or no publisher yet) plays it with the next publisher.
  */

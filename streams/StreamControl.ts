@@ -8,7 +8,7 @@
  * rules are PATCH's own, and each client message counts once against PATCH's rate limit. The api
  * process does not time anything: it validates, stores the params and forwards the change with its
  * absolute target time (ms epoch) to the media node that holds the stream. The node applies it to
- * the first frame captured at or after that time (media/ParamsSchedule.ts), steps a transition
+ * the first frame captured at or after that time (media/stream/ParamsSchedule.ts), steps a transition
  * one output frame at a time, and reports the frame it landed on (a `landed` node event, over the
  * Redis bus when scaled out); the ack is built from that report. So bus and RPC latency only has
  * to be shorter than the time left before the beat, not added to it.

@@ -100,7 +100,7 @@ typedef struct {
  * (so B-frame DTS never go negative) and shifts every timestamp below it by the first frame's
  * distance to it, which would make an access unit's PTS differ from its frame's by an offset
  * unknown to the pusher. PTS at or above it are passed through unchanged (checked in
- * test/media/EncoderBin.test.ts).
+ * test/media/gst/EncoderBin.test.ts).
  */
 #define STAMP_BASE_NS ((GstClockTime)1000 * 3600 * GST_SECOND)
 

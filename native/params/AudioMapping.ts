@@ -1,7 +1,7 @@
 /**
  * Sound-reactive params: a stream param `audio_mappings` maps a feature of the stream's audio (the
  * publisher's, or the soundtrack's take) to one hot param, which the media node sets on every
- * output frame from the audio of that frame's time (media/AudioMappings.ts). Only hot params that
+ * output frame from the audio of that frame's time (media/stream/AudioMappings.ts). Only hot params that
  * are a single number can be mapped; a reload-class param would rebuild the pipeline on every frame.
  */
 // Self-contained: StreamParams.ts and UpdatePlan.ts import this file (the hot keys come as an argument).

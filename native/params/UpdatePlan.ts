@@ -34,7 +34,7 @@ export const HOT_KEYS: ReadonlySet<keyof StreamParams> = new Set<keyof StreamPar
   'latent_preprocessing',
   'latent_postprocessing',
   'cfg_type',
-  // The node reads it (media/AudioMappings.ts); the engine never sees it.
+  // The node reads it (media/stream/AudioMappings.ts); the engine never sees it.
   'audio_mappings',
 ]);
 

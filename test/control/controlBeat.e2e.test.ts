@@ -4,7 +4,7 @@
  * to the first frame captured at or after its beat and names it in the ack: the frame before it
  * was captured before the beat, the frame itself at or after it, so the error is under one frame
  * interval (33.3 ms at 30 fps). Capture times are the publisher's RTP clock placed on the node's
- * clock (media/LiveStream.ts), so a busy machine delaying packets does not move them.
+ * clock (media/stream/LiveStream.ts), so a busy machine delaying packets does not move them.
  */
 import t from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';

@@ -227,7 +227,7 @@ t.test('a transition is validated and stored as its target; without live frames 
   t.equal(ack.transition.method, 'linear');
   t.ok(Math.abs(ack.transition.frame_ms - 1000 / 30) < 0.01, 'one step per frame at 30 fps while the stream reports no output');
   t.equal(ack.frame, null, 'no live output: no frame to land on');
-  // The node steps the blend frame by frame (test/media/ParamsSchedule.test.ts, and in pixels
+  // The node steps the blend frame by frame (test/media/stream/ParamsSchedule.test.ts, and in pixels
   // test/control/controlFrames.e2e.test.ts); the record holds where it is going.
   const p = ((await (await fetch(`${base.replace('ws:', 'http:')}/v1/streams/${id}`, { headers: h })).json()) as Json).params;
   t.equal(p.prompt, 'a snowy forest', 'the record holds the target prompt');

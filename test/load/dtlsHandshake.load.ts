@@ -4,7 +4,7 @@
  * test:load` runs these files one at a time). Each attempt publishes, waits for the node's first
  * media after the answer (at most 10 s: the node gives up on a silent session then), ends with DELETE and waits for
  * the node to let the session go. The smaller version in the main suite:
- * test/media/DtlsHandshakeOrder.test.ts. Decision 0022.
+ * test/media/webrtc/DtlsHandshakeOrder.test.ts. Decision 0022.
  */
 import t from 'tap';
 import { impairedLink } from '../helpers/impairedPublish.ts';

@@ -10,7 +10,7 @@
  * (encoded insertable streams) and decodes them itself with WebCodecs: every Opus frame (the first
  * sample of each click is the beat heard, at its RTP time) and every video frame (the first frame of
  * each flip, at its RTP time). RTP times become capture times on the node's clock by the sender
- * reports of the same session (RTCP SR, media/SenderReport.ts): the beat heard and the change seen
+ * reports of the same session (RTCP SR, media/webrtc/SenderReport.ts): the beat heard and the change seen
  * must lie within one frame interval of each other.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Frame, FrameProcessorFactory, StreamParams } from '../../media/index.ts';
-import { rtpDelta } from '../../media/RtpArrival.ts';
-import type { ReportedTime } from '../../media/SenderReport.ts';
+import { rtpDelta } from '../../media/webrtc/RtpArrival.ts';
+import type { ReportedTime } from '../../media/webrtc/SenderReport.ts';
 import { StreamControl, type Tempo } from '../../streams/StreamControl.ts';
 import { writeWav } from '../../songs/WavWriter.ts';
 import { launchChromium } from '../helpers/chromium.ts';

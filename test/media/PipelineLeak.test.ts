@@ -7,12 +7,12 @@
 import { readdirSync, readlinkSync } from 'node:fs';
 import pino from 'pino';
 import t from 'tap';
-import { AppPipeline } from '../../media/AppPipeline.ts';
-import { DecoderBin } from '../../media/DecoderBin.ts';
-import { EncoderBin } from '../../media/EncoderBin.ts';
-import { loadGst } from '../../media/gst.ts';
-import { H264Packetizer } from '../../media/H264Packetizer.ts';
-import { H264Depacketizer } from '../../media/H264Depacketizer.ts';
+import { AppPipeline } from '../../media/gst/AppPipeline.ts';
+import { DecoderBin } from '../../media/gst/DecoderBin.ts';
+import { EncoderBin } from '../../media/gst/EncoderBin.ts';
+import { loadGst } from '../../media/gst/gst.ts';
+import { H264Packetizer } from '../../media/webrtc/H264Packetizer.ts';
+import { H264Depacketizer } from '../../media/webrtc/H264Depacketizer.ts';
 import { RtpPacket } from 'werift';
 
 const logger = pino({ level: 'silent' });

@@ -1,0 +1,133 @@
+/**
+ * The seam between the live path and the inference engine: decoded RGB frames go in, processed
+ * frames come out. The media node never queues more than one frame in front of a processor (latest
+ * frame wins), so `process` may take as long as it needs; slow processing lowers output fps, it
+ * never adds latency.
+ *
+ * The default processor applies native's image processor chains around an optional diffusion
+ * stage; `DiffusionProcessor` runs native's whole StreamDiffusion frame pipeline instead.
+ */
+import type { Logger } from 'pino';
+import type { StreamParams as FullParams, UpdatePlan } from '../../native/params/index.ts';
+import { frameBytes, type Frame, type PixelFormat } from '../Frame.ts';
+
+export { frameBytes, type Frame, type PixelFormat };
+
+/**
+ * Stream params as the live path holds them: the params module's one type, with the keys known so
+ * far (the store's full params once a publisher's grant arrived; a stream a viewer made holds only
+ * the PATCHed keys until then), and as a patch (only the keys that change). The live path itself
+ * reads `width` and `height` (default 512 px), `skip_diffusion` and the image chains.
+ */
+export type StreamParams = Partial<FullParams>;
+
+type ProcessingBlock = NonNullable<FullParams['image_preprocessing']>;
+
+export interface FrameProcessor {
+  /** Returns the processed frame, or null to drop this frame (nothing is sent for it). */
+  process(frame: Frame): Promise<Frame | null>;
+  /**
+   * Applies new params from the next frame on. Throws if the params are unusable. Returns the plan
+   * it ran (the engine's planUpdate: which keys apply on the next frame, which rebuild its
+   * pipeline); what the API reports for the update, so it never guesses. A processor with no plan
+   * of its own returns nothing (the API then reports the params module's plan).
+   */
+  update(params: StreamParams): UpdatePlan | void;
+  close(): void;
+  /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
+  status?(): Record<string, unknown>;
+  /**
+   * Hands an output frame back once it has been encoded (the encoders copy what they are given),
+   * so the engine can reuse its buffer instead of allocating one per frame. The caller must not
+   * read the frame afterwards.
+   */
+  release?(frame: Frame): void;
+}
+
+/** Diffusion stage plugged in by the caller (native's createFramePipeline, wrapped). */
+export interface ProcessorContext {
+  streamId: string;
+  logger: Logger;
+}
+
+/**
+ * Builds a stream's processor. `passthrough(params)`, when the factory has it, says that a
+ * processor built for these params would return every frame unchanged: the stream then builds
+ * none (no worker threads, no model load) and sends decoded frames to the encoder as they are,
+ * in I420 without the RGB round trip. Without it every stream gets a processor.
+ */
+export type FrameProcessorFactory = ((params: StreamParams, ctx: ProcessorContext) => Promise<FrameProcessor>) & {
+  passthrough?: (params: StreamParams) => boolean;
+};
+
+/** True when an image processing block has at least one enabled processor. */
+export function chainActive(block: ProcessingBlock | null | undefined): boolean {
+  return !!block && block.enabled !== false && block.processors.some((p) => p.enabled !== false);
+}
+
+/** Image chains only: nothing to do when neither chain has an enabled processor. */
+export function imageChainsIdle(params: StreamParams): boolean {
+  return !chainActive(params.image_preprocessing) && !chainActive(params.image_postprocessing);
+}
+
+interface ImageChain {
+  readonly empty: boolean;
+  apply(frame: Frame): Frame;
+  observeOutput(frame: Frame): void;
+  reset(): void;
+}
+
+type ChainFactory = (block: ProcessingBlock | null | undefined, kind: 'image') => ImageChain;
+
+/**
+ * image_preprocessing → image_postprocessing, without diffusion: what a node without models runs
+ * (the diffusion path is DiffusionProcessor, which runs these chains inside the engine). A null
+ * factory passes frames through (benchmarks of the media path).
+ */
+export class ImageChainProcessor implements FrameProcessor {
+  readonly #factory: ChainFactory | null;
+  #pre: ImageChain | null = null;
+  #post: ImageChain | null = null;
+
+  constructor(factory: ChainFactory | null, params: StreamParams) {
+    this.#factory = factory;
+    this.update(params);
+  }
+
+  /** Image chains are rebuilt in place, nothing reloads: every key it is given applies on the next frame. */
+  update(params: StreamParams): UpdatePlan {
+    // Build both chains before swapping so a bad block leaves the old chains serving.
+    if (this.#factory) {
+      const pre = 'image_preprocessing' in params ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
+      const post = 'image_postprocessing' in params ? this.#factory(params.image_postprocessing, 'image') : this.#post;
+      this.#pre = pre;
+      this.#post = post;
+    }
+    const hot = Object.keys(params) as UpdatePlan['hot'];
+    return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
+  }
+
+  async process(frame: Frame): Promise<Frame | null> {
+    const f = this.#pre && !this.#pre.empty ? this.#pre.apply(frame) : frame;
+    const out = this.#post && !this.#post.empty ? this.#post.apply(f) : f;
+    this.#pre?.observeOutput(out);
+    this.#post?.observeOutput(out);
+    return out;
+  }
+
+  /** Holds no threads, sessions or pooled frames (image chains allocate their own frames). */
+  close(): void {
+    this.#pre = null;
+    this.#post = null;
+  }
+}
+
+/** The image-chains-only factory (no diffusion): what a node without models runs. */
+export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(
+  async (params: StreamParams) => {
+    // The engine's entry loads ONNX Runtime: loaded with the first stream that processes frames.
+    const { createProcessorChain } = await import('../../native/index.ts');
+    return new ImageChainProcessor(createProcessorChain, params);
+  },
+  { passthrough: imageChainsIdle },
+);

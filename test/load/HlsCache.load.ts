@@ -159,7 +159,7 @@ function p50(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
-t.test('hls.js plays through the reference nginx cache, shared with 20 other players, within nginx\'s 0.5 s lock poll of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
+t.test('hls.js plays through the reference nginx cache, shared with 20 other players, within 0.2 s of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
   const { srv, ctx, pub, cacheUrl } = await liveBehindCache(t);
   // Two players side by side in one browser, same stream, same time: one direct, one through the
   // cache. Each in a context of its own: two pages of one context are two tabs, and Chromium
@@ -202,7 +202,8 @@ t.test('hls.js plays through the reference nginx cache, shared with 20 other pla
     t.notOk(errors.some((e) => e.endsWith(':fatal')), `${k}: no fatal hls.js error`);
   }
   const diff = (lat['cached'] ?? NaN) - (lat['direct'] ?? NaN);
-  // nginx's lock waiters poll every 500 ms: that is the most the cache can add to a player that
-  // waits behind another (docs/operations.md); measured p50s are in docs/performance.md.
-  t.ok(diff <= 500, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ 500)`);
+  // Both aim for PART-HOLD-BACK behind the live edge, which leaves room for the up to 500 ms a
+  // part waits on nginx's lock: the cached player sits where the direct one does (measured p50s
+  // in docs/performance.md), unless it stalled.
+  t.ok(diff <= 200, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ 200)`);
 });

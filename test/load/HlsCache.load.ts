@@ -159,7 +159,7 @@ function p50(xs: number[]): number {
   return s[Math.floor(s.length / 2)] ?? NaN;
 }
 
-t.test('hls.js plays through the reference nginx cache, shared with 20 other players, within 0.2 s of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
+t.test('hls.js plays through the reference nginx cache, shared with 20 other players, within nginx\'s 0.5 s lock poll of the latency it has direct', { timeout: 180_000, skip: !haveNginx && 'nginx not installed' }, async (t) => {
   const { srv, ctx, pub, cacheUrl } = await liveBehindCache(t);
   // Two players side by side in one browser, same stream, same time: one direct, one through the
   // cache. Each in a context of its own: two pages of one context are two tabs, and Chromium
@@ -203,7 +203,8 @@ t.test('hls.js plays through the reference nginx cache, shared with 20 other pla
   }
   const diff = (lat['cached'] ?? NaN) - (lat['direct'] ?? NaN);
   // Both aim for PART-HOLD-BACK behind the live edge, which leaves room for the up to 500 ms a
-  // part waits on nginx's lock: the cached player sits where the direct one does (measured p50s
-  // in docs/performance.md), unless it stalled.
-  t.ok(diff <= 200, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ 200)`);
+  // part waits on nginx's lock, so the cached player does not stall; it still reads the live edge
+  // from playlists that reached it up to 500 ms late, and so may sit up to that much further back
+  // (measured: 0.01–0.19 s in 6 runs, docs/performance.md). A stall would add 1 s (hls.js).
+  t.ok(diff <= 500, `p50 through the cache ${lat['cached']?.toFixed(0)} ms vs direct ${lat['direct']?.toFixed(0)} ms: ${diff.toFixed(0)} ms more (≤ nginx's 500 ms lock poll)`);
 });

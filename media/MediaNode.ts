@@ -18,7 +18,7 @@ import { SLATE_IMAGE_FILE } from './stream/SlateImage.ts';
 import { takePcm, type SoundtrackSpec } from './stream/Soundtrack.ts';
 import { ImageDecoder } from '../images/index.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
-import { defaultProcessorFactory, type FrameProcessorFactory, type StreamParams } from './stream/FrameProcessor.ts';
+import { defaultProcessorFactory, type FrameProcessorFactory, type LiveParams } from './stream/FrameProcessor.ts';
 import { MemoryTrim } from './gst/MemoryTrim.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './stream/LiveStream.ts';
 import type { ParamsLanding } from './stream/ParamsLandings.ts';
@@ -36,7 +36,7 @@ import type { WhipSession } from './webrtc/WhipSession.ts';
 /** A publisher that may go live. */
 export interface IngestGrant {
   streamId: string;
-  params: StreamParams;
+  params: LiveParams;
   /** When the store last wrote these params (ms epoch): orders them against PATCHes in flight. */
   paramsStoredAt?: number;
   outputRtmpUrl?: string | undefined;
@@ -218,7 +218,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * grant is being resolved (the grant read the store before it) is applied when the stream is
    * made instead of being lost. Kept EARLY_UPDATE_TTL_MS, at most EARLY_UPDATES_MAX streams.
    */
-  readonly #early = new Map<string, { params: StreamParams; storedAt: number | undefined; atMs: number }>();
+  readonly #early = new Map<string, { params: LiveParams; storedAt: number | undefined; atMs: number }>();
   /**
    * Viewer sessions not connected yet, per client address: when each was admitted (ms,
    * performance.now()), oldest first. The oldest is closed at connectTimeoutMs at the latest,
@@ -274,7 +274,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   }
 
   /** Returns the stream, creating it (idle, no pipelines yet) if needed. */
-  createStream(streamId: string, params: StreamParams = {}): LiveStream {
+  createStream(streamId: string, params: LiveParams = {}): LiveStream {
     if (this.#closed) throw new InvalidStateError('media node closed');
     const existing = this.#streams.get(streamId);
     if (existing) return existing;
@@ -372,7 +372,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * they are kept and applied when it is made (a publisher whose grant was read before them).
    * `storedAt`: see LiveStream.updateParams.
    */
-  updateParams(streamId: string, params: StreamParams, storedAt?: number): { plan: UpdatePlan | null } | null {
+  updateParams(streamId: string, params: LiveParams, storedAt?: number): { plan: UpdatePlan | null } | null {
     const stream = this.#streams.get(streamId);
     if (stream) return { plan: stream.updateParams(params, storedAt).plan };
     const now = Date.now();
@@ -386,7 +386,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return null;
   }
 
-  #takeEarly(streamId: string): { params: StreamParams; storedAt: number | undefined } | null {
+  #takeEarly(streamId: string): { params: LiveParams; storedAt: number | undefined } | null {
     const e = this.#early.get(streamId);
     this.#early.delete(streamId);
     return e && Date.now() - e.atMs <= EARLY_UPDATE_TTL_MS ? e : null;
@@ -490,7 +490,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    */
   async publish(
     streamId: string,
-    params: StreamParams,
+    params: LiveParams,
     sdp: string,
     outputs: { rtmpUrl?: string | undefined; rtmpDestinations?: RtmpDestination[] | undefined; record?: boolean | undefined; soundtrack?: SoundtrackSpec | null | undefined } = {},
     paramsStoredAt?: number,

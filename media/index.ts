@@ -39,7 +39,7 @@ export {
   type Frame,
   type FrameProcessor,
   type FrameProcessorFactory,
-  type StreamParams,
+  type LiveParams,
 } from './stream/FrameProcessor.ts';
 export { DiffusionProcessor, diffusionProcessorFactory } from './stream/DiffusionProcessor.ts';
 export { prepareModels } from './ModelCatalog.ts';

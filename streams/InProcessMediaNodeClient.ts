@@ -4,7 +4,7 @@
  * update, the restart count and the last error are what the node and its engine report.
  */
 import type { Logger } from 'pino';
-import type { MediaNode, RtmpDestination, SoundtrackSpec, StreamParams as NodeParams } from '../media/index.ts';
+import type { MediaNode, RtmpDestination, SoundtrackSpec, LiveParams } from '../media/index.ts';
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -82,8 +82,8 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
     if (nodeId !== this.nodeId) return { delivered: false };
     // A hot update carries only what changed (the processor applies it on the next frame); a
     // reload hands over the full params to build from.
-    const keys = update.mode === 'reload' ? (Object.keys(update.params) as (keyof NodeParams)[]) : update.hot;
-    const params: NodeParams = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
+    const keys = update.mode === 'reload' ? (Object.keys(update.params) as (keyof LiveParams)[]) : update.hot;
+    const params: LiveParams = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
     try {
       // A timed change waits on the node for its frame; a stream not here takes it as a plain update.
       if (update.schedule && this.#node.scheduleParams(update.streamId, { id: update.schedule.id, params, applyAt: update.schedule.applyAt, transition: update.schedule.transition })) {

@@ -18,7 +18,7 @@
 import type { Logger } from 'pino';
 import { type AudioMapping, type MappedParam, parseMappedParam } from '../../native/params/index.ts';
 import { AudioFeatures, type AudioHop } from './AudioFeatures.ts';
-import type { StreamParams } from './FrameProcessor.ts';
+import type { LiveParams } from './FrameProcessor.ts';
 import { OpusDecoderBin } from '../gst/OpusDecoderBin.ts';
 import { RtpArrival } from '../webrtc/RtpArrival.ts';
 import { SOUNDTRACK_SAMPLE_RATE, type Soundtrack } from './Soundtrack.ts';
@@ -159,7 +159,7 @@ export class AudioMappings {
   #waiters: { at: number; resolve: () => void; timer: NodeJS.Timeout }[] = [];
   #stBuf = new Int16Array(0);
   /** What the mappings set last (a prompt weight is set inside the list with the others' values). */
-  #applied: StreamParams = {};
+  #applied: LiveParams = {};
   #closed = false;
 
   constructor(opts: AudioMappingsOptions) {
@@ -176,10 +176,10 @@ export class AudioMappings {
    * ones had set (the stream's own values go back to the processor). Throws on a mapping the API
    * would not have let through.
    */
-  set(mappings: readonly AudioMapping[]): (keyof StreamParams)[] | null {
+  set(mappings: readonly AudioMapping[]): (keyof LiveParams)[] | null {
     const before = JSON.stringify(this.#states.map((s) => s.m));
     if (before === JSON.stringify(mappings)) return null;
-    const undo = Object.keys(this.#applied) as (keyof StreamParams)[];
+    const undo = Object.keys(this.#applied) as (keyof LiveParams)[];
     this.#states = mappings.map((m) => new MappingState(m));
     this.#applied = {};
     this.#soundtrack.reset();
@@ -313,10 +313,10 @@ export class AudioMappings {
    * for it (null: nothing changes). `params` are the stream's params now (a prompt weight or a
    * ControlNet's scale is set inside its list).
    */
-  atFrame(at: number, params: StreamParams): StreamParams | null {
+  atFrame(at: number, params: LiveParams): LiveParams | null {
     if (this.#states.length === 0 || this.#closed) return null;
     if (this.#states.some((s) => s.m.source === 'soundtrack')) this.#readSoundtrack(at);
-    let patch: StreamParams = {};
+    let patch: LiveParams = {};
     let changed = false;
     for (const s of this.#states) {
       const tl = s.m.source === 'publisher' ? this.#publisher : this.#soundtrack;
@@ -383,7 +383,7 @@ function pickSeed(lo: number, hi: number, n: number, prev: number | null): numbe
 }
 
 /** The params patch that sets a mapped param to `value`. */
-function targetPatch(target: MappedParam, value: number, params: StreamParams): StreamParams {
+function targetPatch(target: MappedParam, value: number, params: LiveParams): LiveParams {
   switch (target.kind) {
     case 'guidance_scale':
     case 'delta':

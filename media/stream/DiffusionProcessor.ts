@@ -6,7 +6,7 @@
  */
 import type { FetchImage, FramePipeline, ParamsPatch } from '../../native/index.ts';
 import type { UpdatePlan } from '../../native/params/index.ts';
-import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type StreamParams } from './FrameProcessor.ts';
+import { imageChainsIdle, type Frame, type FrameProcessor, type FrameProcessorFactory, type LiveParams } from './FrameProcessor.ts';
 import type { ImageLimits } from '../../images/index.ts';
 
 export class DiffusionProcessor implements FrameProcessor {
@@ -21,7 +21,7 @@ export class DiffusionProcessor implements FrameProcessor {
   }
 
   /** Throws (synchronously) on params the engine cannot use; the old pipeline keeps serving. Returns the engine's plan. */
-  update(params: StreamParams): UpdatePlan {
+  update(params: LiveParams): UpdatePlan {
     return this.#pipeline.update(params as ParamsPatch);
   }
 

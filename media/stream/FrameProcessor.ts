@@ -19,7 +19,7 @@ export { frameBytes, type Frame, type PixelFormat };
  * the PATCHed keys until then), and as a patch (only the keys that change). The live path itself
  * reads `width` and `height` (default 512 px), `skip_diffusion` and the image chains.
  */
-export type StreamParams = Partial<FullParams>;
+export type LiveParams = Partial<FullParams>;
 
 type ProcessingBlock = NonNullable<FullParams['image_preprocessing']>;
 
@@ -32,7 +32,7 @@ export interface FrameProcessor {
    * pipeline); what the API reports for the update, so it never guesses. A processor with no plan
    * of its own returns nothing (the API then reports the params module's plan).
    */
-  update(params: StreamParams): UpdatePlan | void;
+  update(params: LiveParams): UpdatePlan | void;
   close(): void;
   /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
   status?(): Record<string, unknown>;
@@ -56,8 +56,8 @@ export interface ProcessorContext {
  * none (no worker threads, no model load) and sends decoded frames to the encoder as they are,
  * in I420 without the RGB round trip. Without it every stream gets a processor.
  */
-export type FrameProcessorFactory = ((params: StreamParams, ctx: ProcessorContext) => Promise<FrameProcessor>) & {
-  passthrough?: (params: StreamParams) => boolean;
+export type FrameProcessorFactory = ((params: LiveParams, ctx: ProcessorContext) => Promise<FrameProcessor>) & {
+  passthrough?: (params: LiveParams) => boolean;
 };
 
 /** True when an image processing block has at least one enabled processor. */
@@ -66,7 +66,7 @@ export function chainActive(block: ProcessingBlock | null | undefined): boolean 
 }
 
 /** Image chains only: nothing to do when neither chain has an enabled processor. */
-export function imageChainsIdle(params: StreamParams): boolean {
+export function imageChainsIdle(params: LiveParams): boolean {
   return !chainActive(params.image_preprocessing) && !chainActive(params.image_postprocessing);
 }
 
@@ -89,13 +89,13 @@ export class ImageChainProcessor implements FrameProcessor {
   #pre: ImageChain | null = null;
   #post: ImageChain | null = null;
 
-  constructor(factory: ChainFactory | null, params: StreamParams) {
+  constructor(factory: ChainFactory | null, params: LiveParams) {
     this.#factory = factory;
     this.update(params);
   }
 
   /** Image chains are rebuilt in place, nothing reloads: every key it is given applies on the next frame. */
-  update(params: StreamParams): UpdatePlan {
+  update(params: LiveParams): UpdatePlan {
     // Build both chains before swapping so a bad block leaves the old chains serving.
     if (this.#factory) {
       const pre = 'image_preprocessing' in params ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
@@ -124,7 +124,7 @@ export class ImageChainProcessor implements FrameProcessor {
 
 /** The image-chains-only factory (no diffusion): what a node without models runs. */
 export const defaultProcessorFactory: FrameProcessorFactory = Object.assign(
-  async (params: StreamParams) => {
+  async (params: LiveParams) => {
     // The engine's entry loads ONNX Runtime: loaded with the first stream that processes frames.
     const { createProcessorChain } = await import('../../native/index.ts');
     return new ImageChainProcessor(createProcessorChain, params);

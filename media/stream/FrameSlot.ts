@@ -11,7 +11,7 @@
  */
 import type { Logger } from 'pino';
 import type { UpdatePlan } from '../../native/params/index.ts';
-import type { Frame, FrameProcessor, FrameProcessorFactory, StreamParams } from './FrameProcessor.ts';
+import type { Frame, FrameProcessor, FrameProcessorFactory, LiveParams } from './FrameProcessor.ts';
 import type { ParamsMark } from './ParamsSchedule.ts';
 import { StageTimer } from './StageTimer.ts';
 
@@ -26,7 +26,7 @@ export interface FrameSlotOptions {
   streamId: string;
   createProcessor: FrameProcessorFactory;
   /** The stream's params now: a processor is built from them, and catches up on them when they changed meanwhile. */
-  params: () => StreamParams;
+  params: () => LiveParams;
   /**
    * Where viewers will see a frame captured at `capturedAt` (ms epoch) with RTP time `ptsMs` on the
    * node's clock, ms epoch: the time its params are placed by (set as the frame's `capturedAt`).
@@ -134,7 +134,7 @@ export class FrameSlot {
    * null when no processor runs yet (the one built later starts from the latest params). Throws
    * when the engine refuses it.
    */
-  update(params: StreamParams): UpdatePlan | null {
+  update(params: LiveParams): UpdatePlan | null {
     const plan = this.#processor?.update(params) ?? null;
     this.#paramsVersion++;
     return plan;

@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { EncoderBin, type EncodedAccessUnit } from '../gst/EncoderBin.ts';
 import { InvalidStateError } from '../errors.ts';
 import type { UpdatePlan } from '../../native/params/index.ts';
-import { type Frame, type FrameProcessorFactory, type PixelFormat, type StreamParams } from './FrameProcessor.ts';
+import { type Frame, type FrameProcessorFactory, type PixelFormat, type LiveParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
 import { NAL_AUD, nalType } from '../H264Nal.ts';
 import { OPUS_ENCODER_DELAY_MS } from '../gst/OpusEncoderBin.ts';
@@ -58,7 +58,7 @@ export type { EndedInfo, LiveInfo, LiveStreamEvents, LiveStreamState, LiveStream
 
 export interface LiveStreamOptions {
   streamId: string;
-  params: StreamParams;
+  params: LiveParams;
   settings: MediaSettings;
   transport: TransportOptions;
   createProcessor: FrameProcessorFactory;
@@ -81,7 +81,7 @@ export interface LiveStreamOptions {
 const DEFAULT_SIZE = 512;
 
 /** The params the processor takes: all but audio_mappings, which the node applies itself. */
-function engineParams(params: StreamParams): StreamParams {
+function engineParams(params: LiveParams): LiveParams {
   if (params.audio_mappings === undefined) return params;
   const { audio_mappings: _mappings, ...rest } = params;
   return rest;
@@ -92,7 +92,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #opts: LiveStreamOptions;
   readonly #logger: Logger;
   readonly #settings: MediaSettings;
-  #params: StreamParams;
+  #params: LiveParams;
   #state: LiveStreamState = 'idle';
   #publisher: WhipSession | null = null;
   /** A publisher attached at least once (a stream viewers made while waiting has had none). */
@@ -242,7 +242,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#state;
   }
 
-  get params(): StreamParams {
+  get params(): LiveParams {
     return this.#params;
   }
 
@@ -654,7 +654,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * Returns whether the update was stale, and the plan the processor ran for it (null when no
    * processor runs yet: the one built later starts from the latest params).
    */
-  updateParams(update: StreamParams, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
+  updateParams(update: LiveParams, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
     this.#assertOpen();
     let params = update;
     let fresh = true;
@@ -679,11 +679,11 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
    * Applies params now (the processor takes them from its next frame) and returns the processor's
    * plan, or null when none runs yet. Throws when the engine refuses them.
    */
-  #applyParams(params: StreamParams): UpdatePlan | null {
+  #applyParams(params: LiveParams): UpdatePlan | null {
     const next = { ...this.#params, ...params };
     const undo = params.audio_mappings !== undefined ? this.#audio.set(params.audio_mappings ?? []) : null;
     // Keys old mappings set go back to the stream's own values.
-    const restore = Object.fromEntries((undo ?? []).filter((k) => !(k in params)).map((k) => [k, next[k]])) as StreamParams;
+    const restore = Object.fromEntries((undo ?? []).filter((k) => !(k in params)).map((k) => [k, next[k]])) as LiveParams;
     let plan = this.#slot.update(engineParams({ ...restore, ...params }));
     // The processor never sees audio_mappings; the node applied the change from the next frame: hot.
     if (plan && undo) plan = { ...plan, mode: plan.mode === 'none' ? 'hot' : plan.mode, hot: [...plan.hot, 'audio_mappings'] };

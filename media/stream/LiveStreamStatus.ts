@@ -4,7 +4,7 @@
  * fact (ingest, frame slot, encoders, VP8 branch, viewers, outputs, slate).
  */
 import type { AudioMappingStatus } from './AudioMappings.ts';
-import type { PixelFormat, StreamParams } from './FrameProcessor.ts';
+import type { PixelFormat, LiveParams } from './FrameProcessor.ts';
 import type { ProcessorState } from './FrameSlot.ts';
 import type { ParamsLanding } from './ParamsLandings.ts';
 import type { VideoCodec } from '../webrtc/Sdp.ts';
@@ -87,7 +87,7 @@ export interface LiveStreamStatus extends StreamOutputsStatus {
   /** Forced key units of the H.264 encoder. */
   keyUnitsForced: number;
   vp8: Vp8BranchStatus;
-  params: StreamParams;
+  params: LiveParams;
   /** When the stream last took a params update (ms epoch), null before any. */
   paramsUpdatedAt: number | null;
   lastError: string | undefined;

@@ -11,7 +11,7 @@
  *   applies due changes at their time without a frame.
  */
 import type { Logger } from 'pino';
-import type { StreamParams } from './FrameProcessor.ts';
+import type { LiveParams } from './FrameProcessor.ts';
 import { ParamsSchedule, type ParamsMark, type ScheduledParams } from './ParamsSchedule.ts';
 
 /** Where a scheduled change landed. */
@@ -39,9 +39,9 @@ const LANDING_FALLBACK_MS = 1000;
 export interface ParamsLandingsOptions {
   streamId: string;
   /** The stream's params now (a transition interpolates from them). */
-  params: () => StreamParams;
+  params: () => LiveParams;
   /** Applies a due change to the stream now; throws when the engine refuses it. */
-  apply: (patch: StreamParams) => void;
+  apply: (patch: LiveParams) => void;
   /** A publisher is attached (frames may flow). */
   publishing: () => boolean;
   landed: (landing: ParamsLanding) => void;

@@ -5,7 +5,7 @@
  * Transitions step here too, one step per processed frame, so "over N frames" means N output
  * frames. Pure bookkeeping: no timers, no I/O (LiveStream owns both).
  */
-import type { StreamParams } from './FrameProcessor.ts';
+import type { LiveParams } from './FrameProcessor.ts';
 
 /** Blend of the prompt (and seed) from the value at the start frame to the new one. */
 export interface ParamsTransition {
@@ -18,7 +18,7 @@ export interface ScheduledParams {
   /** The sender's id, echoed in its landing (unique per stream while it waits). */
   id: string;
   /** The keys to set (hot changes: only those; a reload: the full params). */
-  params: StreamParams;
+  params: LiveParams;
   /** ms since the epoch: lands on the first frame captured at or after it; null = the next frame. */
   applyAt: number | null;
   transition?: ParamsTransition | undefined;
@@ -43,12 +43,12 @@ interface Running {
   from: { prompt?: string; seed?: number };
   to: { prompt?: string; seed?: number };
   /** Interpolation methods before the transition, restored by its last step. */
-  restore: StreamParams;
+  restore: LiveParams;
 }
 
 export interface Due {
   /** Patches to apply, in order, before the frame. */
-  patches: StreamParams[];
+  patches: LiveParams[];
   marks: Omit<ParamsMark, 'error' | 'appliedAt'>[];
 }
 
@@ -103,10 +103,10 @@ export class ParamsSchedule {
    * now (a transition blends from them). A change that arrives while a transition runs finishes
    * it first (its target applies at once), then applies: the newer change wins.
    */
-  take(frameAt: number, current: StreamParams): Due {
+  take(frameAt: number, current: LiveParams): Due {
     const due: ScheduledParams[] = [];
     while (this.#waiting.length > 0 && (this.#waiting[0]!.applyAt ?? -Infinity) <= frameAt) due.push(this.#waiting.shift()!);
-    const patches: StreamParams[] = [];
+    const patches: LiveParams[] = [];
     const marks: Due['marks'] = [];
     const run = this.#running;
     if (run && due.length > 0) {
@@ -160,7 +160,7 @@ export class ParamsSchedule {
   }
 
   /** The patch of a change's first frame (step 1 of its transition, or the change itself). */
-  #start(s: ScheduledParams, current: StreamParams): StreamParams {
+  #start(s: ScheduledParams, current: LiveParams): LiveParams {
     if (!s.transition) return s.params;
     const { prompt, seed, ...rest } = s.params;
     const from: Running['from'] = {};
@@ -174,11 +174,11 @@ export class ParamsSchedule {
       from.seed = current['seed'];
       to.seed = seed;
     }
-    const jump: StreamParams = { ...rest };
+    const jump: LiveParams = { ...rest };
     if (prompt !== undefined && to.prompt === undefined) jump['prompt'] = prompt;
     if (seed !== undefined && to.seed === undefined) jump['seed'] = seed;
     if (to.prompt === undefined && to.seed === undefined) return s.params;
-    const restore: StreamParams = {};
+    const restore: LiveParams = {};
     if (to.prompt !== undefined && current['prompt_interpolation_method'] !== undefined) restore['prompt_interpolation_method'] = current['prompt_interpolation_method'];
     if (to.seed !== undefined && current['seed_interpolation_method'] !== undefined) restore['seed_interpolation_method'] = current['seed_interpolation_method'];
     const run: Running = { id: s.id, steps: s.transition.steps, method: s.transition.method, next: 2, from, to, restore };
@@ -187,10 +187,10 @@ export class ParamsSchedule {
   }
 
   /** Step i of N: weight i/N on the new value; step N sets the new value alone. */
-  #step(run: Running, i: number): StreamParams {
+  #step(run: Running, i: number): LiveParams {
     const last = i >= run.steps;
     const w = round6(i / run.steps);
-    const p: StreamParams = {};
+    const p: LiveParams = {};
     if (run.to.prompt !== undefined) {
       // `from` is set with `to` (#start); the fallback only satisfies the type.
       p['prompt'] = last ? run.to.prompt : [[run.from.prompt ?? run.to.prompt, round6(1 - w)], [run.to.prompt, w]];

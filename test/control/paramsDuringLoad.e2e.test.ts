@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
-import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type StreamParams } from '../../media/index.ts';
+import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type LiveParams } from '../../media/index.ts';
 import { startRolesServer } from '../helpers/rolesServer.ts';
 import { wrtcView } from '../media/wrtcPeers.ts';
 
@@ -22,7 +22,7 @@ const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', im
 
 /** The colour each prompt paints (RGB); anything else paints grey. */
 const COLOURS: Record<string, [number, number, number]> = { red: [220, 30, 30], blue: [30, 30, 220] };
-const colourOf = (params: StreamParams): [number, number, number] => COLOURS[String(params['prompt'])] ?? [128, 128, 128];
+const colourOf = (params: LiveParams): [number, number, number] => COLOURS[String(params['prompt'])] ?? [128, 128, 128];
 
 /** A gate per stream: the processor's construction waits until the test opens it. */
 class Gates {
@@ -93,10 +93,10 @@ class Outputs {
 async function start(t: Test) {
   const gates = new Gates();
   const outputs = new Outputs();
-  const built = new Map<string, StreamParams>();
+  const built = new Map<string, LiveParams>();
   const factory: FrameProcessorFactory = async (initial, ctx) => {
     await gates.pass(ctx.streamId);
-    let params: StreamParams = { ...initial };
+    let params: LiveParams = { ...initial };
     built.set(ctx.streamId, { ...initial });
     return {
       process: async (frame: Frame) => {
@@ -187,7 +187,7 @@ t.test('the engine built during a PATCH runs the PATCHed params (real frame pipe
   const { api, base, roles } = await startRolesServer(t, { createProcessor: (config) => {
     const engine = diffusionProcessorFactory({ modelsDir: config.modelsDir });
     return Object.assign(
-      async (params: StreamParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
+      async (params: LiveParams, ctx: Parameters<FrameProcessorFactory>[1]) => {
         await gates.pass(ctx.streamId);
         return engine(params, ctx);
       },

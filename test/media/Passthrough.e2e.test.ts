@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { createProcessorChain } from '../../native/index.ts';
-import { ImageChainProcessor, imageChainsIdle, type FrameProcessorFactory, type StreamParams } from '../../media/index.ts';
+import { ImageChainProcessor, imageChainsIdle, type FrameProcessorFactory, type LiveParams } from '../../media/index.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
@@ -15,13 +15,13 @@ import { until } from '../helpers/until.ts';
 
 type W = Window & PeerPage;
 
-const CANNY: StreamParams = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
-const NONE: StreamParams = { image_postprocessing: { enabled: true, processors: [] } };
+const CANNY: LiveParams = { image_postprocessing: { enabled: true, processors: [{ type: 'canny', enabled: true, params: { low_threshold: 100, high_threshold: 200 } }] } };
+const NONE: LiveParams = { image_postprocessing: { enabled: true, processors: [] } };
 
 t.test('no processing → no processor, I420 end to end; a processor is built when params need one and left when they stop', { timeout: 120_000 }, async (t) => {
   let built = 0;
   const factory: FrameProcessorFactory = Object.assign(
-    async (params: StreamParams) => {
+    async (params: LiveParams) => {
       built++;
       return new ImageChainProcessor(createProcessorChain as ConstructorParameters<typeof ImageChainProcessor>[0], params);
     },

@@ -6,7 +6,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
-import { ImageChainProcessor, MediaNode, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type StreamParams } from '../../media/index.ts';
+import { ImageChainProcessor, MediaNode, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type LiveParams } from '../../media/index.ts';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -33,7 +33,7 @@ export interface MediaServer {
 export async function startMediaServer(
   t: Teardown,
   opts: {
-    params?: StreamParams;
+    params?: LiveParams;
     settings?: Partial<MediaSettings>;
     createProcessor?: FrameProcessorFactory;
     stunUrls?: string[];

@@ -13,7 +13,7 @@ import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } f
 import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { MediaNodeAgent } from '../../streams/MediaNodeAgent.ts';
 import type { NodeEvent, ParamsUpdate } from '../../streams/MediaNodeClient.ts';
-import { MediaNode, type Frame, type FrameProcessorFactory, type StreamParams as NodeParams } from '../../media/index.ts';
+import { MediaNode, type Frame, type FrameProcessorFactory, type LiveParams } from '../../media/index.ts';
 import { DEFAULT_PARAMS } from '../../native/params/index.ts';
 import { EmbeddedStore, RedisStore, type Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -230,10 +230,10 @@ t.test('redis: the plan the stream’s processor ran, its restart count and its 
   let restarts = 0;
   const processor: FrameProcessorFactory = async () => ({
     process: async (frame: Frame) => frame,
-    update: (patch: NodeParams) => {
+    update: (patch: LiveParams) => {
       if (patch.guidance_scale !== undefined && patch.guidance_scale > 10) throw new Error('guidance_scale too high for this engine');
       restarts++;
-      return { mode: 'reload' as const, hot: [], reload: Object.keys(patch) as (keyof NodeParams)[] };
+      return { mode: 'reload' as const, hot: [], reload: Object.keys(patch) as (keyof LiveParams)[] };
     },
     status: () => ({ restartCount: restarts, lastRestartTime: Date.now(), lastRestartLogs: [`reload ${restarts}`], lastError: null, lastErrorTime: null }),
     close: () => undefined,

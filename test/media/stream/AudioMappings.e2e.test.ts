@@ -10,7 +10,7 @@
  */
 import t from 'tap';
 import { loadGst } from '../../../media/gst/gst.ts';
-import type { Frame, FrameProcessorFactory, StreamParams } from '../../../media/index.ts';
+import type { Frame, FrameProcessorFactory, LiveParams } from '../../../media/index.ts';
 import { until } from '../../helpers/until.ts';
 import { STREAM_ID, startMediaServer } from '../harness.ts';
 import { wrtcSoundPublish } from '../wrtcPeers.ts';
@@ -25,7 +25,7 @@ interface Seen {
 function recordingProcessor() {
   const seen: Seen[] = [];
   const factory: FrameProcessorFactory = async (initial) => {
-    let params: StreamParams = { ...initial };
+    let params: LiveParams = { ...initial };
     return {
       process: async (frame: Frame) => {
         seen.push({ capturedAt: frame.capturedAt ?? NaN, seed: params.seed, delta: params.delta });
@@ -34,7 +34,7 @@ function recordingProcessor() {
       // Plans like an engine whose every key is hot (what the API reports for a live stream's PATCH).
       update: (patch) => {
         params = { ...params, ...patch };
-        const hot = Object.keys(patch) as (keyof StreamParams)[];
+        const hot = Object.keys(patch) as (keyof LiveParams)[];
         return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
       },
       close: () => undefined,
@@ -52,7 +52,7 @@ const CLOCK_TOLERANCE_MS = 8;
 
 t.test('onset → seed: the seed changes on the first frame at or after each click, and only then', { timeout: 120_000 }, async (t) => {
   const rec = recordingProcessor();
-  const params: StreamParams = { width: 256, height: 256, seed: 42, audio_mappings: [{ source: 'publisher', feature: 'onset', param: 'seed', range: [1, 1_000_000], smoothing_ms: 0 }] };
+  const params: LiveParams = { width: 256, height: 256, seed: 42, audio_mappings: [{ source: 'publisher', feature: 'onset', param: 'seed', range: [1, 1_000_000], smoothing_ms: 0 }] };
   const { node, whipUrl } = await startMediaServer(t, { params, createProcessor: rec.factory });
   const count = 8;
   // Clicks 700 ms apart (not a multiple of the 33 ms frame interval: they fall at every phase of a frame).
@@ -86,7 +86,7 @@ t.test('onset → seed: the seed changes on the first frame at or after each cli
 
 t.test('rms → delta follows a rising volume ramp monotonically; the decoder runs only while a publisher mapping needs it', { timeout: 120_000 }, async (t) => {
   const rec = recordingProcessor();
-  const params: StreamParams = { width: 256, height: 256, delta: 0.5, audio_mappings: [{ source: 'publisher', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 50 }] };
+  const params: LiveParams = { width: 256, height: 256, delta: 0.5, audio_mappings: [{ source: 'publisher', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 50 }] };
   const { node, whipUrl } = await startMediaServer(t, { params, createProcessor: rec.factory });
   const startMs = 2000;
   const rampMs = 3000;

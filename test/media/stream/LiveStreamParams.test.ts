@@ -6,7 +6,7 @@
  * frame in a colour that is a function of `prompt`, so a frame says which params it applied.
  */
 import t from 'tap';
-import type { Frame, FrameProcessorFactory, IngestGrant, StreamParams } from '../../../media/index.ts';
+import type { Frame, FrameProcessorFactory, IngestGrant, LiveParams } from '../../../media/index.ts';
 import { STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
 import { wrtcPublish, wrtcView } from '../wrtcPeers.ts';
 
@@ -17,7 +17,7 @@ function colourProcessor() {
   const seen: string[] = [];
   const waiters = new Set<() => void>();
   const factory: FrameProcessorFactory = async (initial) => {
-    let params: StreamParams = { ...initial };
+    let params: LiveParams = { ...initial };
     return {
       process: async (frame: Frame) => {
         const prompt = String(params['prompt']);

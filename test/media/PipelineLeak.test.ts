@@ -104,5 +104,9 @@ t.test('a publisher-like encode → RTP → decode chain, built and closed 5 tim
   t.ok(decoded >= 25, `frames went through every round (${decoded})`);
   t.equal(after.sockets, before.sockets, `socket descriptors back to ${before.sockets} (now ${after.sockets})`);
   t.equal(after.pipelines, before.pipelines, `live GstPipelines back to ${before.pipelines} (now ${after.pipelines})`);
-  t.ok(after.threads <= before.threads, `threads back to ${before.threads} or fewer (now ${after.threads})`);
+  // GStreamer runs its streaming threads from GLib's shared thread pool, which keeps up to 2 idle
+  // threads for reuse (g_thread_pool_set_max_unused_threads' default): whether they are parked when
+  // a count is taken is timing (CI once saw 16 after 15). A leak grows with the rounds: one thread a
+  // round is 5 here.
+  t.ok(after.threads <= before.threads + 2, `threads back to ${before.threads} (+ GLib's 2 idle pool threads) or fewer (now ${after.threads})`);
 });

@@ -41,11 +41,8 @@ export interface LiveRouterOptions {
 }
 
 const SDP = 'application/sdp';
-const CORS = WHIP_WHEP_CORS;
 /** Headers of the node's answer a forwarded reply keeps. */
 const PASS_HEADERS = ['content-type', 'location', 'etag', 'link', 'accept-patch', 'www-authenticate', 'retry-after'];
-// WHIP checks its own Bearer token on the node.
-const PUBLIC = PUBLIC_ROUTE;
 
 /** Marks a request an api replica forwarded to a node (and, signed, the client it came from). */
 const FORWARDED = FORWARDED_HEADER;
@@ -68,7 +65,7 @@ function sameSecret(given: string | undefined, expected: string): boolean {
 }
 
 function text(reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+  return reply.code(status).headers(WHIP_WHEP_CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
 }
 
 export class LiveRouter {
@@ -100,9 +97,9 @@ export class LiveRouter {
         return;
       }
       app.addContentTypeParser(SDP, { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));
-      const options = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(204).headers({ ...CORS, 'accept-post': SDP }).send();
-      app.options('/live/:streamId/whip', PUBLIC, options);
-      app.options('/live/:playbackId/whep', PUBLIC, options);
+      const options = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(204).headers({ ...WHIP_WHEP_CORS, 'accept-post': SDP }).send();
+      app.options('/live/:streamId/whip', PUBLIC_ROUTE, options);
+      app.options('/live/:playbackId/whep', PUBLIC_ROUTE, options);
       const handler = (route: Route, param: string) => async (req: FastifyRequest, reply: FastifyReply) => {
         const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '', bearerOf(req));
         if (target.to === 'none') return text(reply, target.status, target.message);
@@ -110,10 +107,10 @@ export class LiveRouter {
         return this.#send(route, target.node, req, reply);
       };
       app.post('/live/:streamId/whip', WHIP_POST, handler('whip', 'streamId'));
-      app.post('/live/:playbackId/whep', PUBLIC, handler('whep', 'playbackId'));
-      app.get('/hls/:playbackId/*', PUBLIC, handler('hls', 'playbackId'));
+      app.post('/live/:playbackId/whep', PUBLIC_ROUTE, handler('whep', 'playbackId'));
+      app.get('/hls/:playbackId/*', PUBLIC_ROUTE, handler('hls', 'playbackId'));
       // Session URLs are absolute on the node; one reaching us was built by hand.
-      app.all('/live/sessions/:sessionId', PUBLIC, async (_req, reply) => text(reply, 404, 'unknown session (session URLs are on the media node: use the Location you were given)'));
+      app.all('/live/sessions/:sessionId', PUBLIC_ROUTE, async (_req, reply) => text(reply, 404, 'unknown session (session URLs are on the media node: use the Location you were given)'));
     };
   }
 
@@ -150,7 +147,7 @@ export class LiveRouter {
 
   async #send(route: Route, node: MediaNodeInfo, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
     const url = `${node.publicUrl.replace(/\/+$/, '')}${req.url}`;
-    if (route === 'hls' || this.#routing === 'redirect') return reply.code(307).headers({ ...CORS, location: url, 'cache-control': 'no-store' }).send();
+    if (route === 'hls' || this.#routing === 'redirect') return reply.code(307).headers({ ...WHIP_WHEP_CORS, location: url, 'cache-control': 'no-store' }).send();
     const headers: Record<string, string> = {
       'content-type': req.headers['content-type'] ?? SDP,
       [FORWARDED]: this.#o.forwardedSecret ? forwardedFor(req.ip, this.#o.forwardedSecret) : '1',
@@ -164,7 +161,7 @@ export class LiveRouter {
       return text(reply, 502, `media node ${node.id} did not answer`);
     }
     const body = await res.text();
-    reply.code(res.status).headers(CORS);
+    reply.code(res.status).headers(WHIP_WHEP_CORS);
     for (const name of PASS_HEADERS) {
       const value = res.headers.get(name);
       if (value !== null) reply.header(name, value);

@@ -106,10 +106,8 @@ export const WHIP_WHEP_CORS = {
   'access-control-expose-headers': 'Location, Link, ETag, Accept-Post, Accept-Patch',
 };
 
-const CORS = WHIP_WHEP_CORS;
 /** The control app's auth hook skips routes marked public; WHIP checks its own Bearer token. */
 export const PUBLIC_ROUTE = { config: { public: true } } as Record<string, unknown>;
-const PUBLIC = PUBLIC_ROUTE;
 /** WHIP POST needs no API key but the stream key: /openapi.json says so (scheme `streamKey` of control/buildApp.ts). */
 export const WHIP_POST = { config: { public: true }, schema: { security: [{ streamKey: [] }] } } as Record<string, unknown>;
 
@@ -130,7 +128,7 @@ function mayControl(req: FastifyRequest, entry: SessionEntry): boolean {
 }
 
 function fail(reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply.code(status).headers(CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
+  return reply.code(status).headers(WHIP_WHEP_CORS).type('text/plain; charset=utf-8').send(`${message}\n`);
 }
 
 /** 401 for a publisher session's PATCH/DELETE without its stream key (the session is untouched). */
@@ -164,17 +162,17 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
 
   const options = (accept: Record<string, string>) => async (_req: FastifyRequest, reply: FastifyReply) => {
     const links = iceServerLinks(node.options, null);
-    reply.code(204).headers({ ...CORS, ...accept });
+    reply.code(204).headers({ ...WHIP_WHEP_CORS, ...accept });
     // RFC 9725 §4.6: ICE servers MAY be returned on non-preflight OPTIONS (MediaMTX clients read them).
     if (links.length > 0) reply.header('link', links);
     return reply.send();
   };
-  app.options('/live/:streamId/whip', PUBLIC, options({ 'accept-post': SDP }));
-  app.options('/live/:playbackId/whep', PUBLIC, options({ 'accept-post': SDP }));
-  app.options('/live/sessions/:sessionId', PUBLIC, options({ 'accept-patch': SDPFRAG }));
+  app.options('/live/:streamId/whip', PUBLIC_ROUTE, options({ 'accept-post': SDP }));
+  app.options('/live/:playbackId/whep', PUBLIC_ROUTE, options({ 'accept-post': SDP }));
+  app.options('/live/sessions/:sessionId', PUBLIC_ROUTE, options({ 'accept-patch': SDPFRAG }));
 
   const answered = (reply: FastifyReply, role: TurnRole, r: { sessionId: string; answer: string; etag: string }) => {
-    reply.code(201).headers({ ...CORS, location: node.sessionUrl(r.sessionId), etag: r.etag, 'accept-patch': SDPFRAG }).type(SDP);
+    reply.code(201).headers({ ...WHIP_WHEP_CORS, location: node.sessionUrl(r.sessionId), etag: r.etag, 'accept-patch': SDPFRAG }).type(SDP);
     // A fresh TURN credential per answer, named by nothing of ours; a viewer's is short-lived (IceServers.ts).
     const links = iceServerLinks(node.options, role);
     if (links.length > 0) reply.header('link', links);
@@ -192,12 +190,12 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if ('refused' in ingest) return fail(reply, ingest.status ?? 402, ingest.refused);
     // The stream's admission rule, before any session or slot exists.
     const verdict = await askAdmission(node, req, { action: 'publish', protocol: 'whip', streamId: ingest.streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
-    if (!verdict.admitted) return refuseAdmission(reply, verdict, CORS);
+    if (!verdict.admitted) return refuseAdmission(reply, verdict, WHIP_WHEP_CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, 'publisher', await node.publish(ingest.streamId, ingest.params, req.body, { rtmpUrl: ingest.outputRtmpUrl, rtmpDestinations: ingest.rtmpDestinations, record: ingest.record, soundtrack: ingest.soundtrack }, ingest.paramsStoredAt, token));
   });
 
-  app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC, async (req, reply) => {
+  app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC_ROUTE, async (req, reply) => {
     const address = clientAddress(req, node.options.forwardedSecret);
     limit(node.limits.whepPerAddress, address, 'play requests from this address');
     if (mediaType(req) !== SDP) return fail(reply, 415, `unsupported content type; send ${SDP}`);
@@ -205,12 +203,12 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     if (!playback) return fail(reply, 404, 'unknown playback id');
     limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
     const verdict = await askAdmission(node, req, { action: 'read', protocol: 'whep', streamId: playback.streamId, clientIp: address });
-    if (!verdict.admitted) return refuseAdmission(reply, verdict, CORS);
+    if (!verdict.admitted) return refuseAdmission(reply, verdict, WHIP_WHEP_CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
     return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }, playback.accountId));
   });
 
-  app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {
+  app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC_ROUTE, async (req, reply) => {
     const entry = node.getSession(req.params.sessionId);
     if (!entry) return fail(reply, 404, 'unknown session');
     if (!mayControl(req, entry)) return refuseControl(reply);
@@ -230,15 +228,15 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
     const taken = usable.slice(0, Math.max(0, room));
     entry.trickled += taken.length;
     await entry.session.addCandidates(taken);
-    return reply.code(204).headers(CORS).send();
+    return reply.code(204).headers(WHIP_WHEP_CORS).send();
   });
 
-  app.delete<{ Params: { sessionId: string } }>('/live/sessions/:sessionId', PUBLIC, async (req, reply) => {
+  app.delete<{ Params: { sessionId: string } }>('/live/sessions/:sessionId', PUBLIC_ROUTE, async (req, reply) => {
     const entry = node.getSession(req.params.sessionId);
     if (!entry) return fail(reply, 404, 'unknown session');
     if (!mayControl(req, entry)) return refuseControl(reply);
     entry.session.close('deleted');
     // OBS expects exactly 200 (it only warns otherwise).
-    return reply.code(200).headers(CORS).send();
+    return reply.code(200).headers(WHIP_WHEP_CORS).send();
   });
 }

@@ -35,10 +35,10 @@ import type { Logger } from 'pino';
 import { AppPipeline } from './AppPipeline.ts';
 import { InvalidStateError } from '../errors.ts';
 import type { PixelFormat } from '../Frame.ts';
-import type { VideoCodec as IngestVideoCodec } from '../VideoCodec.ts';
+import type { VideoCodec } from '../VideoCodec.ts';
 
 export interface DecoderBinOptions {
-  codec: IngestVideoCodec;
+  codec: VideoCodec;
   /** Output size, px. */
   width: number;
   height: number;
@@ -64,7 +64,7 @@ export interface DecoderBinOptions {
 const STALE_AFTER_MS = 100;
 
 export class DecoderBin {
-  readonly codec: IngestVideoCodec;
+  readonly codec: VideoCodec;
   readonly #bin: AppPipeline;
   #format: PixelFormat;
   #width: number;

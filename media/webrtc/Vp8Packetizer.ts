@@ -9,10 +9,6 @@
  * tell a lost frame from a late packet; the marker bit ends the frame. Timestamps are 90 kHz.
  */
 import { RtpHeader, RtpPacket } from 'werift';
-import { isVp8Keyframe } from '../VideoCodec.ts';
-
-export { isVp8Keyframe };
-
 
 /** Bytes of the payload descriptor we write (X, I/L/T/K, 2-byte picture id). */
 export const VP8_DESCRIPTOR_BYTES = 4;

@@ -20,24 +20,9 @@ import { launchChromium } from '../test/helpers/chromium.ts';
 import { stampedH264 } from '../test/helpers/h264Source.ts';
 import { ObsPublishers } from '../test/helpers/obsPublisher.ts';
 import { startServerProcess } from '../test/helpers/serverProcess.ts';
-import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
+import { VIEWER_PAGE } from './live/stampedViewer.ts';
 import { percentile, printTable, procCpuSeconds, progress, summarize, writeResult, type Row } from './lib.ts';
 
-const VIEWER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><canvas id="rd"></canvas><script>
-${STAMPED_FRAMES_JS}
-window.play = async (url) => {
-  const pc = new RTCPeerConnection(); window.pc = pc;
-  pc.addTransceiver('video', { direction: 'recvonly' });
-  const v = document.getElementById('v');
-  pc.ontrack = (e) => { v.srcObject = new MediaStream([e.track]); readStamps(v); };
-  await pc.setLocalDescription(await pc.createOffer()); await gathered(pc);
-  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
-  await pc.setRemoteDescription({ type: 'answer', sdp: await res.text() });
-  return res.status;
-};
-window.takeRecv = () => window.recv.splice(0);
-window.inbound = async () => { let out = { bytes: 0, frames: 0 }; (await window.pc.getStats()).forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') out = { bytes: s.bytesReceived, frames: s.framesDecoded }; }); return out; };
-</script></body></html>`;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -64,7 +64,7 @@ function syntheticStream(kbps: number) {
 function baselineMedia(rev: string): { rev: string; dir: string } {
   const full = execFileSync('git', ['rev-parse', '--verify', `${rev}^{commit}`], { encoding: 'utf8' }).trim();
   const dir = join(RESULTS_DIR, `.fanout-${full.slice(0, 12)}`);
-  if (!existsSync(join(dir, 'media', 'ViewerSet.ts'))) {
+  if (!existsSync(join(dir, 'media', 'ViewerSet.ts')) && !existsSync(join(dir, 'media', 'webrtc', 'ViewerSet.ts'))) {
     mkdirSync(dir, { recursive: true });
     const tar = execFileSync('git', ['archive', full, 'media'], { maxBuffer: 64 << 20 });
     execFileSync('tar', ['-x', '-C', dir, '--exclude', 'media/gst'], { input: tar });
@@ -94,10 +94,12 @@ async function readBody(req: IncomingMessage): Promise<string> {
  * stdin with `{"packets":…}` (packets the stream has sent so far).
  */
 async function serve(mediaDir: string, kbps: number): Promise<void> {
-  const { ViewerSet } = (await import(pathToFileURL(join(mediaDir, 'ViewerSet.ts')).href)) as { ViewerSet: new (opts: object) => FanOut };
-  const { holdWebRtcEgress } = (await import(pathToFileURL(join(mediaDir, 'WhepSession.ts')).href)) as { holdWebRtcEgress: () => () => void };
+  // Since media/ was cut by protocol (decision 0027) the viewer set lives in media/webrtc/.
+  const webrtc = existsSync(join(mediaDir, 'webrtc', 'ViewerSet.ts')) ? join(mediaDir, 'webrtc') : mediaDir;
+  const { ViewerSet } = (await import(pathToFileURL(join(webrtc, 'ViewerSet.ts')).href)) as { ViewerSet: new (opts: object) => FanOut };
+  const { holdWebRtcEgress } = (await import(pathToFileURL(join(webrtc, 'WhepSession.ts')).href)) as { holdWebRtcEgress: () => () => void };
   const release = holdWebRtcEgress();
-  const set = new ViewerSet({ streamId: 'bench', settings: SETTINGS, transport: { iceAddresses: ['127.0.0.1'] }, logger: pino({ level: 'warn' }) });
+  const set = new ViewerSet({ streamId: 'bench', settings: SETTINGS, transport: { iceAddresses: ['127.0.0.1'] }, rtpTimestamp: (ptsMs: number) => Math.round(ptsMs * 90) >>> 0, logger: pino({ level: 'warn' }) });
   const stream = syntheticStream(kbps);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     void (async () => {

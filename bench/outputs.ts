@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import Fastify from 'fastify';
 import pino from 'pino';
 import type { Page } from 'playwright-core';
-import { ImageChainProcessor, MediaNode, registerMediaRoutes } from '../media/index.ts';
+import { HlsOutput, ImageChainProcessor, MediaNode, PRIMARY_RTMP, RtmpOutputs, registerMediaRoutes } from '../media/index.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
 import { freePort } from '../test/helpers/net.ts';
 import { STAMPED_FRAMES_JS } from '../test/helpers/stampedFrames.ts';
@@ -154,8 +154,9 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
       const sent = new Map(await pub.evaluate(() => (window as unknown as Win).takeSent()));
       const lat = summarize(recv.flatMap(([n, at]) => (sent.has(n) ? [at - (sent.get(n) as number)] : [])));
       const st = node.status('bench');
+      const rtmpPush = () => node.getStream('bench')?.readers.find(RtmpOutputs)?.pushStatus(PRIMARY_RTMP);
       baseCpu ??= nodeCpu + ffCpu;
-      result[phase.name] = { latency: lat, nodeCpu, ffmpegCpu: ffCpu, outputFps: st?.outputFps, hls: st?.hls, rtmp: st?.rtmp };
+      result[phase.name] = { latency: lat, nodeCpu, ffmpegCpu: ffCpu, outputFps: st?.outputFps, hls: node.getStream('bench')?.readers.find(HlsOutput)?.packager.stats(), rtmp: rtmpPush() };
       rows.push({
         outputs: phase.name,
         viewer: phase.hls ? 'hls.js LL' : 'WHEP',
@@ -165,7 +166,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
         'ffmpeg CPU %': ffCpu,
         'total vs whep': (nodeCpu + ffCpu) / baseCpu,
         'out fps': st?.outputFps ?? 0,
-        rtmp: st?.rtmp?.state ?? '-',
+        rtmp: rtmpPush()?.state ?? '-',
       });
       await view.evaluate(() => (window as unknown as Win).stop());
       await pub.close();

@@ -7,7 +7,7 @@
  * stream's fresh counters as new series, not as resets.
  */
 import type { Counter, Gauge } from 'prom-client';
-import { STAGE_BUCKETS_S, type LiveStream, type MediaNode } from '../media/index.ts';
+import { HlsOutput, STAGE_BUCKETS_S, WhepOutput, type LiveStream, type MediaNode, type WhepOutputStats } from '../media/index.ts';
 import type { CollectedMetric, Metrics } from './Metrics.ts';
 
 const STAGES = ['decode', 'process', 'encode', 'node'] as const;
@@ -54,23 +54,38 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
   trimTotal('reverie_media_memory_trim_seconds_total', 'Time spent trimming, seconds.', () => node.memoryTrim.seconds);
   perStream('reverie_media_input_fps', 'Frames per second received from the publisher over the last second.', (s) => s.inputFps);
   perStream('reverie_media_output_fps', 'Frames per second encoded for viewers over the last second.', (s) => s.outputFps);
-  perStream('reverie_media_viewers', 'WHEP viewers of the stream.', (s) => s.viewers);
-  gauge('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) => {
+  // Every reader of every stream (WHEP, LL-HLS, RTMP, and any other output): a new output shows up here as it is.
+  gauge('reverie_media_reader_consumers', 'Consumers of each reader of the stream (viewers, LL-HLS players of the last 30 s, RTMP pushes, a recording).', ['stream_id', 'reader', 'kind'], (set) => {
     for (const stream of node.streams()) {
-      for (const [codec, n] of Object.entries(stream.status().viewersByCodec)) set({ stream_id: stream.streamId, codec }, n);
+      for (const [reader, r] of Object.entries(stream.status().readers)) set({ stream_id: stream.streamId, reader, kind: r.kind }, r.consumers);
     }
   });
-  perStream('reverie_media_viewer_audio_hold_seconds', "How long WHEP viewers' sound waits at the node for the picture of its moment (the picture's delay from capture), seconds.", (s) => s.viewerAudioHoldMs / 1000);
-  perStream('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', (s) => (s.vp8.running ? 1 : 0));
+  const whep = (fill: (stream: LiveStream, w: WhepOutputStats) => void) => {
+    for (const stream of node.streams()) {
+      const w = stream.readers.find(WhepOutput)?.stats();
+      if (w) fill(stream, w);
+    }
+  };
+  gauge('reverie_media_viewers', 'WHEP viewers of the stream.', ['stream_id'], (set) => whep((s, w) => set({ stream_id: s.streamId }, w.viewers)));
+  gauge('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) =>
+    whep((s, w) => {
+      for (const [codec, n] of Object.entries(w.viewersByCodec)) set({ stream_id: s.streamId, codec }, n);
+    }),
+  );
+  gauge('reverie_media_viewer_audio_hold_seconds', "How long WHEP viewers' sound waits at the node for the picture of its moment (the picture's delay from capture), seconds.", ['stream_id'], (set) =>
+    whep((s, w) => set({ stream_id: s.streamId }, w.viewerAudioHoldMs / 1000)),
+  );
+  gauge('reverie_media_vp8_branch_running', 'The VP8 output branch (for viewers without H.264) is encoding: 1 or 0.', ['stream_id'], (set) => whep((s, w) => set({ stream_id: s.streamId }, w.vp8.running ? 1 : 0)));
   total('reverie_media_input_frames_total', 'Whole frames received from the publisher.', (s) => s.status().framesIn);
   total('reverie_media_output_frames_total', 'Frames encoded for viewers.', (s) => s.status().framesOut);
   total('reverie_media_dropped_frames_total', 'Decoded frames dropped because a later stage was busy (latest frame wins).', (s) => s.status().framesDropped);
   // A stall of the output shows to LL-HLS players as media time cut out (the timeline has no holes): how often, and how much.
-  total('reverie_media_hls_cuts_total', 'Pauses cut out of the LL-HLS media timeline (output stalls longer than a part, the publisher away, a new encoder size).', (s) => s.status().hls?.cuts);
-  total('reverie_media_hls_cut_seconds_total', 'Media time those cuts took out of the LL-HLS timeline (video and audio alike), seconds.', (s) => s.status().hls?.cutSeconds);
-  total('reverie_media_hls_audio_frames_silent_total', 'AAC frames of silence the LL-HLS packager put where no audio came (no publisher audio, or audio over 150 ms late).', (s) => s.status().hls?.audioFramesSilent);
-  total('reverie_media_hls_audio_frames_dropped_total', 'AAC frames the LL-HLS packager dropped because they came over 200 ms ahead of the video (after a cut or a burst).', (s) => s.status().hls?.audioFramesDropped);
-  total('reverie_media_hls_audio_resyncs_total', 'Times the LL-HLS packager placed the audio again after it came over 200 ms early for a second (its clock and the video timeline disagreed).', (s) => s.status().hls?.audioResyncs);
+  const hls = (s: LiveStream) => s.readers.find(HlsOutput)?.packager.stats();
+  total('reverie_media_hls_cuts_total', 'Pauses cut out of the LL-HLS media timeline (output stalls longer than a part, the publisher away, a new encoder size).', (s) => hls(s)?.cuts);
+  total('reverie_media_hls_cut_seconds_total', 'Media time those cuts took out of the LL-HLS timeline (video and audio alike), seconds.', (s) => hls(s)?.cutSeconds);
+  total('reverie_media_hls_audio_frames_silent_total', 'AAC frames of silence the LL-HLS packager put where no audio came (no publisher audio, or audio over 150 ms late).', (s) => hls(s)?.audioFramesSilent);
+  total('reverie_media_hls_audio_frames_dropped_total', 'AAC frames the LL-HLS packager dropped because they came over 200 ms ahead of the video (after a cut or a burst).', (s) => hls(s)?.audioFramesDropped);
+  total('reverie_media_hls_audio_resyncs_total', 'Times the LL-HLS packager placed the audio again after it came over 200 ms early for a second (its clock and the video timeline disagreed).', (s) => hls(s)?.audioResyncs);
   total('reverie_media_ingest_packets_lost_total', "Video RTP packets the publisher's link lost (gaps past the reorder window, before NACK repair).", (s) => s.status().ingest?.packetsLost);
   total('reverie_media_ingest_packets_unrecovered_total', 'Video RTP packets no retransmission brought back in time (the frames after them waited for a key frame).', (s) => s.status().ingest?.packetsUnrecovered);
   total('reverie_media_ingest_nack_requests_total', 'Sequence numbers the node asked the publisher to send again (one per number per NACK).', (s) => s.status().ingest?.nackRequests);

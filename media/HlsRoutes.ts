@@ -29,6 +29,7 @@
  * players do not pass it on to the files themselves; `_HLS_*` parameters are not.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { HlsOutput } from './hls/HlsOutput.ts';
 import type { HlsPackager } from './hls/HlsPackager.ts';
 import type { MediaNode } from './MediaNode.ts';
 import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.ts';
@@ -64,7 +65,7 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
   /** The stream's packager when the client may read it; otherwise the reply is sent and null returned. */
   const packager = async (req: FastifyRequest<{ Params: { playbackId: string } }>, reply: FastifyReply): Promise<HlsPackager | null> => {
     const streamId = await streamOf(req.params.playbackId);
-    const hls = streamId ? node.getStream(streamId)?.hls : undefined;
+    const hls = streamId ? node.getStream(streamId)?.readers.find(HlsOutput)?.packager : undefined;
     if (!streamId || !hls || hls.closed) {
       fail(reply, 404, 'no live HLS for this playback id');
       return null;

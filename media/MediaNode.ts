@@ -6,7 +6,9 @@
  * Tree: MediaNode → LiveStream (createStream) → WhipSession, WhepSession, DecoderBin, EncoderBin, Vp8EncoderBin.
  */
 import type { OutboundPolicy } from './rtmp/RtmpRelay.ts';
-import type { RtmpDestination } from './rtmp/RtmpOutputs.ts';
+import { HlsOutput } from './hls/HlsOutput.ts';
+import { RtmpOutputs, type RtmpDestination } from './rtmp/RtmpOutputs.ts';
+import { WhepOutput } from './webrtc/WhepOutput.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -401,7 +403,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * keyframes, remuxed without re-encoding); null when the node holds no output of it.
    */
   async clip(streamId: string, seconds: number, out: string): Promise<ClipResult | null> {
-    const source = this.#streams.get(streamId)?.clip(seconds);
+    const source = this.#streams.get(streamId)?.readers.find(HlsOutput)?.clip(seconds);
     if (!source) return null;
     const { size } = await writeClipMp4(source, { out, ffmpegPath: this.settings.ffmpegPath });
     return { durationMs: Math.round(source.durationMs), size, startedAtMs: source.startedAtMs };
@@ -414,7 +416,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   setRecording(streamId: string, on: boolean): boolean {
     const stream = this.#streams.get(streamId);
     if (!stream || stream.state === 'closed') return false;
-    return stream.setRecording(on);
+    return stream.readers.find(HlsOutput)?.setRecording(on) ?? false;
   }
 
   /**
@@ -442,8 +444,9 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Sets a stream's extra RTMP destinations live (enabled ones push while a publisher is attached); false when not held here. */
   setRtmpDestinations(streamId: string, dests: RtmpDestination[]): boolean {
     const stream = this.#streams.get(streamId);
-    if (!stream) return false;
-    stream.setRtmpDestinations(dests);
+    const rtmp = stream?.readers.find(RtmpOutputs);
+    if (!rtmp) return false;
+    rtmp.setDestinations(dests);
     return true;
   }
 
@@ -506,9 +509,10 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     // A stream a viewer made, or one made just now with updates that overtook the grant: the
     // grant's params apply unless the stream already holds newer ones.
     stream.updateParams(params, paramsStoredAt);
-    stream.setRtmpOutput(outputs.rtmpUrl);
-    stream.setRtmpDestinations(outputs.rtmpDestinations ?? []);
-    stream.setRecording(outputs.record === true);
+    const rtmp = stream.readers.find(RtmpOutputs);
+    rtmp?.setPrimary(outputs.rtmpUrl);
+    rtmp?.setDestinations(outputs.rtmpDestinations ?? []);
+    stream.readers.find(HlsOutput)?.setRecording(outputs.record === true);
     // Read while the publisher connects; the outputs carry the take once it is in memory.
     stream.setSoundtrack(outputs.soundtrack ?? null, (s) => this.#readTake(s)).catch((err: unknown) => {
       this.#logger.warn({ err }, `publish() | soundtrack not played [streamId:${streamId}]`);
@@ -575,7 +579,9 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
       const made = stream;
       const sessionId = randomBytes(16).toString('hex');
-      const { session, answer } = await stream.addViewer(offer, sessionId);
+      const whep = stream.readers.find(WhepOutput);
+      if (!whep) throw new InvalidStateError(`stream closed [streamId:${streamId}]`);
+      const { session, answer } = await whep.addViewer(offer, sessionId);
       this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
       if (session.connected) done();
       session.once('connected', () => {
@@ -605,13 +611,14 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    */
   #admitWaiting(streamId: string, held: LiveStream | undefined, owner: string): void {
     const s = this.settings;
-    if (held && held.viewerCount >= s.maxWaitingViewersPerStream) {
+    const viewers = (st: LiveStream): number => st.readers.find(WhepOutput)?.viewerCount ?? 0;
+    if (held && viewers(held) >= s.maxWaitingViewersPerStream) {
       this.#logger.warn(`play() | refused: waiting viewers per stream [streamId:${streamId}] [limit:${s.maxWaitingViewersPerStream}]`);
       throw new MediaError('RATE_LIMITED', `this stream is not live and already has ${s.maxWaitingViewersPerStream} viewers waiting for it; try again when it is live`, { retryAfterS: 30 });
     }
-    if (held && held.viewerCount > 0) return;
+    if (held && viewers(held) > 0) return;
     let waiting = 0;
-    for (const [id, st] of this.#streams) if (id !== streamId && !st.everPublished && st.viewerCount > 0 && this.#owners.get(id) === owner) waiting++;
+    for (const [id, st] of this.#streams) if (id !== streamId && !st.everPublished && viewers(st) > 0 && this.#owners.get(id) === owner) waiting++;
     if (waiting >= s.maxWaitingStreamsPerAccount) {
       this.#logger.warn(`play() | refused: waiting streams per owner [streamId:${streamId}] [owner:${owner}] [limit:${s.maxWaitingStreamsPerAccount}]`);
       throw new MediaError('RATE_LIMITED', `viewers already wait for ${s.maxWaitingStreamsPerAccount} streams of this account that are not live; try again when this stream is live`, { retryAfterS: 30 });
@@ -620,7 +627,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
 
   /** Closes a stream that only waiting viewers made once none is left (it never had a publisher; nothing else uses it). */
   #disposeIfUnused(stream: LiveStream): void {
-    if (stream.state === 'closed' || stream.publisher || stream.everPublished || stream.viewerCount > 0 || stream.outputConsumed) return;
+    if (stream.state === 'closed' || stream.publisher || stream.everPublished || stream.readers.holds || stream.outputConsumed) return;
     stream.close('closed');
   }
 
@@ -632,7 +639,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Connected viewers of every stream here: what maxViewersPerNode counts. */
   get connectedViewerCount(): number {
     let n = 0;
-    for (const s of this.#streams.values()) n += s.connectedViewerCount;
+    for (const s of this.#streams.values()) n += s.readers.find(WhepOutput)?.connectedViewerCount ?? 0;
     return n;
   }
 
@@ -659,7 +666,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
         this.#logger.warn({ err }, `close() | stream close failed [streamId:${stream.streamId}]`);
       }
     }
-    this.#ending = Promise.all([...this.#streams.values()].map((s) => s.recordingEnded())).then(() => undefined);
+    this.#ending = Promise.all([...this.#streams.values()].map((s) => s.readers.ended())).then(() => undefined);
     this.#streams.clear();
     this.#sessions.clear();
     this.#early.clear();

@@ -4,7 +4,7 @@
  * update, the restart count and the last error are what the node and its engine report.
  */
 import type { Logger } from 'pino';
-import type { MediaNode, RtmpDestination, SoundtrackSpec, LiveParams } from '../media/index.ts';
+import { HlsOutput, RtmpOutputs, WhepOutput, type MediaNode, type RtmpDestination, type SoundtrackSpec, type LiveParams } from '../media/index.ts';
 import type { BlobStore, Unsubscribe } from '../store/index.ts';
 import type { ClipRequest, ClipResult, IngestTrackStats, MediaNodeClient, MediaNodeInfo, NodeEvent, NodeStreamStatus, ParamsUpdate, UpdateResult } from './MediaNodeClient.ts';
 
@@ -116,8 +116,9 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
     }
     return {
       streamId,
-      rtmpOutputs: s.rtmpOutputs,
-      recordingId: s.recording?.id ?? null,
+      rtmpOutputs: stream.readers.find(RtmpOutputs)?.outputs() ?? [],
+      recordingId: stream.readers.find(HlsOutput)?.recorder?.id ?? null,
+      readers: s.readers,
       soundtrack: s.soundtrack,
       ...(s.audioMappings ? { audioMappings: s.audioMappings } : {}),
       output: s.output,
@@ -140,7 +141,7 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
         s.ingest && publisher
           ? { sessionId: publisher.id, codec: s.ingest.codec, bytesReceived: s.ingest.bytesReceived, bytesSent: s.ingest.bytesSent, tracks }
           : null,
-      viewers: s.viewers,
+      viewers: stream.readers.find(WhepOutput)?.viewerCount ?? 0,
       framesOut: s.framesOut,
       stageLatency: Object.fromEntries(
         (['decode', 'process', 'encode', 'node'] as const).flatMap((k) => {

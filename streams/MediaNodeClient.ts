@@ -9,7 +9,7 @@
  *   - `subscribe()`       ← `media.events` (started / live / ended from every node).
  * The embedded default implements it with direct calls (InProcessMediaNodeClient).
  */
-import type { AudioMappingStatus, ClipResult, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
+import type { AudioMappingStatus, ClipResult, ReaderStatus, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
 import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
@@ -96,6 +96,11 @@ export interface NodeStreamStatus {
   streamId: string;
   /** Every RTMP destination with its push state (absent from nodes older than the field). */
   rtmpOutputs?: RtmpDestinationStatus[];
+  /**
+   * Each reader of the stream's output by name (whep, hls, rtmp, and any other output the node
+   * runs): its kind, whether it is watched and by how many. Absent from nodes older than the field.
+   */
+  readers?: Record<string, ReaderStatus>;
   /** Id of the recording the node is writing now (absent or null when none). */
   recordingId?: string | null;
   /** The soundtrack the node mixes into the output audio, where it is (absent or null when none). */

@@ -62,6 +62,7 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
       ...(endReason !== null ? { end_reason: endReason } : {}),
       // The slate outlives the publisher (decision 0011): OFFLINE, yet viewers still get a picture.
       ...(node?.output ? { output: node.output } : {}),
+      ...outputsView(node),
       inference_status: {
         pipeline: 'streamdiffusion',
         last_params: publicParams(params),
@@ -86,6 +87,7 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
     viewers: node.viewers,
     ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
+    ...outputsView(node),
     ...(node.audioMappings
       ? { audio_mappings: node.audioMappings.map((m) => ({ source: m.source, feature: m.feature, param: m.param, feature_value: m.featureValue, value: m.value })) }
       : {}),
@@ -111,6 +113,19 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
       ingest_metrics: { stats: ingestStats(node) },
     },
   };
+}
+
+export interface OutputView {
+  name: string;
+  kind: string;
+  watched: boolean;
+  consumers: number;
+}
+
+/** The node's readers as the API shows them: every one, whatever its kind (the view knows none by name). */
+function outputsView(node: NodeStreamStatus | null): { outputs?: OutputView[] } {
+  if (!node?.readers) return {};
+  return { outputs: Object.entries(node.readers).map(([name, r]) => ({ name, kind: r.kind, watched: r.watched, consumers: r.consumers })) };
 }
 
 export interface TrackStatsView {
@@ -150,6 +165,8 @@ export interface StatusData {
   viewers?: number;
   /** Output frames since the publisher session started (absent when OFFLINE; an addition to the spec). */
   frames_out?: number;
+  /** Each output (reader) of the stream on its node: present while the node holds the stream (an addition to the spec). */
+  outputs?: OutputView[];
   /** Each audio mapping's feature (smoothed, 0–1) and the value it gave its param on the last frame; null before any audio. */
   audio_mappings?: { source: string; feature: string; param: string; feature_value: number | null; value: number | null }[];
   /** Changes scheduled over the control WebSocket, soonest first, until applied (an addition to the spec). */

@@ -82,6 +82,10 @@ const StatusDataSchema = z.object({
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
   viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
   frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
+  outputs: z
+    .array(z.object({ name: z.string(), kind: z.string(), watched: z.boolean(), consumers: z.number().int() }))
+    .optional()
+    .describe('Each output of the stream on its node (whep, hls, rtmp, …): whether someone consumes it and how many (viewers, LL-HLS players of the last 30 s, RTMP pushes, a recording). Present while the node holds the stream, even OFFLINE. An addition to the spec'),
   audio_mappings: z
     .array(z.object({ source: z.string(), feature: z.string(), param: z.string(), feature_value: z.number().nullable(), value: z.number().nullable() }))
     .optional()

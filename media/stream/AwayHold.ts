@@ -18,8 +18,8 @@ export interface AwayHoldable {
   readonly streamId: string;
   readonly state: string;
   readonly publisher: unknown;
-  /** WHEP sessions, connected or not. */
-  readonly viewerCount: number;
+  /** Its readers: one that holds the stream (a WHEP viewer, connected or not) ends the hold. */
+  readonly readers: { readonly holds: boolean };
   /** An HLS player requested something lately, or an RTMP push runs. */
   readonly outputConsumed: boolean;
 }
@@ -72,7 +72,7 @@ export class AwayHold {
 
   #check(): void {
     const s = this.#stream;
-    if (s.state === 'closed' || s.publisher !== null || s.viewerCount > 0) {
+    if (s.state === 'closed' || s.publisher !== null || s.readers.holds) {
       this.cancel();
       return;
     }

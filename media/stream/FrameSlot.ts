@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { UpdatePlan } from '../../native/params/index.ts';
 import type { Frame, FrameProcessor, FrameProcessorFactory, LiveParams } from './FrameProcessor.ts';
 import type { ParamsMark } from './ParamsSchedule.ts';
-import { StageTimer } from './StageTimer.ts';
+import { StageTimer } from '../StageTimer.ts';
 
 /**
  * - `none`: no processor (the params leave frames unchanged, or no publisher has needed one);

@@ -1,57 +1,51 @@
 /**
- * One live stream on this node: at most one publisher (WhipSession), any number of viewers, and
- * the objects between them, each in its own file. LiveStream wires them and owns the lifecycle
- * (state, started/live/ended, the idle timer, close).
+ * One live stream on this node: at most one publisher (WhipSession), the readers of its output
+ * (StreamHub: WHEP viewers, LL-HLS, RTMP, and any later output), and the objects between them, each
+ * in its own file. LiveStream wires them and owns the lifecycle (state, started/live/ended, the
+ * idle timer, close).
  *
- *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─┬► ViewerSet (H.264 viewers)
- *                          (decoder)    or passthrough ────────┤                        └► StreamOutputs (HLS, clips, recording, RTMP)
- *                                                              └► Vp8Branch ─────────────► ViewerSet (VP8 viewers)
- *   WhipSession ─Opus RTP─► ViewerSet (every viewer), StreamOutputs (AAC for HLS and RTMP; mixed with the soundtrack, if set)
- *   SlateSwitch ─slate frame─► both encoders while no live frame comes and someone watches
+ *   WhipSession ─frame─► VideoIngest ─► FrameSlot (processor) ─┬► EncoderBin (x264) ─AU─► hub.video (WHEP H.264, HLS, RTMP…)
+ *                          (decoder)    or passthrough ────────┴──────────────── frame ─► hub.frame (WHEP's VP8 branch…)
+ *   WhipSession ─Opus RTP─► OutputAudio ─► hub.opus (WHEP), hub.aac (HLS, RTMP; mixed with the soundtrack, if set)
+ *   SlateSwitch ─slate frame─► the encoder and hub.frame while no live frame comes and a reader is watched
  *   ParamsLandings: scheduled params applied by capture time (CaptureClock), reported per frame
  *   AudioMappings: params that follow the audio (publisher's Opus decoded, or the soundtrack), set per frame by capture time
  *   OutputClock: every frame to the encoders stamped on one timeline (live: capture time; slate: node clock)
  *
- * Encode once per codec: HLS and RTMP take the same access units the WHEP viewers get; the VP8
- * branch runs only while VP8 viewers exist. A slow processor lowers fps but never adds latency
- * (the one-frame slot keeps the newest frame).
+ * Encode once per stream: every reader takes the same access units (a reader that needs another
+ * codec or size encodes raw frames itself, only while it runs: WHEP's VP8 branch). A slow
+ * processor lowers fps but never adds latency (the one-frame slot keeps the newest frame).
  *
- * Viewers may join before the publisher: they are answered at once and start on the first
- * keyframe once video flows (docs/obs.md, "Before the publisher is live").
+ * The stream makes its standard readers (WHEP; LL-HLS when on; RTMP) and knows them no further:
+ * the node reaches them through `readers.find(…)`, and a new output is one more `readers.add`.
  */
 import type { OutboundPolicy } from '../rtmp/RtmpRelay.ts';
 import { AudioMappings } from './AudioMappings.ts';
+import { HlsOutput } from '../hls/HlsOutput.ts';
+import { OutputAudio } from './OutputAudio.ts';
+import { RtmpOutputs } from '../rtmp/RtmpOutputs.ts';
+import { StreamHub } from './StreamHub.ts';
+import { WhepOutput } from '../webrtc/WhepOutput.ts';
 import type { Logger } from 'pino';
 import { EncoderBin, type EncodedAccessUnit } from '../gst/EncoderBin.ts';
 import { InvalidStateError } from '../errors.ts';
 import type { UpdatePlan } from '../../native/params/index.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type LiveParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
-import { NAL_AUD, nalType } from '../H264Nal.ts';
-import { OPUS_ENCODER_DELAY_MS } from '../gst/OpusEncoderBin.ts';
 import { OutputClock } from './OutputClock.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
 import { VideoIngest } from './VideoIngest.ts';
-import type { ClipSource } from '../hls/ClipBuffer.ts';
-import type { HlsPackager } from '../hls/HlsPackager.ts';
-import type { RecordingWriter } from '../hls/RecordingWriter.ts';
 import type { TransportOptions } from '../webrtc/PeerTransport.ts';
-import type { PreparedOffer, VideoCodec } from '../webrtc/Sdp.ts';
+import type { PreparedOffer } from '../webrtc/Sdp.ts';
 import type { MediaSettings } from '../settings.ts';
-import type { RtmpDestination } from '../rtmp/RtmpOutputs.ts';
 import { SlateImage } from './SlateImage.ts';
 import type { ImageDecoder } from '../../images/index.ts';
 import { SlateSwitch } from './SlateSwitch.ts';
 import { Soundtrack, type SoundtrackSpec } from './Soundtrack.ts';
-import { StreamOutputs } from './StreamOutputs.ts';
-import { RateMeter, StageTimer, type StageTotals } from './StageTimer.ts';
+import { RateMeter, StageTimer, type StageTotals } from '../StageTimer.ts';
 import { TypedEmitter } from '../TypedEmitter.ts';
-import { Vp8Branch } from './Vp8Branch.ts';
-import type { Vp8EncoderBin } from '../gst/Vp8EncoderBin.ts';
-import type { WhepSession } from '../webrtc/WhepSession.ts';
-import { OUTPUT_PT, ViewerSet } from '../webrtc/ViewerSet.ts';
 import { WhipSession, type SessionCloseReason } from '../webrtc/WhipSession.ts';
 
 export type { EndedInfo, LiveInfo, LiveStreamEvents, LiveStreamState, LiveStreamStatus, StartedInfo } from './LiveStreamStatus.ts';
@@ -62,7 +56,7 @@ export interface LiveStreamOptions {
   settings: MediaSettings;
   transport: TransportOptions;
   createProcessor: FrameProcessorFactory;
-  /** Address rules for the RTMP push's connections. */
+  /** Address rules for the RTMP pushes' connections. */
   outboundPolicy?: OutboundPolicy;
   /** Folder of this stream's recordings (`recordings/<streamId>` in the blob store); without it recording is refused. */
   recordingsDir?: string;
@@ -100,10 +94,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The publisher's frames decoded, with their capture times. */
   readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
-  /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
-  readonly #vp8: Vp8Branch;
-  /** WHEP viewers, their SSRCs, output clock and H.264 packetization. */
-  readonly #viewers: ViewerSet;
+  /** The readers of the output (WHEP, LL-HLS, RTMP, …): the node reaches them through `find`. */
+  readonly readers: StreamHub;
+  /** The output's RTP clock (90 kHz) starts here, ms on the node's monotonic clock: one clock for every reader. */
+  readonly #rtpClockStart = performance.now();
   /** The frame processor and the one-frame slot in front of it. */
   readonly #slot: FrameSlot;
   /**
@@ -133,8 +127,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   readonly #nodeT = new StageTimer();
   /** decodedAt of the frame most recently pushed to the encoder (for node-internal latency). */
   #lastPushedDecodedAtMs = 0;
-  /** HLS (and the clips and recording it feeds), RTMP pushes and their AAC encoder. */
-  readonly #outputs: StreamOutputs;
+  /** The output audio (the publisher's, or mixed with the soundtrack) and the encoders the readers want. */
+  readonly #audioOut: OutputAudio;
   /** Live frames or the slate on the outputs (decision 0011). */
   readonly #slate: SlateSwitch;
   /** A live frame reached the encoder since the publisher attached (gates `started`). */
@@ -159,34 +153,26 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#settings = opts.settings;
     this.#params = { ...opts.params };
     this.#clock = new OutputClock(1000 / opts.settings.outputFps);
-    this.#viewers = new ViewerSet({ streamId: this.streamId, settings: opts.settings, transport: opts.transport, logger: opts.logger });
-    this.#vp8 = new Vp8Branch({
+    this.readers = new StreamHub({
       streamId: this.streamId,
-      settings: opts.settings,
-      ssrc: this.#viewers.ssrcs.vp8,
-      payloadType: OUTPUT_PT,
-      // Same 90 kHz clock as the H.264 output, so audio/video sync is the same for both codecs.
-      rtpTimestamp: (ptsMs) => this.#viewers.rtpTimestamp(ptsMs),
-      viewers: () => this.#viewers.count('VP8'),
-      onPackets: (packets, keyframe) => this.#viewers.fanOut('VP8', packets, keyframe),
-      onError: (message) => (this.#lastError = message),
+      requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+      requestSourceKeyframe: () => this.#publisher?.requestKeyframe('decoder'),
+      rtpTimestamp: (ptsMs) => Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0,
+      changed: () => this.#readersChanged(),
       logger: opts.logger,
     });
-    this.#outputs = new StreamOutputs({
+    this.readers.on('error', (message) => (this.#lastError = message));
+    this.#audioOut = new OutputAudio({
       streamId: this.streamId,
       settings: opts.settings,
-      ...(opts.outboundPolicy ? { outboundPolicy: opts.outboundPolicy } : {}),
-      ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}),
-      requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
+      hub: this.readers,
       audioPayloadType: () => this.#publisher?.audioPayloadType,
-      audioViewers: () => this.#viewers.audioViewers(),
-      sendViewerAudio: (rtp) => this.#viewers.sendAudio(rtp, OPUS_ENCODER_DELAY_MS),
       onError: (message) => (this.#lastError = message),
       logger: opts.logger,
     });
     this.#statsTimer = setInterval(() => {
       void this.#publisher?.refreshStats().catch(() => undefined);
-      this.#outputs.syncAac();
+      this.#audioOut.sync();
     }, 2000);
     this.#ingest = new VideoIngest({
       streamId: this.streamId,
@@ -225,7 +211,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       streamId: this.streamId,
       settings: opts.settings,
       watched: () => {
-        const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
+        const watched = this.readers.watched;
         return opts.slateAllowed ? opts.slateAllowed(watched) : watched;
       },
       processing: () => this.#slot.processing,
@@ -235,6 +221,19 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ...(opts.slateImagePath && opts.images ? { image: new SlateImage({ path: opts.slateImagePath, logger: opts.logger, images: opts.images }) } : {}),
       logger: opts.logger,
     });
+    // The standard readers; more join through `readers.add` (a test's own, an edge relay, a rendition).
+    const log = opts.logger;
+    this.readers.add((ctx) => new WhepOutput(ctx, { settings: opts.settings, transport: opts.transport, logger: log }));
+    if (opts.settings.hlsEnabled) this.readers.add((ctx) => new HlsOutput(ctx, { settings: opts.settings, ...(opts.recordingsDir ? { recordingsDir: opts.recordingsDir } : {}), logger: log }));
+    this.readers.add((ctx) => new RtmpOutputs(ctx, { ...(opts.outboundPolicy ? { policy: opts.outboundPolicy } : {}), ffmpegPath: opts.settings.ffmpegPath, logger: log }));
+    this.#armIdle();
+  }
+
+  /** A reader's demand changed: the audio encoders follow it, and a reader that holds the stream stops its idle timer. */
+  #readersChanged(): void {
+    // Readers are added in the constructor before the audio exists.
+    if (this.#state === 'closed' || !this.#audioOut) return;
+    this.#audioOut.sync();
     this.#armIdle();
   }
 
@@ -246,18 +245,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return this.#params;
   }
 
-  get viewerCount(): number {
-    return this.#viewers.size;
-  }
-
-  /** Viewers that completed ICE and DTLS: what maxViewersPerStream and the node's maxViewersPerNode count. */
-  get connectedViewerCount(): number {
-    return this.#viewers.connected();
-  }
-
-  /** An LL-HLS player requested something in the last 30 s, or an RTMP push runs (the node holds the stream for them). */
+  /** A reader is watched (the node holds an idle stream for its LL-HLS players and RTMP pushes while one is). */
   get outputConsumed(): boolean {
-    return this.#state !== 'closed' && this.#outputs.watched;
+    return this.#state !== 'closed' && this.readers.watched;
   }
 
   get publisher(): WhipSession | null {
@@ -267,55 +257,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** A publisher attached at least once; false for a stream made by viewers waiting for it. */
   get everPublished(): boolean {
     return this.#everPublished;
-  }
-
-  /** The LL-HLS packager (null when HLS is off). */
-  get hls(): HlsPackager | null {
-    return this.#outputs.hls;
-  }
-
-  /**
-   * The newest `seconds` of output (whole segments, cut at keyframes), or null when none is held
-   * (no output yet, or HLS off: the clip buffer is fed by the HLS packager).
-   */
-  clip(seconds: number): ClipSource | null {
-    return this.#outputs.clip(seconds);
-  }
-
-  /**
-   * Turns recording of the output on or off. On: a recording starts with the next complete output
-   * segment and goes on across publisher reconnects (each a discontinuity) until it is turned
-   * off or the stream closes. Needs HLS packaging (the segments) and a recordings folder; false
-   * when either is missing.
-   */
-  setRecording(on: boolean): boolean {
-    this.#assertOpen();
-    return this.#outputs.setRecording(on);
-  }
-
-  /** The recording being written, if any (tests wait on its `flushed()`). */
-  get recorder(): RecordingWriter | null {
-    return this.#outputs.recorder;
-  }
-
-  /** Resolves when the last recording ended is fully on disk (a clean shutdown waits for it). */
-  recordingEnded(): Promise<void> {
-    return this.#outputs.recordingEnded();
-  }
-
-  /**
-   * Sets (or clears) the RTMP push target. The push runs while a publisher is attached: it starts
-   * now if one is, else with the next publisher, and stops when the publisher leaves.
-   */
-  setRtmpOutput(url: string | undefined): void {
-    this.#assertOpen();
-    this.#outputs.setRtmpOutput(url);
-  }
-
-  /** Sets the stream's other RTMP destinations (each enabled or not); same lifecycle as output_rtmp_url. */
-  setRtmpDestinations(dests: readonly RtmpDestination[]): void {
-    this.#assertOpen();
-    this.#outputs.setRtmpDestinations(dests);
   }
 
   /**
@@ -331,7 +272,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (!spec) {
       this.#soundtrackPlaying = null;
       this.#soundtrack = null;
-      this.#outputs.setSoundtrack(null);
+      this.#audioOut.setSoundtrack(null);
       return;
     }
     let soundtrack: Soundtrack;
@@ -346,7 +287,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (ask !== this.#soundtrackAsks || this.#state === 'closed') return;
     this.#soundtrackPlaying = spec;
     this.#soundtrack = soundtrack;
-    this.#outputs.setSoundtrack(soundtrack);
+    this.#audioOut.setSoundtrack(soundtrack);
     this.#logger.info(`setSoundtrack() | playing [streamId:${this.streamId}] [songId:${spec.songId}] [take:${spec.take}] [loop:${spec.loop}]`);
   }
 
@@ -409,16 +350,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
         if (session === this.#publisher && this.#state !== 'closed') this.#ingest.push(session, frame);
       },
       onAudioRtp: (rtp) => {
-        // With a soundtrack the viewers get the mix (StreamOutputs encodes it), not this.
-        if (!this.#outputs.mixesViewerAudio) this.#viewers.sendAudio(rtp);
-        if (session === this.#publisher) {
-          this.#outputs.pushAudioRtp(rtp);
-          this.#audio.pushPublisherRtp(rtp);
-        }
+        const current = session === this.#publisher;
+        this.#audioOut.pushPublisherRtp(rtp, current);
+        if (current) this.#audio.pushPublisherRtp(rtp);
       },
     });
-    // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
-    this.#outputs.endPublisherAudio();
+    this.#audioOut.endPublisherAudio();
     this.#publisher = session;
     this.#audio.setPublisher(session.audioPayloadType);
     // A new publisher has its own RTP clock: its frames start a new run on the output timeline.
@@ -427,7 +364,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // Its decoder now, while its ICE and DTLS run under the slate, not at its first frame.
     this.#ingest.prepare(session);
     this.#livePushed = false;
-    this.#outputs.start();
+    // RTMP pushes already running (a reconnect within the stream's life) keep their connections.
+    this.readers.publisherAttached();
     this.#state = 'connecting';
     // A publisher whose params process frames needs the processor (a viewer alone never builds one).
     if (!this.#passthrough()) this.#slot.ensure();
@@ -520,8 +458,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and the
-   * VP8 branch, at `ptsMs` on the output timeline (OutputClock). Returns the PTS the H.264 encoder
+   * One frame (live or slate) to the H.264 encoder, built or rebuilt at the frame's size, and to
+   * the readers that encode frames themselves, at `ptsMs` on the output timeline (OutputClock). Returns the PTS the H.264 encoder
    * gave it (its access unit carries it; -1: refused).
    */
   #pushToEncoders(frame: Frame, ptsMs: number): number {
@@ -540,13 +478,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       });
     }
     const pts = this.#encoder.push(frame, ptsMs);
-    this.#vp8.push(frame, ptsMs);
+    this.readers.frame(frame, ptsMs);
     return pts;
-  }
-
-  /** The encoder a viewer of `codec` is fed from (null while it is not running). */
-  #encoderFor(codec: VideoCodec): EncoderBin | Vp8EncoderBin | null {
-    return codec === 'VP8' ? this.#vp8.encoder : this.#encoder;
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
@@ -559,11 +492,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
     // RTP time from the output timeline (capture time for live frames), 90 kHz: the publisher's frame intervals.
-    const ts = this.#viewers.rtpTimestamp(au.ptsMs);
-    this.#landings.accessUnit(au.pts, this.#outRate.count, ts);
-    const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD); // access unit delimiters: not needed over RTP
-    this.#viewers.sendH264(nals, ts, au.keyframe);
-    this.#outputs.pushVideo(au, slate);
+    this.#landings.accessUnit(au.pts, this.#outRate.count, Math.round((au.ptsMs - this.#rtpClockStart) * 90) >>> 0);
+    this.readers.video(au, slate);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -584,17 +514,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#publisher = null;
     this.#audio.setPublisher(undefined);
     this.#ingest.stop();
-    // The RTMP pushes keep their connections and carry the slate (decision 0011); the AAC encoder
-    // belongs to this publisher's audio and goes (the pushes and HLS fill silence).
-    this.#outputs.endPublisherAudio();
-    // Watched outputs go on with the slate, so the HLS segment stays open and continuous; unwatched,
-    // the open segment ends now (clips get it) and the next publisher starts after a discontinuity.
-    const watched = this.#viewers.connected() > 0 || this.#outputs.watched;
-    if (!watched) {
-      // Frames stop with the publisher; the next one restarts the branch if VP8 viewers remain.
-      this.#vp8.stop('publisher left');
-      this.#outputs.endSegment();
-    }
+    // The readers keep going and carry the slate (decision 0011); the AAC encoder belongs to this
+    // publisher's audio and goes (the readers fill silence).
+    this.#audioOut.endPublisherAudio();
+    // Watched, the readers go on with the slate (the HLS segment stays open and continuous);
+    // unwatched, they end what the publisher's frames fed (HLS: the open segment; WHEP: the VP8 branch).
+    this.readers.publisherLeft(this.readers.watched);
     this.#slot.clear();
     clearInterval(this.#heartbeat);
     const wasLive = this.#state === 'live';
@@ -604,40 +529,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     this.#startedAt = undefined;
     this.#armIdle();
-  }
-
-  /**
-   * Adds a viewer and returns it with its answer. 503-class MediaError when the stream has
-   * maxViewersPerStream connected viewers, or maxPendingViewersPerStream still connecting: only
-   * viewers that completed ICE and DTLS hold a slot, so offers that never connect cannot lock
-   * real viewers out. A viewer that connects past the cap (a race of many at once) is closed.
-   */
-  async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
-    this.#assertOpen();
-    const session = this.#viewers.create(offer, sessionId);
-    clearTimeout(this.#idleTimer);
-    session.on('connected', () => {
-      if (this.#viewers.connected() > this.#settings.maxViewersPerStream) {
-        this.#logger.warn(`addViewer() | closed a viewer that connected past the limit [streamId:${this.streamId}]`);
-        session.close('closed');
-        return;
-      }
-      this.#encoderFor(session.codec)?.requestKeyUnit();
-      this.#publisher?.requestKeyframe('decoder');
-    });
-    session.on('keyframeRequest', () => this.#encoderFor(session.codec)?.requestKeyUnit());
-    // A soundtrack's mix is encoded for viewers only while some take audio.
-    if (session.audioPayloadType !== undefined) this.#outputs.syncAac();
-    session.once('close', () => {
-      if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
-      this.#armIdle();
-    });
-    try {
-      return { session, answer: await session.answer() };
-    } catch (err) {
-      session.close('failed');
-      throw err;
-    }
   }
 
   /**
@@ -704,7 +595,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   #armIdle(): void {
     clearTimeout(this.#idleTimer);
-    if (this.#state === 'closed' || this.#publisher || this.#viewers.size > 0) return;
+    if (this.#state === 'closed' || this.#publisher || this.readers.holds) return;
     this.#idleTimer = setTimeout(() => this.safeEmit('idle'), this.#settings.idleStreamMs);
   }
 
@@ -729,16 +620,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       pixelFormat: this.#ingest.format,
       latency: { decode: sum(this.#ingest.decodeT), process: sum(this.#slot.processTimer), encode: sum(this.#encodeT), node: sum(this.#nodeT) },
       ingest: this.#publisher?.stats() ?? null,
-      viewers: this.#viewers.size,
-      viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
-      viewerAudioHoldMs: this.#viewers.audioHoldMs,
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
-      vp8: this.#vp8.status(),
+      readers: this.readers.status(),
+      soundtrack: this.#soundtrack?.status() ?? null,
       params: this.#params,
       lastError: this.#lastError,
       lastErrorAt: this.#lastErrorAt,
       paramsUpdatedAt: this.#paramsUpdatedAt,
-      ...this.#outputs.status(),
       pipeline: this.#slot.pipelineStatus(),
       ...(this.#audio.active ? { audioMappings: this.#audio.status() } : {}),
     };
@@ -759,13 +647,12 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     if (this.#state === 'closed') return;
     const steps: (() => void)[] = [
       () => this.#publisher?.close(reason),
-      () => this.#viewers.closeAll(),
       () => this.#ingest.close(),
       () => this.#encoder?.close(),
-      () => this.#vp8.close(),
       () => this.#slot.close(),
+      () => this.#audioOut.close(),
       // After the publisher's close flushed its last segment into the recording.
-      () => this.#outputs.close(),
+      () => this.readers.close(),
       () => this.#slate.close(),
     ];
     for (const step of steps) {

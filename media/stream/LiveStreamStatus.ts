@@ -1,17 +1,16 @@
 /**
  * What a live stream reports: its state, its events (MediaNode forwards them to the control
  * plane) and its status. LiveStream.status() assembles the status from the objects that own each
- * fact (ingest, frame slot, encoders, VP8 branch, viewers, outputs, slate).
+ * fact (ingest, frame slot, encoder, readers, slate, soundtrack).
  */
 import type { AudioMappingStatus } from './AudioMappings.ts';
 import type { PixelFormat, LiveParams } from './FrameProcessor.ts';
 import type { ProcessorState } from './FrameSlot.ts';
 import type { ParamsLanding } from './ParamsLandings.ts';
-import type { VideoCodec } from '../webrtc/Sdp.ts';
 import type { SlateStatus } from './SlateSwitch.ts';
-import type { StageStats } from './StageTimer.ts';
-import type { StreamOutputsStatus } from './StreamOutputs.ts';
-import type { Vp8BranchStatus } from './Vp8Branch.ts';
+import type { SoundtrackStatus } from './Soundtrack.ts';
+import type { StageStats } from '../StageTimer.ts';
+import type { ReaderStatus } from '../StreamReader.ts';
 import type { IngestStats, SessionCloseReason } from '../webrtc/WhipSession.ts';
 
 /**
@@ -52,7 +51,7 @@ export type LiveStreamEvents = {
   close: [];
 };
 
-export interface LiveStreamStatus extends StreamOutputsStatus {
+export interface LiveStreamStatus {
   streamId: string;
   state: LiveStreamState;
   /** `live` while live frames reach the outputs, `slate` while the slate does, `none` when nothing is encoded. */
@@ -78,15 +77,12 @@ export interface LiveStreamStatus extends StreamOutputsStatus {
   /** ms per stage (rolling window): decode = last packet of a frame in → RGB out; node = decode+process+encode. */
   latency: { decode?: StageStats; process?: StageStats; encode?: StageStats; node?: StageStats };
   ingest: IngestStats | null;
-  /** WHEP viewers, all codecs. */
-  viewers: number;
-  /** WHEP viewers by the video codec they are sent (sums to `viewers`). */
-  viewersByCodec: Record<VideoCodec, number>;
-  /** How long WHEP viewers' sound waits for the picture of its moment now, ms (ViewerAudio; 0 without a picture). */
-  viewerAudioHoldMs: number;
   /** Forced key units of the H.264 encoder. */
   keyUnitsForced: number;
-  vp8: Vp8BranchStatus;
+  /** Each reader of the output by name (whep, hls, rtmp, …), in the order they were added. */
+  readers: Record<string, ReaderStatus>;
+  /** The soundtrack set on the stream (null: none), where it is on the node's clock. */
+  soundtrack: SoundtrackStatus | null;
   params: LiveParams;
   /** When the stream last took a params update (ms epoch), null before any. */
   paramsUpdatedAt: number | null;

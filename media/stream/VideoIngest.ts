@@ -16,7 +16,7 @@ import { DecoderBin } from '../gst/DecoderBin.ts';
 import { frameBytes, type Frame, type PixelFormat } from './FrameProcessor.ts';
 import type { DepacketizedFrame } from '../webrtc/H264Depacketizer.ts';
 import type { MediaSettings } from '../settings.ts';
-import { RateMeter, StageTimer } from './StageTimer.ts';
+import { RateMeter, StageTimer } from '../StageTimer.ts';
 import type { WhipSession } from '../webrtc/WhipSession.ts';
 
 export interface VideoIngestOptions {

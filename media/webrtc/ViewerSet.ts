@@ -35,6 +35,8 @@ export interface ViewerSetOptions {
   streamId: string;
   settings: MediaSettings;
   transport: TransportOptions;
+  /** The stream's output RTP time (90 kHz) of an output time (ms on the node's monotonic clock). */
+  rtpTimestamp: (ptsMs: number) => number;
   logger: Logger;
 }
 
@@ -44,7 +46,6 @@ export class ViewerSet {
   /** What every viewer is sent under: one SSRC per output. */
   readonly ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
   readonly #packetizer: H264Packetizer;
-  readonly #rtpClockStart = performance.now();
   /** The viewers' sound: placed on the capture clock, held until the picture of its moment goes out. */
   readonly #audio = new ViewerAudio({ send: (rtp) => this.#sendAudioNow(rtp) });
   readonly #audioSeq = new RtpSequence();
@@ -88,7 +89,7 @@ export class ViewerSet {
 
   /** RTP time (90 kHz) of an output time (ms on the node's monotonic clock, OutputClock): the same for every codec. */
   rtpTimestamp(ptsMs: number): number {
-    return Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0;
+    return this.#opts.rtpTimestamp(ptsMs);
   }
 
   /**

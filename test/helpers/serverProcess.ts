@@ -36,6 +36,8 @@ export async function startServerProcess(
     timeoutMs?: number;
     /** Extra node options before the entry (e.g. `--import` hooks). */
     nodeArgs?: string[];
+    /** The checkout to run (default this one): a benchmark runs another commit's tree beside it. */
+    root?: string;
     /**
      * A key made beforehand (a shared store prints none on start): the process counts as started
      * once it says it is running.
@@ -45,8 +47,9 @@ export async function startServerProcess(
 ): Promise<ServerProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'rv-server-'));
   const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn', ...opts.env };
-  const args = ['--import', 'tsx', ...(opts.nodeArgs ?? []), join(ROOT, 'control/main.ts'), 'serve'];
-  const child = opts.lab && opts.ns ? opts.lab.spawn(opts.ns, process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const root = opts.root ?? ROOT;
+  const args = ['--import', 'tsx', ...(opts.nodeArgs ?? []), join(root, 'control/main.ts'), 'serve'];
+  const child = opts.lab && opts.ns ? opts.lab.spawn(opts.ns, process.execPath, args, { env, cwd: root, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { env, cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   // TEST_SERVER_LOG=<file>: every line the server writes is kept there too (with LOG_LEVEL=info,
   // the whole story of a failed run; the tail below is only what failure messages quote).

@@ -12,7 +12,7 @@ import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';
-import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { whepOf, PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 
 type W = Window & PeerPage;
 
@@ -72,7 +72,7 @@ t.test('offers that never connect: bounded per address, never holding a viewer s
   t.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 15, 'with Retry-After: at most the connect timeout (15 s), when the oldest must be gone');
   t.match(refused.body, /still connecting/);
   t.equal((await post(fakes[0] ?? '', '10.9.9.10')).statusCode, 201, 'another address is not affected');
-  t.equal(srv.node.status(STREAM_ID)?.viewers, 5, 'five sessions wait to connect');
+  t.equal(whepOf(srv.node, STREAM_ID)?.viewers, 5, 'five sessions wait to connect');
   // Four pending sessions exceed the cap of 3 viewers, yet a real viewer from elsewhere connects.
   const ctx = await launchChromium(t, { fakeMedia: false });
   const page = await ctx.newPage();

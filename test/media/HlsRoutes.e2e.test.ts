@@ -15,7 +15,7 @@ import t, { type Test } from 'tap';
 import type { BrowserContext } from 'playwright-core';
 import { launchChromium } from '../helpers/chromium.ts';
 import { STAMPED_FRAMES_JS } from '../helpers/stampedFrames.ts';
-import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type MediaServer } from './harness.ts';
+import { hlsOf, PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer, type MediaServer } from './harness.ts';
 
 const run = promisify(execFile);
 const HLS_JS = readFileSync(join(createRequire(import.meta.url).resolve('hls.js/dist/hls.min.js')));
@@ -107,8 +107,7 @@ t.test('hls.js (lowLatencyMode) plays the LL-HLS output of a live stream with au
   const p50 = percentile(lat, 50);
   const p95 = percentile(lat, 95);
   t.comment(`LL-HLS publisher→hls.js latency over 10 s: p50 ${p50.toFixed(0)} ms, p95 ${p95.toFixed(0)} ms, ${lat.length} frames matched of ${recv.length} clean stamps presented (${unstamped} pictures without one since start: slate, garbled); hls.js errors: ${errors.join(', ') || 'none'}`);
-  const status = srv.node.status(STREAM_ID);
-  t.comment(`packager: ${JSON.stringify(status?.hls)}`);
+  t.comment(`packager: ${JSON.stringify(hlsOf(srv.node, STREAM_ID))}`);
   t.ok(lat.length > 100, 'hls.js presented frames whose counters match published frames');
   t.equal(tracks.videoWidth, 256, 'video has the stream size');
   t.ok(tracks.audioDecoded > 0, 'Chromium decoded AAC audio from the HLS output');

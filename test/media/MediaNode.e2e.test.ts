@@ -58,7 +58,7 @@ for (const codec of ['VP8', 'H264'] as const) {
 
     const status = srv.node.status(STREAM_ID);
     t.equal(status?.state, 'live', 'status reports live');
-    t.equal(status?.viewers, 1, 'status counts the viewer');
+    t.same(status?.readers['whep'], { kind: 'whep', watched: true, consumers: 1 }, 'status lists the WHEP reader with its one viewer');
     t.ok((status?.outputFps ?? 0) > 5, `status reports output fps (${status?.outputFps})`);
     t.equal(status?.ingest?.codec, codec, 'status reports the ingest codec');
     // Wire bytes from the transport: the publisher's media in, our RTCP feedback (PLI, receiver reports) out.

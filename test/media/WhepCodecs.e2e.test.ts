@@ -7,7 +7,7 @@
 import t from 'tap';
 import { RTCPeerConnection, RTCRtpCodecParameters, type RtpPacket } from 'werift';
 import { launchChromium } from '../helpers/chromium.ts';
-import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { whepOf, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 import { wrtcPublish, wrtcView, type WrtcFrameReport } from './wrtcPeers.ts';
 
 type W = Window & PeerPage;
@@ -48,7 +48,7 @@ t.test('a @roamhq/wrtc WHEP viewer (no H.264) gets VP8 and decodes the processed
   const pub = await wrtcPublish(t, srv.whipUrl, orange);
   t.equal(pub.status, 201, 'wrtc publisher WHIP POST → 201');
   await started;
-  t.equal(srv.node.status(STREAM_ID)?.vp8.running, false, 'no VP8 viewer yet: the VP8 branch is not running');
+  t.equal(whepOf(srv.node, STREAM_ID)?.vp8.running, false, 'no VP8 viewer yet: the VP8 branch is not running');
 
   const viewer = await wrtcView(t, srv.whepUrl);
   t.equal(viewer.status, 201, 'wrtc viewer WHEP POST → 201');
@@ -60,7 +60,7 @@ t.test('a @roamhq/wrtc WHEP viewer (no H.264) gets VP8 and decodes the processed
   t.equal(plain.height, 256, 'decoded frame height = stream height');
   const rgb = rgbOf(plain);
   t.ok(rgb.every((c, i) => Math.abs(c - (orange[i] as number)) < 25), `passthrough: the viewer sees the published colour (${rgb.map((c) => c.toFixed(0)).join(',')} vs ${orange.join(',')})`);
-  const status = srv.node.status(STREAM_ID);
+  const status = whepOf(srv.node, STREAM_ID);
   t.same(status?.viewersByCodec, { H264: 0, VP8: 1 }, 'status counts one VP8 viewer');
   t.equal(status?.vp8.running, true, 'the VP8 branch runs');
   t.equal(status?.vp8.starts, 1, 'started once');
@@ -75,10 +75,10 @@ t.test('a @roamhq/wrtc WHEP viewer (no H.264) gets VP8 and decodes the processed
 
   t.equal(await del(viewer.location), 200, 'WHEP DELETE → 200');
   viewer.closePeer();
-  const after = srv.node.status(STREAM_ID);
+  const after = whepOf(srv.node, STREAM_ID);
   t.same(after?.viewersByCodec, { H264: 0, VP8: 0 }, 'no viewers left');
   t.equal(after?.vp8.running, false, 'the VP8 branch stopped with its last viewer');
-  t.equal(after?.state, 'live', 'the stream itself goes on');
+  t.equal(srv.node.status(STREAM_ID)?.state, 'live', 'the stream itself goes on');
 });
 
 t.test('Chromium H.264 and VP8 viewers of one stream play at once; VP8 viewers share one encoder that stops after the last leaves', { timeout: 120_000 }, async (t) => {
@@ -111,7 +111,7 @@ t.test('Chromium H.264 and VP8 viewers of one stream play at once; VP8 viewers s
   }
   t.equal((await h264.evaluate(() => (window as unknown as W).viewStats())).codec, 'video/H264', 'the H.264 viewer decodes H.264');
   t.equal((await vp8a.evaluate(() => (window as unknown as W).viewStats())).codec, 'video/VP8', 'the VP8 viewer decodes VP8');
-  let status = srv.node.status(STREAM_ID);
+  let status = whepOf(srv.node, STREAM_ID);
   t.same(status?.viewersByCodec, { H264: 1, VP8: 1 }, 'status counts viewers per codec');
   t.equal(status?.viewers, 2);
   t.equal(status?.vp8.running, true, 'the VP8 branch runs');
@@ -121,7 +121,7 @@ t.test('Chromium H.264 and VP8 viewers of one stream play at once; VP8 viewers s
   const nb = await vp8b.evaluate(() => (window as unknown as W).waitFrames(15, 30_000));
   t.ok(nb >= 15, `second VP8 viewer decoded ${nb} frames`);
   t.ok((await vp8b.evaluate(() => (window as unknown as W).viewStats())).keyFramesDecoded >= 1, 'it started on a key frame');
-  status = srv.node.status(STREAM_ID);
+  status = whepOf(srv.node, STREAM_ID);
   t.same(status?.viewersByCodec, { H264: 1, VP8: 2 });
   t.equal(status?.vp8.starts, 1, 'both VP8 viewers are fed by the one VP8 encoder');
   t.ok((status?.vp8.keyUnitsForced ?? 0) >= 1, `the second viewer's join forced a VP8 key frame (${status?.vp8.keyUnitsForced})`);
@@ -132,19 +132,19 @@ t.test('Chromium H.264 and VP8 viewers of one stream play at once; VP8 viewers s
   for (let i = 0; i < 50 && srv.node.getSession(idA); i++) await new Promise((r) => setTimeout(r, 100));
   t.equal(srv.node.getSession(idA), undefined, 'first VP8 viewer leaves by closing its peer: its session ends without a DELETE');
   t.equal(await del(playA.location), 404, 'a DELETE afterwards finds nothing');
-  t.equal(srv.node.status(STREAM_ID)?.vp8.running, true, 'the branch keeps running for the remaining VP8 viewer');
+  t.equal(whepOf(srv.node, STREAM_ID)?.vp8.running, true, 'the branch keeps running for the remaining VP8 viewer');
   const stillB = await vp8b.evaluate(() => (window as unknown as W).waitFrames(10, 15_000));
   t.ok(stillB >= 10, `the remaining VP8 viewer keeps playing (${stillB} frames)`);
 
   t.equal(await del(playB.location), 200, 'last VP8 viewer leaves (DELETE → 200)');
   await vp8b.evaluate(() => (window as unknown as { view: RTCPeerConnection }).view.close());
-  status = srv.node.status(STREAM_ID);
+  status = whepOf(srv.node, STREAM_ID);
   t.equal(status?.vp8.running, false, 'the VP8 encoder stopped');
   t.same(status?.viewersByCodec, { H264: 1, VP8: 0 });
   const vp8Frames = status?.vp8.framesOut ?? 0;
   const h = await h264.evaluate(() => (window as unknown as W).waitFrames(15, 15_000));
   t.ok(h >= 15, `the H.264 viewer plays on (${h} frames)`);
-  t.equal(srv.node.status(STREAM_ID)?.vp8.framesOut, vp8Frames, 'no VP8 frames are encoded while nobody watches VP8');
+  t.equal(whepOf(srv.node, STREAM_ID)?.vp8.framesOut, vp8Frames, 'no VP8 frames are encoded while nobody watches VP8');
 });
 
 t.test("a VP8 viewer's PLI forces a key frame on the VP8 encoder only (werift viewer)", { timeout: 60_000 }, async (t) => {
@@ -200,14 +200,14 @@ t.test("a VP8 viewer's PLI forces a key frame on the VP8 encoder only (werift vi
   // 20 inter frames in a row (≈ 0.7 s at 30 fps) leave no key frame in flight.
   await packetsUntil('20 inter frames in a row', () => sinceKeyframe >= 20);
 
-  const before = srv.node.status(STREAM_ID);
+  const before = whepOf(srv.node, STREAM_ID);
   const forcedBefore = before?.vp8.keyUnitsForced ?? 0;
-  const h264Before = before?.keyUnitsForced ?? 0;
+  const h264Before = srv.node.status(STREAM_ID)?.keyUnitsForced ?? 0;
   const keyframesBefore = keyframes;
   await receiver.sendRtcpPLI(ssrc);
   await packetsUntil('a key frame after the PLI', () => keyframes > keyframesBefore);
-  const after = srv.node.status(STREAM_ID);
+  const after = whepOf(srv.node, STREAM_ID);
   t.equal(after?.vp8.keyUnitsForced, forcedBefore + 1, 'PLI → one key unit forced on the VP8 encoder, and its key frame reached the viewer');
-  t.equal(after?.keyUnitsForced, h264Before, 'the H.264 encoder was not asked');
+  t.equal(srv.node.status(STREAM_ID)?.keyUnitsForced, h264Before, 'the H.264 encoder was not asked');
   t.equal(after?.vp8.starts, 1, 'the same VP8 encoder');
 });

@@ -8,7 +8,7 @@ import t from 'tap';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
 import { until } from '../helpers/until.ts';
-import { PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
+import { whepOf, PLAYBACK_ID, REFUSED_KEY, STREAM_ID, STREAM_KEY, startMediaServer } from './harness.ts';
 import { realOffer } from '../helpers/wrtcOffer.ts';
 
 
@@ -231,16 +231,16 @@ t.test('WHEP POST: unknown playback 404, viewer with neither H.264 nor VP8 422, 
   t.equal(vp8.statusCode, 201, 'a VP8-only viewer (libwebrtc without H.264) → 201');
   t.match(vp8.body, /a=rtpmap:\d+ VP8\/90000/, 'answered with VP8');
   t.notMatch(vp8.body, /H264/, 'and nothing else');
-  t.same(srv.node.status(STREAM_ID)?.viewersByCodec, { H264: 0, VP8: 1 }, 'counted as a VP8 viewer');
-  t.equal(srv.node.status(STREAM_ID)?.vp8.running, false, 'no frames yet: the VP8 branch has not started');
+  t.same(whepOf(srv.node, STREAM_ID)?.viewersByCodec, { H264: 0, VP8: 1 }, 'counted as a VP8 viewer');
+  t.equal(whepOf(srv.node, STREAM_ID)?.vp8.running, false, 'no frames yet: the VP8 branch has not started');
   t.equal((await srv.app.inject({ method: 'DELETE', url: new URL(String(vp8.headers['location'])).pathname })).statusCode, 200, 'VP8 viewer DELETE → 200');
   const ok = await post(WHEP, asH264(offer));
   t.equal(ok.statusCode, 201, 'H.264 viewer → 201 before any publisher (held session)');
   t.match(ok.body, /a=sendonly/);
   t.match(ok.body, /H264\/90000/);
   t.notMatch(ok.body, /VP8/);
-  t.equal(srv.node.status(STREAM_ID)?.viewers, 1);
-  t.same(srv.node.status(STREAM_ID)?.viewersByCodec, { H264: 1, VP8: 0 }, 'counted as an H.264 viewer');
+  t.equal(whepOf(srv.node, STREAM_ID)?.viewers, 1);
+  t.same(whepOf(srv.node, STREAM_ID)?.viewersByCodec, { H264: 1, VP8: 0 }, 'counted as an H.264 viewer');
   const sessionId = new URL(String(ok.headers['location'])).pathname.split('/').pop() ?? '';
   // This "viewer" never runs ICE: the session must go away after connectTimeoutMs.
   const closed = await new Promise<boolean>((resolve) => {

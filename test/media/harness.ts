@@ -6,13 +6,20 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
-import { ImageChainProcessor, MediaNode, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type LiveParams } from '../../media/index.ts';
+import { HlsOutput, ImageChainProcessor, MediaNode, PRIMARY_RTMP, RtmpOutputs, WhepOutput, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type LiveParams } from '../../media/index.ts';
 
 interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
 export const STREAM_ID = 'str_test';
+
+/** A held stream's WHEP viewers (counts by codec, the VP8 branch, the audio hold), or undefined. */
+export const whepOf = (node: MediaNode, streamId: string) => node.getStream(streamId)?.readers.find(WhepOutput)?.stats();
+/** A held stream's LL-HLS packager stats, or undefined. */
+export const hlsOf = (node: MediaNode, streamId: string) => node.getStream(streamId)?.readers.find(HlsOutput)?.packager.stats();
+/** A held stream's push to output_rtmp_url, or null/undefined. */
+export const rtmpOf = (node: MediaNode, streamId: string) => node.getStream(streamId)?.readers.find(RtmpOutputs)?.pushStatus(PRIMARY_RTMP);
 export const STREAM_KEY = 'sk_test_secret';
 /** A valid key of an account that may not stream now (its allowance is used up): WHIP 402. */
 export const REFUSED_KEY = 'sk_test_out_of_allowance';

@@ -11,7 +11,7 @@ import t from 'tap';
 import { launchChromium } from '../../helpers/chromium.ts';
 import { haveNginx, startNginx } from '../../helpers/nginxRtmp.ts';
 import { AddressPolicy } from '../../../outbound/index.ts';
-import { type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
+import { hlsOf, rtmpOf, type PeerPage, STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
 
 const run = promisify(execFile);
 async function probe(file: string): Promise<{ video?: { codec_name: string; width: number; height: number }; audio?: { codec_name: string; sample_rate: string; channels: number }; duration: number }> {
@@ -43,7 +43,7 @@ async function livePush(t: Parameters<typeof startNginx>[0]) {
   await waitUntil('output', () => (node.status(STREAM_ID)?.output ?? 'none') !== 'none', 20_000);
   const outputAt = Date.now();
   await rtmp.notes.waitFor('publish', 1, 20_000);
-  await waitUntil('push live', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
+  await waitUntil('push live', () => rtmpOf(node, STREAM_ID)?.state === 'live', 20_000);
   return { rtmp, node, page, outputAt };
 }
 
@@ -51,7 +51,7 @@ t.test('the output is pushed to output_rtmp_url as H.264 + AAC; the recording ha
   if (!haveNginx) return t.fail('nginx-light + libnginx-mod-rtmp are not installed (apt-get install -y nginx-light libnginx-mod-rtmp; .ci/run does)');
   const { rtmp, node, page, outputAt } = await livePush(t);
   const liveAt = outputAt;
-  t.match(node.status(STREAM_ID)?.rtmp, { state: 'live', url: `rtmp://127.0.0.1:${rtmp.port}/live/…`, reconnects: 0 }, 'status reports the push live, key redacted');
+  t.match(rtmpOf(node, STREAM_ID), { state: 'live', url: `rtmp://127.0.0.1:${rtmp.port}/live/…`, reconnects: 0 }, 'status reports the push live, key redacted');
   await page.waitForTimeout(5000); // the length of media we want recorded
   node.endStream(STREAM_ID);
   const pushedMs = Date.now() - liveAt;
@@ -70,20 +70,20 @@ t.test('killing and restarting the RTMP server mid-stream: the push reconnects a
 
   await rtmp.kill();
   const framesAtKill = node.status(STREAM_ID)?.framesOut ?? 0;
-  const msnAtKill = node.status(STREAM_ID)?.hls?.msn ?? -1;
-  await waitUntil('push notices the drop', () => node.status(STREAM_ID)?.rtmp?.state === 'reconnecting', 15_000);
-  const down = node.status(STREAM_ID)?.rtmp;
+  const msnAtKill = hlsOf(node, STREAM_ID)?.msn ?? -1;
+  await waitUntil('push notices the drop', () => rtmpOf(node, STREAM_ID)?.state === 'reconnecting', 15_000);
+  const down = rtmpOf(node, STREAM_ID);
   t.ok(down?.lastError, `status carries the error: ${down?.lastError}`);
   // The stream itself keeps encoding while the push is down.
   await waitUntil('output keeps flowing', () => (node.status(STREAM_ID)?.framesOut ?? 0) > framesAtKill + 30, 10_000);
   t.equal(node.status(STREAM_ID)?.state, 'live', 'the stream stays live while the RTMP server is down');
-  await waitUntil('HLS keeps packaging', () => (node.status(STREAM_ID)?.hls?.msn ?? -1) > msnAtKill, 10_000);
+  await waitUntil('HLS keeps packaging', () => (hlsOf(node, STREAM_ID)?.msn ?? -1) > msnAtKill, 10_000);
   t.pass('HLS segments keep coming while the RTMP server is down');
 
   await rtmp.start();
   await rtmp.notes.waitFor('publish', 2, 30_000);
-  await waitUntil('push live again', () => node.status(STREAM_ID)?.rtmp?.state === 'live', 20_000);
-  const up = node.status(STREAM_ID)?.rtmp;
+  await waitUntil('push live again', () => rtmpOf(node, STREAM_ID)?.state === 'live', 20_000);
+  const up = rtmpOf(node, STREAM_ID);
   t.ok((up?.reconnects ?? 0) >= 1, `status shows ${up?.reconnects} reconnect attempt(s)`);
   await page.waitForTimeout(3000);
   node.endStream(STREAM_ID);
@@ -110,8 +110,8 @@ t.test('a push target the address rules refuse is never dialled; status and logs
   await page.goto(`${baseUrl}/peer.html`);
   const pub = await page.evaluate((o) => (window as unknown as PeerPage).publish(o), { url: `${baseUrl}/live/${STREAM_ID}/whip`, token: STREAM_KEY, codec: 'VP8' as const, width: 320, height: 240 });
   t.equal(pub.status, 201);
-  await waitUntil('a refused attempt and its retry', () => (node.status(STREAM_ID)?.rtmp?.reconnects ?? 0) >= 1, 20_000);
-  const status = node.status(STREAM_ID)?.rtmp;
+  await waitUntil('a refused attempt and its retry', () => (rtmpOf(node, STREAM_ID)?.reconnects ?? 0) >= 1, 20_000);
+  const status = rtmpOf(node, STREAM_ID);
   t.match(status?.lastError, /refused: .*127\.0\.0\.1.*loopback/, `status says why: ${status?.lastError}`);
   t.equal(status?.url, `rtmp://127.0.0.1:${rtmp.port}/live/…`);
   t.equal(rtmp.notes.events.filter((e) => e.kind === 'publish').length, 0, 'the RTMP server never saw a publish');

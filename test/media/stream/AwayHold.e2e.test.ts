@@ -16,6 +16,7 @@ import { AddressPolicy } from '../../../outbound/index.ts';
 import { stampedH264 } from '../../helpers/h264Source.ts';
 import { haveNginx, startNginx } from '../../helpers/nginxRtmp.ts';
 import { startObsPublishers } from '../../helpers/obsPublisher.ts';
+import { RtmpOutputs } from '../../../media/index.ts';
 import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
 
 const IDLE_MS = 1500;
@@ -37,7 +38,7 @@ t.test('a stream without publisher or WHEP viewer is held for its HLS players an
   t.same(published.map((p) => p.status), [201, 201, 201]);
 
   // C pushes to nginx-rtmp.
-  srv.node.getStream(C)!.setRtmpDestinations([{ name: 'rec', url: `rtmp://127.0.0.1:${rtmp.port}/live/hold`, enabled: true }]);
+  srv.node.getStream(C)!.readers.find(RtmpOutputs)!.setDestinations([{ name: 'rec', url: `rtmp://127.0.0.1:${rtmp.port}/live/hold`, enabled: true }]);
   await rtmp.notes.waitFor('publish', 1, 30_000);
 
   // A's player: the LL-HLS playlist every 500 ms (and the newest segment), as hls.js polls a live stream.
@@ -80,7 +81,7 @@ t.test('a stream without publisher or WHEP viewer is held for its HLS players an
     if (!(C in gone) && srv.node.status(C)?.output === 'slate') cSlate = true;
     // Well past the idle time, C's destination is switched off: nothing consumes it any more.
     if (!cDisabledAt && now > IDLE_MS + 2000 && !(C in gone)) {
-      srv.node.getStream(C)!.setRtmpDestinations([{ name: 'rec', url: `rtmp://127.0.0.1:${rtmp.port}/live/hold`, enabled: false }]);
+      srv.node.getStream(C)!.readers.find(RtmpOutputs)!.setDestinations([{ name: 'rec', url: `rtmp://127.0.0.1:${rtmp.port}/live/hold`, enabled: false }]);
       cDisabledAt = now;
     }
     await new Promise((r) => setTimeout(r, 100)); // poll interval

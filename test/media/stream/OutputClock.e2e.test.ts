@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import t from 'tap';
-import type { Frame, FrameProcessorFactory } from '../../../media/index.ts';
+import { HlsOutput, type Frame, type FrameProcessorFactory } from '../../../media/index.ts';
 import { stampedH264 } from '../../helpers/h264Source.ts';
 import { startObsPublishers } from '../../helpers/obsPublisher.ts';
 import { until } from '../../helpers/until.ts';
@@ -80,12 +80,12 @@ t.test('a clip made while the node is loaded reads in ffmpeg without a complaint
   t.equal(pub.status, 201, 'publisher accepted');
   const stream = await until('the stream', () => srv.node.getStream(STREAM_ID), (s) => s !== undefined, 20_000);
   await until('live output', () => stream?.status().state, (s) => s === 'live', 30_000);
-  const msn0 = stream?.status().hls?.msn ?? -1;
+  const msn0 = stream?.readers.find(HlsOutput)?.packager.stats().msn ?? -1;
 
   // Load until the segments begun under it hold 5 s of media (30 s at most).
   const load = loadNode(2, 30_000);
   t.teardown(() => load.stop());
-  const underLoadMs = () => (stream?.clip(60)?.segments ?? []).filter((s) => s.msn > msn0).reduce((sum, s) => sum + s.durationMs, 0);
+  const underLoadMs = () => (stream?.readers.find(HlsOutput)?.clip(60)?.segments ?? []).filter((s) => s.msn > msn0).reduce((sum, s) => sum + s.durationMs, 0);
   try {
     await until('5 s of output under load', underLoadMs, (ms) => ms >= 5000, 40_000, 200);
   } finally {
@@ -123,8 +123,8 @@ t.test('across the slate and a new publisher with its own RTP clock, the output 
   // An HLS player watches, so the outputs carry the slate while the publisher is away.
   const playlist = `${srv.baseUrl}/hls/${PLAYBACK_ID}/plain.m3u8`;
   t.equal((await fetch(playlist)).status, 200, 'an HLS player reads the playlist');
-  const msn0 = stream?.status().hls?.msn ?? -1;
-  await until('2 live segments', () => stream?.status().hls?.msn ?? -1, (msn) => msn >= msn0 + 2, 20_000, 200);
+  const msn0 = stream?.readers.find(HlsOutput)?.packager.stats().msn ?? -1;
+  await until('2 live segments', () => stream?.readers.find(HlsOutput)?.packager.stats().msn ?? -1, (msn) => msn >= msn0 + 2, 20_000, 200);
 
   await pubs.stop(first.id);
   const slate0 = stream?.status().slate.framesOut ?? 0;
@@ -133,8 +133,8 @@ t.test('across the slate and a new publisher with its own RTP clock, the output 
   const second = await pubs.publish({ url: srv.whipUrl, token: STREAM_KEY, source });
   t.equal(second.status, 201, 'second publisher accepted');
   await until('live again', () => stream?.status(), (s) => s?.state === 'live' && s.output === 'live', 30_000, 100);
-  const msn1 = stream?.status().hls?.msn ?? -1;
-  await until('2 more live segments', () => stream?.status().hls?.msn ?? -1, (msn) => msn >= msn1 + 2, 20_000, 200);
+  const msn1 = stream?.readers.find(HlsOutput)?.packager.stats().msn ?? -1;
+  await until('2 more live segments', () => stream?.readers.find(HlsOutput)?.packager.stats().msn ?? -1, (msn) => msn >= msn1 + 2, 20_000, 200);
   t.equal((await fetch(playlist)).status, 200, 'the player still reads the playlist');
 
   const dir = mkdtempSync(join(tmpdir(), 'rv-clock-'));

@@ -24,7 +24,7 @@ import { haveNginx, startNginx } from '../../helpers/nginxRtmp.ts';
 import { trackSpans } from '../../helpers/fmp4.ts';
 import { SegmentCollector } from '../../helpers/llhlsSegments.ts';
 import { STAMPED_FRAMES_JS } from '../../helpers/stampedFrames.ts';
-import { PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
+import { rtmpOf, PLAYBACK_ID, STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
 
 const HLS_JS = readFileSync(join(createRequire(import.meta.url).resolve('hls.js/dist/hls.min.js')));
 
@@ -203,7 +203,7 @@ t.test('WHEP, hls.js and the RTMP push keep one session across a publisher recon
   t.equal(st?.output, 'slate');
   t.equal(st?.slate.source, 'last_frame', 'the slate is the last live frame, greyed');
   t.ok((st?.slate.framesOut ?? 0) > 0, 'slate frames went through the one encoder');
-  t.not(st?.rtmp, null, 'the RTMP push outlives the publisher');
+  t.not(rtmpOf(srv.node, STREAM_ID), null, 'the RTMP push outlives the publisher');
 
   // 4. The publisher comes back: live again, same sessions.
   await page.evaluate(() => (window as unknown as SlatePage).resetCounts());
@@ -249,5 +249,5 @@ t.test('WHEP, hls.js and the RTMP push keep one session across a publisher recon
   t.same(p.hlsErrors.filter((e) => e.endsWith(':fatal')), [], 'no fatal hls.js error');
   t.equal(rtmp.notes.events.filter((e) => e.kind === 'publish').length, 1, 'nginx-rtmp saw one publish across the reconnect');
   t.equal(rtmp.notes.events.filter((e) => e.kind === 'record_done').length, 0, 'and no end of it');
-  t.equal(srv.node.status(STREAM_ID)?.rtmp?.reconnects, 0, 'the push never reconnected');
+  t.equal(rtmpOf(srv.node, STREAM_ID)?.reconnects, 0, 'the push never reconnected');
 });

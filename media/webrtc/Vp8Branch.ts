@@ -8,11 +8,11 @@
  *   frame ─► Vp8EncoderBin ─► Vp8Packetizer (once) ─► onPackets (every VP8 viewer)
  */
 import type { Logger } from 'pino';
-import type { Frame } from './FrameProcessor.ts';
+import type { Frame } from '../Frame.ts';
 import type { MediaSettings } from '../settings.ts';
-import { StageTimer, type StageStats } from './StageTimer.ts';
+import { StageTimer, type StageStats } from '../StageTimer.ts';
 import { Vp8EncoderBin, type EncodedVp8Frame } from '../gst/Vp8EncoderBin.ts';
-import { Vp8Packetizer } from '../webrtc/Vp8Packetizer.ts';
+import { Vp8Packetizer } from './Vp8Packetizer.ts';
 
 /** The VP8 output branch of a stream (for viewers without H.264). */
 export interface Vp8BranchStatus {

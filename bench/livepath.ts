@@ -14,7 +14,7 @@
  * (libdatachannel, each from its own loopback address) on each side's first stream. Ratios are
  * this checkout over the baseline, per window, then the median and p95 over the windows.
  *
- *   npm run bench -- livepath [--baseline <rev>] [--streams 2] [--viewers 40] [--seconds 6] [--rounds 5]
+ *   npm run bench -- livepath [--baseline <rev>] [--streams 2] [--viewers 40] [--seconds 6] [--rounds 5] [--swap]
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
@@ -92,7 +92,10 @@ export default async function livepath(args: Map<string, string>): Promise<void>
     // Each side's address block: every publisher and viewer its own loopback client address.
     const block: Record<Side, number> = { baseline: 1, current: 2 };
     const sides = {} as Record<Side, SideState>;
-    for (const side of SIDES) {
+    // --swap sets this checkout up first. Each side's glass-to-glass carries a phase fixed when its
+    // publisher and encoder start (up to a frame, 33 ms): the same commit on both sides (an A/A run,
+    // --baseline HEAD) measured 0.79–0.80 for p50, so compare a change in both orders and beside A/A.
+    for (const side of args.has('swap') ? [...SIDES].reverse() : SIDES) {
       const server = servers[side];
       const streams: SideState['streams'] = [];
       for (let i = 0; i < streamCount; i++) {
@@ -190,7 +193,7 @@ export default async function livepath(args: Map<string, string>): Promise<void>
     }
     ratios.push({ measure: 'CPU per viewer (ms/s), baseline → current', 'current / baseline p50': perViewer('current') / perViewer('baseline'), p95: `${perViewer('baseline').toFixed(2)} → ${perViewer('current').toFixed(2)}` });
     printTable('this checkout / baseline, per window (1.00 = the same)', ratios);
-    console.log(`\nwrote ${writeResult('livepath', { baseline: base.rev, streams: streamCount, viewers: viewerCount, seconds, rounds, windows, perViewerMs: { baseline: perViewer('baseline'), current: perViewer('current') } })}`);
+    console.log(`\nwrote ${writeResult('livepath', { baseline: base.rev, swap: args.has('swap'), streams: streamCount, viewers: viewerCount, seconds, rounds, windows, perViewerMs: { baseline: perViewer('baseline'), current: perViewer('current') } })}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();
   }

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import { planChange } from '../native/params/index.ts';
 import { buildTinyModel, createFramePipeline, type Frame } from '../native/index.ts';
 import { percentile, printTable, progress, summarize, writeResult } from './lib.ts';
 
@@ -67,7 +68,7 @@ export default async function (args: Map<string, string>): Promise<void> {
     for (let k = 0; k < 10; k++) {
       prev = await p.process(input[0] as Frame);
       const t0 = performance.now();
-      p.update({ prompt: prompts[k % 3] as string });
+      p.update(planChange(p.params, { prompt: prompts[k % 3] as string }));
       let out: Frame | null = null;
       let n = 0;
       do {
@@ -101,7 +102,7 @@ export default async function (args: Map<string, string>): Promise<void> {
       let done = false;
       if (controlMs === null) {
         toggle = !toggle;
-        p.update({ do_add_noise: !toggle });
+        p.update(planChange(p.params, { do_add_noise: !toggle }));
         void p.whenIdle().then(() => (done = true));
       }
       let extra = 5;

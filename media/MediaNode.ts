@@ -25,7 +25,7 @@ import { MemoryTrim } from './gst/MemoryTrim.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './stream/LiveStream.ts';
 import type { ParamsLanding } from './stream/ParamsLandings.ts';
 import type { ScheduledParams } from './stream/ParamsSchedule.ts';
-import type { UpdatePlan } from '../native/params/index.ts';
+import type { ParamsChange, UpdatePlan } from '../native/params/index.ts';
 import { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
 import { prepareOffer, type PreparedOffer } from './webrtc/Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
@@ -216,11 +216,12 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   readonly #streams = new Map<string, LiveStream>();
   readonly #sessions = new Map<string, SessionEntry>();
   /**
-   * Params updates for streams this node does not hold yet: a PATCH that lands while a publisher's
+   * Params changes for streams this node does not hold yet: a PATCH that lands while a publisher's
    * grant is being resolved (the grant read the store before it) is applied when the stream is
-   * made instead of being lost. Kept EARLY_UPDATE_TTL_MS, at most EARLY_UPDATES_MAX streams.
+   * made instead of being lost. A change carries the full params, so the newest (by storedAt) is
+   * the one kept. Kept EARLY_UPDATE_TTL_MS, at most EARLY_UPDATES_MAX streams.
    */
-  readonly #early = new Map<string, { params: LiveParams; storedAt: number | undefined; atMs: number }>();
+  readonly #early = new Map<string, { change: ParamsChange; storedAt: number | undefined; atMs: number }>();
   /**
    * Viewer sessions not connected yet, per client address: when each was admitted (ms,
    * performance.now()), oldest first. The oldest is closed at connectTimeoutMs at the latest,
@@ -294,7 +295,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     });
     this.#streams.set(streamId, stream);
     const early = this.#takeEarly(streamId);
-    if (early) stream.updateParams(early.params, early.storedAt);
+    if (early) stream.updateParams(early.change, early.storedAt);
     stream.on('started', (info) => this.safeEmit('started', info));
     stream.on('live', (info) => this.safeEmit('live', info));
     stream.on('ended', (info) => this.safeEmit('ended', info));
@@ -369,26 +370,25 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   }
 
   /**
-   * Hands params to a stream on this node and returns the plan its processor ran (null when no
-   * processor runs yet: see LiveStream.updateParams). Null as a whole when the stream is not here:
-   * they are kept and applied when it is made (a publisher whose grant was read before them).
-   * `storedAt`: see LiveStream.updateParams.
+   * Hands a planned change (the API's, ParamsChange) to a stream on this node and returns the plan
+   * its processor ran (null when no processor runs yet: see LiveStream.updateParams). Null as a
+   * whole when the stream is not here: the change is kept and applied when it is made (a publisher
+   * whose grant was read before it). `storedAt`: see LiveStream.updateParams.
    */
-  updateParams(streamId: string, params: LiveParams, storedAt?: number): { plan: UpdatePlan | null } | null {
+  updateParams(streamId: string, change: ParamsChange, storedAt?: number): { plan: UpdatePlan | null } | null {
     const stream = this.#streams.get(streamId);
-    if (stream) return { plan: stream.updateParams(params, storedAt).plan };
+    if (stream) return { plan: stream.updateParams(change, storedAt).plan };
     const now = Date.now();
     for (const [id, e] of this.#early) if (now - e.atMs > EARLY_UPDATE_TTL_MS || this.#early.size >= EARLY_UPDATES_MAX) this.#early.delete(id);
     const prev = this.#early.get(streamId);
-    const newer = storedAt === undefined || prev?.storedAt === undefined || storedAt >= prev.storedAt;
-    const merged = newer ? { ...prev?.params, ...params } : { ...params, ...prev?.params };
-    const at = storedAt === undefined ? prev?.storedAt : Math.max(storedAt, prev?.storedAt ?? 0);
+    // Each change carries the full params: the newest wins (an unversioned one is the newest).
+    if (prev && storedAt !== undefined && prev.storedAt !== undefined && storedAt < prev.storedAt) return null;
     this.#early.delete(streamId);
-    this.#early.set(streamId, { params: merged, storedAt: at, atMs: now });
+    this.#early.set(streamId, { change, storedAt, atMs: now });
     return null;
   }
 
-  #takeEarly(streamId: string): { params: LiveParams; storedAt: number | undefined } | null {
+  #takeEarly(streamId: string): { change: ParamsChange; storedAt: number | undefined } | null {
     const e = this.#early.get(streamId);
     this.#early.delete(streamId);
     return e && Date.now() - e.atMs <= EARLY_UPDATE_TTL_MS ? e : null;
@@ -508,7 +508,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     const stream = this.createStream(streamId, params);
     // A stream a viewer made, or one made just now with updates that overtook the grant: the
     // grant's params apply unless the stream already holds newer ones.
-    stream.updateParams(params, paramsStoredAt);
+    stream.grant(params, paramsStoredAt);
     const rtmp = stream.readers.find(RtmpOutputs);
     rtmp?.setPrimary(outputs.rtmpUrl);
     rtmp?.setDestinations(outputs.rtmpDestinations ?? []);

@@ -44,7 +44,7 @@ export {
   type FrameProcessorFactory,
   type LiveParams,
 } from './stream/FrameProcessor.ts';
-export { DiffusionProcessor, diffusionProcessorFactory } from './stream/DiffusionProcessor.ts';
+export { diffusionProcessorFactory } from './stream/DiffusionProcessor.ts';
 export { prepareModels } from './ModelCatalog.ts';
 export type { FetchImage } from '../native/index.ts';
 export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';

@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { InferenceError, NativeError, type NativeErrorCode } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import type { FramePipelineOptions, FramePipelineStatus } from './FramePipelineTypes.ts';
-import type { StreamParams } from './params/index.ts';
+import type { ParamsChange, StreamParams } from './params/index.ts';
 
 /** What the worker needs to open its pipeline (functions and loggers cannot cross threads). */
 export interface WorkerOpenOptions {
@@ -32,7 +32,7 @@ export interface WorkerOpenOptions {
 export type HostRequest =
   | { op: 'open'; id: number; opts: WorkerOpenOptions }
   | { op: 'process'; id: number; frame: Frame; returned: Uint8Array[] }
-  | { op: 'update'; id: number; patch: Partial<StreamParams> }
+  | { op: 'update'; id: number; change: ParamsChange }
   | { op: 'prime'; id: number; frame: Frame }
   | { op: 'idle'; id: number }
   | { op: 'close'; id: number }
@@ -160,9 +160,9 @@ export class EngineThread {
     return r.frame;
   }
 
-  /** Applies hot params in the worker from its next frame (messages stay in order). */
-  update(patch: Partial<StreamParams>): Promise<void> {
-    return this.#request({ op: 'update', id: 0, patch }).then(() => undefined);
+  /** Hands the worker a planned change (its hot part) to apply from its next frame (messages stay in order). */
+  update(change: ParamsChange): Promise<void> {
+    return this.#request({ op: 'update', id: 0, change }).then(() => undefined);
   }
 
   /** Fills the worker pipeline's Stream Batch with `frame`. */

@@ -5,7 +5,7 @@
  * new pipeline in a second thread while this one keeps serving.
  *
  * Protocol (one request at a time per id, replies in the order handled):
- *   → { op: 'open', id, opts } | { op: 'process', id, frame, returned } | { op: 'update', id, patch }
+ *   → { op: 'open', id, opts } | { op: 'process', id, frame, returned } | { op: 'update', id, change }
  *     | { op: 'prime', id, frame } | { op: 'idle', id } | { op: 'close', id } | { op: 'fetched', id, data | error }
  *   ← { op: 'reply', id, value, status } | { op: 'reply', id, error } | { op: 'fetch', id, url, limits } | { op: 'log', line }
  */
@@ -77,7 +77,8 @@ async function handle(m: HostRequest): Promise<void> {
     switch (m.op) {
       case 'open': {
         const { logLevel: _level, canFetch, ...rest } = m.opts;
-        pipeline = await StreamEngine.open({ ...rest, logger: loggerFor(m.opts), ...(canFetch ? { fetchImage } : {}) });
+        // The host checked these params (FramePipeline): the engine takes them as they are.
+        pipeline = await StreamEngine.open({ ...rest, logger: loggerFor(m.opts), ...(canFetch ? { fetchImage } : {}) }, rest.params);
         post({ op: 'reply', id: m.id, value: null, status: pipeline.status() });
         return;
       }
@@ -93,7 +94,7 @@ async function handle(m: HostRequest): Promise<void> {
         return;
       }
       case 'update':
-        post({ op: 'reply', id: m.id, value: open().update(m.patch), status: open().status() });
+        post({ op: 'reply', id: m.id, value: open().update(m.change), status: open().status() });
         return;
       case 'prime':
         await open().prime(m.frame);

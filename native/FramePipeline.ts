@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { InvalidStateError, NativeError } from './errors.ts';
 import type { Frame } from './Frame.ts';
 import { EngineThread } from './EngineThread.ts';
-import { assertParams, mergeParams, planUpdate, type ParamsPatch, type StreamParams, type UpdatePlan } from './params/index.ts';
+import { assertParams, hotPart, mergeParams, type ParamsChange, type StreamParams, type UpdatePlan } from './params/index.ts';
 
 export type { FramePipelineOptions, FramePipelineState, FramePipelineStatus, IpAdapterState, StageMs } from './FramePipelineTypes.ts';
 import type { FramePipelineOptions, FramePipelineState, FramePipelineStatus } from './FramePipelineTypes.ts';
@@ -28,12 +28,12 @@ export interface FramePipeline {
    */
   process(frame: Frame): Promise<Frame | null>;
   /**
-   * Applies a partial update. Throws InvalidParamsError / UnsupportedProcessorError synchronously
-   * for bad values. Hot keys apply from the next frame; reload keys build a new pipeline in the
-   * background and swap between two frames. Returns the plan it ran (planUpdate against the params
-   * it was asked for before): what the API reports as `x-params-update`.
+   * Applies a change planned where it was asked for (ParamsChange: the API's, or the node's own),
+   * as it is: hot keys from the next frame, reload keys by building a new pipeline in the
+   * background and swapping it in between two frames. Nothing is merged, checked or planned here.
+   * Returns the plan it ran (the change's): what the API reports as `x-params-update`.
    */
-  update(params: ParamsPatch): UpdatePlan;
+  update(change: ParamsChange): UpdatePlan;
   /**
    * Optional: hands an output frame's buffer back for reuse by a later frame. After this call the
    * caller must not read `frame.data` again. Callers that never release get fresh buffers.
@@ -81,11 +81,6 @@ export async function createFramePipeline(o: FramePipelineOptions): Promise<Fram
   }
 }
 
-/** The values of `keys` in `p`: a patch carrying only those params. */
-function pick(p: StreamParams, keys: readonly string[]): Partial<StreamParams> {
-  return Object.fromEntries(keys.map((k) => [k, p[k as keyof StreamParams]])) as Partial<StreamParams>;
-}
-
 /**
  * The FramePipeline a stream holds: serves frames from one engine thread and swaps in a new one
  * built beside it when a reload param changes (the old keeps serving until the new is ready).
@@ -103,6 +98,8 @@ class ReloadingPipeline implements FramePipeline {
   #busy = false;
   #reload: Promise<void> | null = null;
   #reloadQueued = false;
+  /** Hot keys of the changes taken while a reload builds: the new pipeline gets them when it is ready. */
+  #hotSinceBuild = new Set<keyof StreamParams>();
   /** The last input frame, used to prime a reloaded pipeline's Stream Batch. */
   #lastInput: Frame | null = null;
   /** Output buffers handed back with release(), sent with the next frame for reuse. */
@@ -145,30 +142,25 @@ class ReloadingPipeline implements FramePipeline {
     this.#st.fallback = 'processors';
   }
 
-  update(patch: ParamsPatch): UpdatePlan {
+  update(change: ParamsChange): UpdatePlan {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
-    const next = assertParams(mergeParams(this.#target, patch));
-    const plan = planUpdate(this.#target, next);
-    const { hot, reload } = plan;
-    this.#target = next;
+    const { hot, reload } = change.plan;
+    this.#target = change.target;
     if (hot.length > 0) {
       // Also to a reload that is built and waiting for the next frame; one still building gets
-      // the hot params requested meanwhile when it is done (#reloadOnce).
-      for (const host of [this.#serving, this.#swap]) if (host) this.#forward(host, pick(next, hot));
+      // the hot keys taken meanwhile when it is done (#reloadOnce).
+      for (const host of [this.#serving, this.#swap]) if (host) this.#forward(host, hotPart(change));
+      if (this.#reload) for (const k of hot) this.#hotSinceBuild.add(k);
     }
+    // A failed build stays reported (buildError, fallback) until a build of the requested params succeeds.
     if (reload.length > 0) this.#startReload();
-    else if (this.#st.buildError !== null && !this.#reload && planUpdate((this.#swap ?? this.#serving).builtParams, next).reload.length === 0) {
-      // The params now ask for what is served: the earlier build failure no longer applies.
-      this.#st.buildError = null;
-      this.#st.fallback = 'none';
-    }
     this.#log.info(`update() | [hot:${hot.join(',') || '-'}] [reload:${reload.join(',') || '-'}]`);
-    return plan;
+    return change.plan;
   }
 
-  /** Sends hot params to a worker; they were validated here, so a failure is only logged. */
-  #forward(host: EngineThread, patch: Partial<StreamParams>): void {
-    host.update(patch).catch((err: unknown) => this.#log.warn({ err }, 'update() | worker refused hot params'));
+  /** Hands a worker the hot part of a change; it was checked where it was planned, so a failure is only logged. */
+  #forward(host: EngineThread, change: ParamsChange): void {
+    host.update(change).catch((err: unknown) => this.#log.warn({ err }, 'update() | worker refused hot params'));
   }
 
   #startReload(): void {
@@ -198,6 +190,7 @@ class ReloadingPipeline implements FramePipeline {
       log.info(msg);
     };
     note(`reload() | started [model:${params.model_id}] [size:${params.width}x${params.height}]`);
+    this.#hotSinceBuild = new Set();
     // The spare worker skips thread start-up and module loading.
     const host = this.#spare?.alive ? this.#spare : EngineThread.spawn(log);
     this.#spare = null;
@@ -209,9 +202,9 @@ class ReloadingPipeline implements FramePipeline {
         await host.close();
         return;
       }
-      // Hot params requested while it was building (reload ones queue the next reload).
-      const { hot } = planUpdate(params, this.#target);
-      if (hot.length > 0) this.#forward(host, pick(this.#target, hot));
+      // Hot keys taken while it was building (reload ones queue the next reload).
+      const hot = [...this.#hotSinceBuild];
+      if (hot.length > 0) this.#forward(host, { target: this.#target, plan: { mode: 'hot', hot, reload: [] } });
       const old = this.#swap;
       this.#swap = host;
       if (old) this.#retire(old);
@@ -227,12 +220,8 @@ class ReloadingPipeline implements FramePipeline {
       this.#st.lastErrorTime = Date.now();
       this.#st.buildError = msg;
       if (this.#st.fallback === 'none') this.#st.fallback = 'previous';
-      // Keep serving what the old pipeline serves; hot keys requested meanwhile stay requested.
-      const built = (this.#swap ?? this.#serving).builtParams;
-      const { reload } = planUpdate(built, this.#target);
-      const reverted = { ...this.#target };
-      for (const k of reload) (reverted as Record<string, unknown>)[k] = built[k];
-      this.#target = reverted;
+      // The old pipeline keeps serving (hot keys taken meanwhile reached it); the params stay as
+      // asked, so the next reload builds them again, and status says why the build failed until one succeeds.
     } finally {
       this.#st.restartCount++;
       this.#st.lastRestartTime = Date.now();

@@ -63,7 +63,8 @@ export interface StageMs {
   total: number;
 }
 
-export interface FramePipelineStatus {
+/** A type, not an interface: it passes as the frame processor seam's untyped status (FrameProcessor.status). */
+export type FramePipelineStatus = {
   state: FramePipelineState;
   modelId: string;
   /** The loaded model is a tiny random-weight demo model (model_index.json `_demo`). */
@@ -111,4 +112,9 @@ export interface FramePipelineStatus {
    * - `processors`: the first build failed; image pre/post-processing alone (skip_diffusion) serve.
    */
   fallback: 'none' | 'previous' | 'processors';
-}
+  /**
+   * How often the engine's thread merged, checked and planned params (native/params ParamsWork):
+   * a change reaches the engine planned, so updates add nothing here; a build checks its params once.
+   */
+  paramsWork?: { merges: number; checks: number; plans: number };
+};

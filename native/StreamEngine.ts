@@ -19,7 +19,7 @@ import { createProcessorChain, type ProcessorChain } from './processors/Processo
 import { SafetyChecker } from './SafetyChecker.ts';
 import { SimilarityFilter } from './SimilarityFilter.ts';
 import { StreamDiffusion } from './StreamDiffusion.ts';
-import { assertParams, mergeParams, planUpdate, supportsIpAdapter, type ParamsPatch, type StreamParams } from './params/index.ts';
+import { assertParams, mergeParams, paramsWork, supportsIpAdapter, type ParamsChange, type StreamParams } from './params/index.ts';
 import { ImageDecoder } from '../images/index.ts';
 
 
@@ -67,7 +67,8 @@ export class StreamEngine {
   #busy = false;
   /** The frame being run, awaited by close(). */
   #inflight: Promise<Frame | null> | null = null;
-  #hotPending = false;
+  /** Hot keys of the changes taken since the last frame: the next frame applies their values from #target. */
+  readonly #hotKeys = new Set<keyof StreamParams>();
   #closePromise: Promise<void> | null = null;
   /** Background jobs (style image loads) whenIdle() waits for. */
   readonly #background = new Set<Promise<void>>();
@@ -83,9 +84,12 @@ export class StreamEngine {
     stageMs: { preprocess: 0, encode: 0, unet: 0, math: 0, decode: 0, control: 0, postprocess: 0, ort: 0, total: 0 },
   };
 
-  /** Builds the engine for `o.params` (merged with Daydream's defaults and validated). */
-  static async open(o: FramePipelineOptions): Promise<StreamEngine> {
-    const params = assertParams(mergeParams(null, o.params));
+  /**
+   * Builds the engine for `o.params` (merged with Daydream's defaults and validated), or for
+   * `checked`: full params checked where they were planned (FramePipeline's worker), taken as they are.
+   */
+  static async open(o: FramePipelineOptions, checked?: StreamParams): Promise<StreamEngine> {
+    const params = checked ?? assertParams(mergeParams(null, o.params));
     const p = new StreamEngine(o, params);
     p.#engine = await p.#build(params, p.#log);
     p.#warnUnsupported(params);
@@ -238,19 +242,20 @@ export class StreamEngine {
   }
 
   /**
-   * Applies hot params from the next frame. Throws for bad values, and for reload params: those
-   * need a new StreamEngine (FramePipeline builds one in another thread).
+   * Takes a change planned where it was asked for (ParamsChange): its hot keys apply from the next
+   * frame with their values from `target`; nothing is merged, checked or planned here. Throws for
+   * a change with reload keys: those need a new StreamEngine (FramePipeline builds one in another
+   * thread) and reach this one only as their hot part.
    */
-  update(patch: ParamsPatch): { hot: string[] } {
+  update(change: ParamsChange): { hot: string[] } {
     if (this.#state === 'closed') throw new InvalidStateError('FramePipeline closed');
-    const next = assertParams(mergeParams(this.#target, patch));
-    const { hot, reload } = planUpdate(this.#target, next);
+    const { hot, reload } = change.plan;
     if (reload.length > 0) throw new InvalidParamsError(`reload params need a new pipeline: ${reload.join(', ')}`);
-    this.#target = next;
-    if (hot.length > 0) this.#hotPending = true;
+    this.#target = change.target;
+    for (const k of hot) this.#hotKeys.add(k);
     // Encode new prompts now, in the background, so the frame that applies them does not wait.
-    if (hot.some((k) => k === 'prompt' || k === 'negative_prompt' || k === 'guidance_scale' || k === 'cfg_type')) void this.#engine.diffusion?.prefetch(next);
-    this.#warnUnsupported(next);
+    if (hot.some((k) => k === 'prompt' || k === 'negative_prompt' || k === 'guidance_scale' || k === 'cfg_type')) void this.#engine.diffusion?.prefetch(change.target);
+    this.#warnUnsupported(change.target);
     return { hot };
   }
 
@@ -272,11 +277,10 @@ export class StreamEngine {
 
   /** Applies the hot params requested since the last frame. */
   async #sync(): Promise<void> {
-    if (!this.#hotPending) return;
-    this.#hotPending = false;
+    if (this.#hotKeys.size === 0) return;
+    const hot = [...this.#hotKeys];
+    this.#hotKeys.clear();
     const e = this.#engine;
-    const { hot } = planUpdate(e.params, this.#target);
-    if (hot.length === 0) return;
     const next = { ...e.params };
     for (const k of hot) (next as Record<string, unknown>)[k] = this.#target[k];
     const prev = e.params;
@@ -416,6 +420,7 @@ export class StreamEngine {
       ipAdapterError: e.ipError,
       stageMs: { ...this.#st.stageMs },
       unsupported: unsupportedOf(e.params, e),
+      paramsWork: { ...paramsWork },
     };
   }
 

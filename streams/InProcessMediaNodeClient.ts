@@ -80,17 +80,19 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
 
   async updateParams(nodeId: string, update: ParamsUpdate): Promise<UpdateResult> {
     if (nodeId !== this.nodeId) return { delivered: false };
-    // A hot update carries only what changed (the processor applies it on the next frame); a
-    // reload hands over the full params to build from.
-    const keys = update.mode === 'reload' ? (Object.keys(update.params) as (keyof LiveParams)[]) : update.hot;
-    const params: LiveParams = Object.fromEntries(keys.map((k) => [k, update.params[k]]));
+    const { change } = update;
     try {
-      // A timed change waits on the node for its frame; a stream not here takes it as a plain update.
-      if (update.schedule && this.#node.scheduleParams(update.streamId, { id: update.schedule.id, params, applyAt: update.schedule.applyAt, transition: update.schedule.transition })) {
-        return { delivered: true, scheduled: true };
+      // A timed change waits on the node for its frame, as the keys it sets (a reload: the full
+      // params), planned again where it lands; a stream not here takes it as a plain update.
+      if (update.schedule) {
+        const keys = change.plan.reload.length > 0 ? (Object.keys(change.target) as (keyof LiveParams)[]) : change.plan.hot;
+        const params: LiveParams = Object.fromEntries(keys.map((k) => [k, change.target[k]]));
+        if (this.#node.scheduleParams(update.streamId, { id: update.schedule.id, params, applyAt: update.schedule.applyAt, transition: update.schedule.transition })) {
+          return { delivered: true, scheduled: true };
+        }
       }
-      // A stream not here yet (its publisher's grant may be resolving right now) gets it when made.
-      const taken = this.#node.updateParams(update.streamId, params, update.storedAt);
+      // As it is (ParamsChange); a stream not here yet (its publisher's grant may be resolving right now) gets it when made.
+      const taken = this.#node.updateParams(update.streamId, change, update.storedAt);
       if (!taken) return { delivered: false };
       return taken.plan ? { delivered: true, plan: taken.plan } : { delivered: true };
     } catch (err) {

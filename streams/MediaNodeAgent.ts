@@ -13,7 +13,8 @@ import type { Logger } from 'pino';
 import type { Store, Unsubscribe } from '../store/index.ts';
 import { MEDIA_EVENTS_CHANNEL, MEDIA_NODE_KIND, rpcChannel, type MediaNodeBeat, type RpcReply, type RpcRequest } from './BusMediaNodeClient.ts';
 import type { InProcessMediaNodeClient } from './InProcessMediaNodeClient.ts';
-import type { NodeEvent } from './MediaNodeClient.ts';
+import type { NodeEvent, ParamsUpdate } from './MediaNodeClient.ts';
+import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
 
 export const AGENT_DEFAULTS = {
   /** ms between registry beats. */
@@ -32,6 +33,16 @@ export interface MediaNodeAgentOptions {
   logger: Logger;
   heartbeatMs?: number;
   ttlMs?: number;
+}
+
+/**
+ * An api older than ParamsChange (decision 0029) sent the full params and their plan side by side;
+ * during a rolling upgrade the node still takes its updates, as the change they describe.
+ */
+function fromOlderApi(u: ParamsUpdate): ParamsUpdate {
+  if (u.change) return u;
+  const old = u as unknown as { params: StreamParams; mode: UpdatePlan['mode']; hot: UpdatePlan['hot']; reload: UpdatePlan['reload'] };
+  return { ...u, change: { target: old.params, plan: { mode: old.mode, hot: old.hot, reload: old.reload } } };
 }
 
 export class MediaNodeAgent {
@@ -101,7 +112,7 @@ export class MediaNodeAgent {
       let result: unknown;
       switch (req.method) {
         case 'updateParams':
-          result = await this.#local.updateParams(this.nodeId, req.update);
+          result = await this.#local.updateParams(this.nodeId, fromOlderApi(req.update));
           break;
         case 'status':
           result = await this.#local.status(this.nodeId, req.streamId);

@@ -10,7 +10,7 @@
  * The embedded default implements it with direct calls (InProcessMediaNodeClient).
  */
 import type { AudioMappingStatus, ClipResult, ReaderStatus, RtmpDestination, RtmpDestinationStatus, SoundtrackSpec, SoundtrackStatus } from '../media/index.ts';
-import type { StreamParams, UpdatePlan } from '../native/params/index.ts';
+import type { ParamsChange, StreamParams, UpdatePlan } from '../native/params/index.ts';
 import type { Unsubscribe } from '../store/index.ts';
 
 export interface MediaNodeInfo {
@@ -28,25 +28,18 @@ export interface MediaNodeInfo {
 }
 
 /**
- * An update as the API planned it over the stored params (planUpdate): which keys to send. The
- * node's engine plans it again against what it runs, and that plan is the one reported back
- * (UpdateResult.plan).
- * - `hot`: only the changed hot keys are handed on;
- * - `reload`: the full params are (what a reload builds from).
+ * A change as the API planned it, once, over the stored params (ParamsChange: the full params after
+ * it and its plan), carried to the node and on to the engine unchanged; the node reports back the
+ * plan its processor ran (UpdateResult.plan), which is this one.
  */
 export interface ParamsUpdate {
   streamId: string;
-  /** The full params after the change. */
-  params: StreamParams;
-  mode: 'hot' | 'reload';
+  change: ParamsChange;
   /**
-   * When the store wrote `params` (ms epoch): the node ignores what is older than the params it
-   * holds (a publisher's grant read before this update). Optional for older senders.
+   * When the store wrote the change's params (ms epoch): the node ignores what is older than the
+   * params it holds (a publisher's grant read before this update). Optional for older senders.
    */
   storedAt?: number;
-  /** Keys that changed, by class. */
-  hot: (keyof StreamParams)[];
-  reload: (keyof StreamParams)[];
   /**
    * A timed change (the control WebSocket): the node holds it and applies it to the first frame
    * captured at or after `applyAt` (ms epoch; null = the next frame), optionally as a transition
@@ -60,8 +53,8 @@ export interface UpdateResult {
   /** False when the stream is not running on that node (the params apply at its next ingest). */
   delivered: boolean;
   /**
-   * The plan the stream's processor ran for this update (the engine's own planUpdate against the
-   * params it runs): what `x-params-update` reports. Absent when no processor took it now (no
+   * The plan the stream's processor ran for this update (the change's own, with the params the
+   * node restores itself when audio mappings change): what `x-params-update` reports. Absent when no processor took it now (no
    * publisher yet, a pipeline still loading, params that pass frames through, a scheduled
    * change): the processor built later starts from the latest params.
    */

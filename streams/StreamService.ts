@@ -369,13 +369,11 @@ export class StreamService {
     let scheduledOn: string | null = null;
     let ran: UpdatePlan | null = null;
     if (updated.nodeId) {
+      // Planned once, here: the node and its engine apply this change as it is.
       const r = await this.#media.updateParams(updated.nodeId, {
         streamId: updated.id,
-        params: after,
-        mode: classification.mode,
+        change: { target: after, plan: classification },
         storedAt,
-        hot: classification.hot,
-        reload: classification.reload,
         ...(opts.schedule ? { schedule: opts.schedule } : {}),
       });
       nodeError = r.error !== undefined ? withoutPaths(r.error) : null;

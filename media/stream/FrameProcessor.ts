@@ -5,10 +5,10 @@
  * never adds latency.
  *
  * The default processor applies native's image processor chains around an optional diffusion
- * stage; `DiffusionProcessor` runs native's whole StreamDiffusion frame pipeline instead.
+ * stage; native's FramePipeline (the whole StreamDiffusion frame pipeline) is one as it is.
  */
 import type { Logger } from 'pino';
-import type { StreamParams as FullParams, UpdatePlan } from '../../native/params/index.ts';
+import type { StreamParams as FullParams, ParamsChange, UpdatePlan } from '../../native/params/index.ts';
 import { frameBytes, type Frame, type PixelFormat } from '../Frame.ts';
 
 export { frameBytes, type Frame, type PixelFormat };
@@ -27,12 +27,12 @@ export interface FrameProcessor {
   /** Returns the processed frame, or null to drop this frame (nothing is sent for it). */
   process(frame: Frame): Promise<Frame | null>;
   /**
-   * Applies new params from the next frame on. Throws if the params are unusable. Returns the plan
-   * it ran (the engine's planUpdate: which keys apply on the next frame, which rebuild its
-   * pipeline); what the API reports for the update, so it never guesses. A processor with no plan
-   * of its own returns nothing (the API then reports the params module's plan).
+   * Applies a change planned where it was asked for (ParamsChange), as it is, from the next frame
+   * on: the hot keys' values from `target`, and (an engine) a rebuild for the reload keys. Returns
+   * the plan it ran: what the API reports for the update. A processor with no plan of its own
+   * returns nothing (the API then reports its own).
    */
-  update(params: LiveParams): UpdatePlan | void;
+  update(change: ParamsChange): UpdatePlan | void;
   close(): void;
   /** Engine state for the status endpoint (restarts, provider, demo flag…), when there is one. */
   status?(): Record<string, unknown>;
@@ -81,8 +81,8 @@ type ChainFactory = (block: ProcessingBlock | null | undefined, kind: 'image') =
 
 /**
  * image_preprocessing → image_postprocessing, without diffusion: what a node without models runs
- * (the diffusion path is DiffusionProcessor, which runs these chains inside the engine). A null
- * factory passes frames through (benchmarks of the media path).
+ * (the diffusion path is native's FramePipeline, which runs these chains inside the engine). A
+ * null factory passes frames through (benchmarks of the media path).
  */
 export class ImageChainProcessor implements FrameProcessor {
   readonly #factory: ChainFactory | null;
@@ -91,19 +91,22 @@ export class ImageChainProcessor implements FrameProcessor {
 
   constructor(factory: ChainFactory | null, params: LiveParams) {
     this.#factory = factory;
-    this.update(params);
+    this.#build(params, ['image_preprocessing', 'image_postprocessing']);
   }
 
-  /** Image chains are rebuilt in place, nothing reloads: every key it is given applies on the next frame. */
-  update(params: LiveParams): UpdatePlan {
-    // Build both chains before swapping so a bad block leaves the old chains serving.
-    if (this.#factory) {
-      const pre = 'image_preprocessing' in params ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
-      const post = 'image_postprocessing' in params ? this.#factory(params.image_postprocessing, 'image') : this.#post;
-      this.#pre = pre;
-      this.#post = post;
-    }
-    const hot = Object.keys(params) as UpdatePlan['hot'];
+  /** Builds both chains before swapping, so a bad block leaves the old chains serving. */
+  #build(params: LiveParams, keys: readonly (keyof FullParams)[]): void {
+    if (!this.#factory) return;
+    const pre = keys.includes('image_preprocessing') ? this.#factory(params.image_preprocessing, 'image') : this.#pre;
+    const post = keys.includes('image_postprocessing') ? this.#factory(params.image_postprocessing, 'image') : this.#post;
+    this.#pre = pre;
+    this.#post = post;
+  }
+
+  /** Image chains are rebuilt in place, nothing reloads: every key of the change applies on the next frame. */
+  update(change: ParamsChange): UpdatePlan {
+    const hot = [...change.plan.hot, ...change.plan.reload];
+    this.#build(change.target, hot);
     return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
   }
 

@@ -10,7 +10,7 @@
  * Frames that arrive while it is built are dropped.
  */
 import type { Logger } from 'pino';
-import type { UpdatePlan } from '../../native/params/index.ts';
+import { planUpdate, type ParamsChange, type StreamParams, type UpdatePlan } from '../../native/params/index.ts';
 import type { Frame, FrameProcessor, FrameProcessorFactory, LiveParams } from './FrameProcessor.ts';
 import type { ParamsMark } from './ParamsSchedule.ts';
 import { StageTimer } from '../StageTimer.ts';
@@ -110,15 +110,20 @@ export class FrameSlot {
   ensure(): void {
     if (this.#processor || this.#loading || this.#closed) return;
     const version = this.#paramsVersion;
+    const built = { ...this.#opts.params() };
     this.#loading = this.#opts
-      .createProcessor({ ...this.#opts.params() }, { streamId: this.#opts.streamId, logger: this.#logger })
+      .createProcessor(built, { streamId: this.#opts.streamId, logger: this.#logger })
       .then((p) => {
         if (this.#isClosed()) {
           p.close();
           return;
         }
         this.#processor = p;
-        if (this.#paramsVersion !== version) p.update({ ...this.#opts.params() });
+        // Changes taken while it was built: planned here, once, against what it was built from.
+        if (this.#paramsVersion !== version) {
+          const target = this.#opts.params() as StreamParams;
+          p.update({ target, plan: planUpdate(built as StreamParams, target) });
+        }
       })
       .catch((err: unknown) => {
         this.#opts.onError(`processor: ${String(err)}`);
@@ -134,8 +139,8 @@ export class FrameSlot {
    * null when no processor runs yet (the one built later starts from the latest params). Throws
    * when the engine refuses it.
    */
-  update(params: LiveParams): UpdatePlan | null {
-    const plan = this.#processor?.update(params) ?? null;
+  update(change: ParamsChange): UpdatePlan | null {
+    const plan = this.#processor?.update(change) ?? null;
     this.#paramsVersion++;
     return plan;
   }

@@ -29,7 +29,7 @@ import { WhepOutput } from '../webrtc/WhepOutput.ts';
 import type { Logger } from 'pino';
 import { EncoderBin, type EncodedAccessUnit } from '../gst/EncoderBin.ts';
 import { InvalidStateError } from '../errors.ts';
-import type { UpdatePlan } from '../../native/params/index.ts';
+import { DEFAULT_PARAMS, HOT_KEYS, planUpdate, type ParamsChange, type StreamParams, type UpdatePlan } from '../../native/params/index.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type LiveParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
 import { OutputClock } from './OutputClock.ts';
@@ -79,6 +79,23 @@ function engineParams(params: LiveParams): LiveParams {
   if (params.audio_mappings === undefined) return params;
   const { audio_mappings: _mappings, ...rest } = params;
   return rest;
+}
+
+/** Every key of the params is held (a grant's or a PATCH's params), not only the PATCHed ones of a stream a viewer made. */
+function isFull(params: LiveParams): boolean {
+  return Object.keys(DEFAULT_PARAMS).every((k) => k in params);
+}
+
+/** A plan by key alone, for params not yet held in full (no processor runs on them yet): hot keys hot, the rest reload. */
+function byKey(keys: readonly string[]): UpdatePlan {
+  const hot = keys.filter((k) => HOT_KEYS.has(k as keyof StreamParams)) as (keyof StreamParams)[];
+  const reload = keys.filter((k) => !HOT_KEYS.has(k as keyof StreamParams)) as (keyof StreamParams)[];
+  return { mode: reload.length > 0 ? 'reload' : hot.length > 0 ? 'hot' : 'none', hot, reload };
+}
+
+/** The keys of `params` in `keys`, by their values there. */
+function pick(params: LiveParams, keys: readonly string[]): LiveParams {
+  return Object.fromEntries(keys.filter((k) => k in params).map((k) => [k, params[k as keyof LiveParams]])) as LiveParams;
 }
 
 export class LiveStream extends TypedEmitter<LiveStreamEvents> {
@@ -188,7 +205,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#landings = new ParamsLandings({
       streamId: this.streamId,
       params: () => this.#params,
-      apply: (patch) => this.#applyParams(patch),
+      apply: (patch) => this.#apply(this.#nodeChange(patch)),
       publishing: () => this.#publisher !== null,
       landed: (landing) => this.safeEmit('landed', landing),
       onError: (message) => (this.#lastError = message),
@@ -414,8 +431,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     const patch = this.#audio.atFrame(shownAt, this.#params);
     if (patch) {
       try {
-        // To the processor only: the stream's params (store, status) stay what was asked; status shows the mapped values.
-        this.#slot.update(patch);
+        // To the processor only: the stream's params (store, status) stay what was asked; status
+        // shows the mapped values. Mapped params are hot by rule (MAPPABLE_PARAMS): planned as such.
+        const hot = Object.keys(patch) as (keyof StreamParams)[];
+        this.#slot.update({ target: { ...engineParams(this.#params), ...patch } as StreamParams, plan: { mode: 'hot', hot, reload: [] } });
       } catch (err) {
         this.#lastError = `audio mapping: ${(err as Error).message}`;
       }
@@ -532,34 +551,54 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * Hot-applies params. Size and layout changes reconfigure the decoder in place (the encoder
-   * follows the frame size). A
-   * processor still being built gets them when it is ready; one that is not needed yet is built
-   * (when a publisher is attached) once the params process frames.
+   * Takes a change planned where it was asked for (a PATCH: the API merged, checked and planned it
+   * once) and hands it on as it is: hot keys apply from the next frame, reload keys rebuild the
+   * engine's pipeline in the background. Size and layout changes reconfigure the decoder in place
+   * (the encoder follows the frame size). A processor still being built gets the latest params when
+   * it is ready; one that is not needed yet is built (when a publisher is attached) once the params
+   * process frames.
    *
-   * `storedAt` orders updates that reach the stream by different paths: the params a publisher's
-   * grant read from the store, and the PATCHes delivered to the node meanwhile (ms epoch of the
-   * store write that produced them). An update older than the newest applied one is stale: only
-   * the keys the stream has never held apply (a stream a viewer made holds just the PATCHed
-   * keys), so a grant read before a PATCH cannot undo it. Unversioned updates always apply.
-   * Returns whether the update was stale, and the plan the processor ran for it (null when no
-   * processor runs yet: the one built later starts from the latest params).
+   * `storedAt` orders changes that reach the stream by different paths: the params a publisher's
+   * grant read from the store (`grant`), and the PATCHes delivered to the node meanwhile (ms epoch
+   * of the store write that produced them). A change older than the newest applied one is stale:
+   * only the keys the stream has never held apply (a stream a viewer made holds just the PATCHed
+   * keys), so a grant read before a PATCH cannot undo it. Unversioned changes always apply.
+   * Returns whether it was stale, and the plan the processor ran (null when no processor runs yet).
    */
-  updateParams(update: LiveParams, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
+  updateParams(change: ParamsChange, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
     this.#assertOpen();
-    let params = update;
-    let fresh = true;
     if (storedAt !== undefined && storedAt < this.#paramsStoredAt) {
-      fresh = false;
-      params = Object.fromEntries(Object.entries(update).filter(([k]) => !(k in this.#params)));
-      this.#logger.info(`updateParams() | stale update, only unheld keys apply [streamId:${this.streamId}] [storedAt:${storedAt}] [holding:${this.#paramsStoredAt}] [keys:${Object.keys(params).join(',') || '-'}]`);
-      if (Object.keys(params).length === 0) return { stale: true, plan: null };
-    } else if (storedAt !== undefined) {
-      this.#paramsStoredAt = storedAt;
+      const keys = [...change.plan.hot, ...change.plan.reload].filter((k) => !(k in this.#params));
+      this.#logger.info(`updateParams() | stale update, only unheld keys apply [streamId:${this.streamId}] [storedAt:${storedAt}] [holding:${this.#paramsStoredAt}] [keys:${keys.join(',') || '-'}]`);
+      if (keys.length === 0) return { stale: true, plan: null };
+      const only = (list: readonly (keyof StreamParams)[]) => list.filter((k) => keys.includes(k));
+      const plan: UpdatePlan = { mode: only(change.plan.reload).length > 0 ? 'reload' : 'hot', hot: only(change.plan.hot), reload: only(change.plan.reload) };
+      return { stale: true, plan: this.#take({ target: { ...this.#params, ...pick(change.target, keys) } as StreamParams, plan }) };
     }
-    this.#landings.interrupt(Object.keys(params));
+    if (storedAt !== undefined) this.#paramsStoredAt = storedAt;
+    return { stale: false, plan: this.#take(change) };
+  }
+
+  /**
+   * The stored params a publisher's grant read (full params), with the store write's time: planned
+   * here, once, against the params the stream holds (a stream a viewer made holds only PATCHed
+   * keys), then taken as any change (see updateParams for `storedAt`).
+   */
+  grant(params: LiveParams, storedAt?: number): { stale: boolean; plan: UpdatePlan | null } {
+    this.#assertOpen();
+    const target = { ...this.#params, ...params } as StreamParams;
+    const plan = isFull(this.#params) ? planUpdate(this.#params as StreamParams, target) : byKey(Object.keys(params));
+    if (plan.mode === 'none') {
+      if (storedAt !== undefined && storedAt >= this.#paramsStoredAt) this.#paramsStoredAt = storedAt;
+      return { stale: false, plan };
+    }
+    return this.updateParams({ target, plan }, storedAt);
+  }
+
+  #take(change: ParamsChange): UpdatePlan | null {
+    this.#landings.interrupt([...change.plan.hot, ...change.plan.reload]);
     try {
-      return { stale: !fresh, plan: this.#applyParams(params) };
+      return this.#apply(change);
     } catch (err) {
       this.#lastError = `params update failed: ${(err as Error).message}`;
       throw err;
@@ -567,25 +606,38 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * Applies params now (the processor takes them from its next frame) and returns the processor's
-   * plan, or null when none runs yet. Throws when the engine refuses them.
+   * A change the node makes itself (a scheduled change landing, a step of its transition): planned
+   * here, once, against the params the stream holds.
    */
-  #applyParams(params: LiveParams): UpdatePlan | null {
-    const next = { ...this.#params, ...params };
-    const undo = params.audio_mappings !== undefined ? this.#audio.set(params.audio_mappings ?? []) : null;
-    // Keys old mappings set go back to the stream's own values.
-    const restore = Object.fromEntries((undo ?? []).filter((k) => !(k in params)).map((k) => [k, next[k]])) as LiveParams;
-    let plan = this.#slot.update(engineParams({ ...restore, ...params }));
+  #nodeChange(patch: LiveParams): ParamsChange {
+    const target = { ...this.#params, ...patch } as StreamParams;
+    return { target, plan: isFull(this.#params) ? planUpdate(this.#params as StreamParams, target) : byKey(Object.keys(patch)) };
+  }
+
+  /**
+   * Applies a change now (the processor takes it from its next frame) and returns the processor's
+   * plan, or null when none runs yet. Throws when the engine refuses it.
+   */
+  #apply(change: ParamsChange): UpdatePlan | null {
+    const { target, plan } = change;
+    const keys: string[] = [...plan.hot, ...plan.reload];
+    const undo = keys.includes('audio_mappings') ? this.#audio.set(target.audio_mappings ?? []) : null;
+    // Keys old mappings set go back to the stream's own values: the node adds them to the change, hot.
+    const restore = (undo ?? []).filter((k) => !keys.includes(k));
+    const hot = [...plan.hot.filter((k) => k !== 'audio_mappings'), ...restore];
+    const engine: UpdatePlan = { mode: plan.reload.length > 0 ? 'reload' : hot.length > 0 ? 'hot' : 'none', hot, reload: plan.reload };
+    // Also with nothing for the engine (an audio_mappings change alone): a running processor answers, so the plan is the node's.
+    let ran = this.#slot.update({ target: engineParams(target) as StreamParams, plan: engine });
     // The processor never sees audio_mappings; the node applied the change from the next frame: hot.
-    if (plan && undo) plan = { ...plan, mode: plan.mode === 'none' ? 'hot' : plan.mode, hot: [...plan.hot, 'audio_mappings'] };
-    this.#params = next;
+    if (undo) ran = ran ? { ...ran, mode: ran.mode === 'none' ? 'hot' : ran.mode, hot: [...ran.hot, 'audio_mappings'] } : null;
+    this.#params = target;
     // A direct value replaced what a mapping set (or a list it sets inside changed): the next frame sets them all again.
     this.#audio.paramsChanged();
     this.#paramsUpdatedAt = Date.now();
     if (this.#publisher && !this.#passthrough()) this.#slot.ensure();
     // Size and layout change in place: the decoder keeps its references (no key frame to wait for).
     this.#ingest.configure();
-    return plan;
+    return ran;
   }
 
   /** Ends the publisher session (viewers stay, waiting for the next publisher). */

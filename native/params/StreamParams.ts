@@ -7,6 +7,7 @@
  *
  * No heavy imports here: the API validates with this module without loading ONNX Runtime.
  */
+import { paramsWork } from './ParamsWork.ts';
 import { InvalidParamsError, type NativeError, UnsupportedProcessorError } from '../errors.ts';
 // Type-only: erased at run time, so ONNX Runtime stays unloaded.
 import type { Acceleration } from '../ModelSessions.ts';
@@ -237,6 +238,7 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
  * the hot settings); `null` resets a field to its default. The one merge of the system.
  */
 export function mergeParams<M extends string = string>(base: StreamParams<M> | null, patch: ParamsPatch<M>): StreamParams<M> {
+  paramsWork.merges++;
   const out = structuredClone(base ?? (DEFAULT_PARAMS as StreamParams<string> as StreamParams<M>));
   const target = out as unknown as Record<string, unknown>;
   for (const [key, value] of Object.entries(patch)) {
@@ -303,6 +305,7 @@ export interface CheckContext {
  * frame size upscalers would make.
  */
 export function checkParams(p: StreamParams, ctx: CheckContext = {}, prefix = 'params'): ParamIssue[] {
+  paramsWork.checks++;
   const issues: ParamIssue[] = [];
   const at = (path: string, message: string, error?: NativeError) => issues.push({ field: `${prefix}.${path}`, message, ...(error ? { error } : {}) });
   const family = familyOf(p.model_id);

@@ -2,6 +2,7 @@
  * Hot or reload, per key (reference/live-diffusion.md §2.4): the one table the API answers
  * `x-params-update` from and the engine acts on, so the two cannot disagree.
  */
+import { paramsWork } from './ParamsWork.ts';
 import { outputScale, type StreamParams } from './StreamParams.ts';
 
 /**
@@ -67,6 +68,7 @@ const same = (a: unknown, b: unknown) => stableJson(a) === stableJson(b);
 
 /** Hot or reload for each key whose value differs between `before` and `after` (both merged, full params). */
 export function planUpdate(before: StreamParams, after: StreamParams): UpdatePlan {
+  paramsWork.plans++;
   const hot: (keyof StreamParams)[] = [];
   const reload: (keyof StreamParams)[] = [];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)] as (keyof StreamParams)[]);

@@ -2,7 +2,8 @@
  * native/params: the stream params vocabulary every layer shares — the one `StreamParams` type,
  * its defaults and merge, the model / ControlNet / IP-Adapter tables, the rules (`checkParams`,
  * issues for the API; `assertParams`, a throw for the engine) and the hot/reload plan of an
- * update (`planUpdate`). It loads no model runtime: the API imports it alone.
+ * update (`planUpdate`), and a change as one value planned once (`ParamsChange`). It loads no model
+ * runtime: the API imports it alone.
  */
 export {
   type StreamParams,
@@ -44,6 +45,7 @@ export {
   mappingProblems,
 } from './AudioMapping.ts';
 export { HOT_KEYS, planUpdate, stableJson, type UpdateMode, type UpdatePlan } from './UpdatePlan.ts';
+export { hotPart, paramsWork, planChange, type ParamsChange } from './ParamsChange.ts';
 export {
   type ModelFamily,
   type ModelId,

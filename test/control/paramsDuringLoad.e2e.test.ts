@@ -106,8 +106,9 @@ async function start(t: Test) {
         outputs.push(ctx.streamId, rgb);
         return { ...frame, data };
       },
-      update: (patch) => {
-        params = { ...params, ...patch };
+      // A planned change: its target is the params from the next frame on.
+      update: (change) => {
+        params = change.target;
       },
       close: () => undefined,
     };

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { buildTinyLora, buildTinyModel, createFramePipeline, demoModelOptions } from '../../native/index.ts';
-import { DEFAULT_PARAMS, mergeParams, planUpdate, type ParamsPatch, type StreamParams } from '../../native/params/index.ts';
+import { DEFAULT_PARAMS, mergeParams, planChange, planUpdate, type ParamsPatch, type StreamParams } from '../../native/params/index.ts';
 import { startRolesServer } from '../helpers/rolesServer.ts';
 import { makeStreamApp } from './streamApp.ts';
 
@@ -86,7 +86,7 @@ t.test('for every key, the API’s hot/reload answer is what the engine did', { 
     t.equal(res.statusCode, 200, `${key}: PATCH → 200 (${res.statusCode === 200 ? '' : res.body})`);
     const api = res.headers['x-params-update'];
     const before = engine.status().restartCount;
-    const plan = engine.update(patch);
+    const plan = engine.update(planChange(engine.params, patch));
     await engine.whenIdle();
     const did = engine.status().restartCount - before === 1 ? 'reload' : 'hot';
     t.equal(plan.reload.length > 0 ? 'reload' : 'hot', did, `${key}: the engine did what its plan said (${did})`);

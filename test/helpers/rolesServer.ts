@@ -36,6 +36,8 @@ export interface RolesServerOptions {
   webhooks?: (store: Store) => { service: WebhookService; close(): unknown };
   /** Serve the WebRTC test page (publish/play helpers, test/media/harness.ts) at `/peer.html`. */
   peerPage?: boolean;
+  /** A Redis store instead of the embedded one: the api reaches the node over the bus, as in scale-out. */
+  redisUrl?: string;
 }
 
 export interface RolesServer {
@@ -54,7 +56,7 @@ export async function startRolesServer(t: { teardown(fn: () => unknown): void },
   const config = loadConfig({}, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', PORT: port, HOST: '127.0.0.1', RENDER_WORKERS: 0 });
   opts.prepare?.(config);
   const logger = pino({ level: process.env['LOG_LEVEL'] ?? 'silent' });
-  const store = await createStore({ dataDir });
+  const store = await createStore({ dataDir, ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}) });
   const metrics = new Metrics({ defaultMetrics: false });
   const webhooks = opts.webhooks?.(store);
   const roles = await startStreamRoles(config, { store, blobs: new FsBlobStore(join(dataDir, 'blobs')), logger, metrics }, {

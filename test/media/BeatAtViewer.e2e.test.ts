@@ -17,7 +17,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import type { Frame, FrameProcessorFactory, LiveParams } from '../../media/index.ts';
+import type { Frame, FrameProcessorFactory } from '../../media/index.ts';
+import type { ParamsChange } from '../../native/params/index.ts';
 import { rtpDelta } from '../../media/webrtc/RtpArrival.ts';
 import type { ReportedTime } from '../../media/webrtc/SenderReport.ts';
 import { StreamControl, type Tempo } from '../../streams/StreamControl.ts';
@@ -172,9 +173,9 @@ const paintBySeed: FrameProcessorFactory = async (initial) => {
       } else data.fill(v);
       return { ...f, data };
     },
-    update: (patch: LiveParams) => {
-      if (patch.seed !== undefined) seed = Number(patch.seed);
-      const hot = Object.keys(patch) as (keyof LiveParams)[];
+    update: ({ target, plan }: ParamsChange) => {
+      if (plan.hot.includes('seed') || plan.reload.includes('seed')) seed = Number(target.seed);
+      const hot = [...plan.hot, ...plan.reload];
       return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
     },
     close: () => undefined,

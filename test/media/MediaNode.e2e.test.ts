@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
-import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { patchStream, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 
 type W = Window & PeerPage;
 
@@ -50,7 +50,7 @@ for (const codec of ['VP8', 'H264'] as const) {
     t.equal(ps.codec, `video/${codec}`, `publisher really sent ${codec}`);
 
     // Hot update: drop the canny post-processor; the picture changes from edges to the camera.
-    srv.node.updateParams(STREAM_ID, NONE);
+    patchStream(srv.node, STREAM_ID, NONE);
     await viewer.evaluate(() => (window as unknown as W).waitFrames(15, 10_000));
     const plain = await viewer.evaluate(() => (window as unknown as W).frameStats());
     t.ok(edges.extremeFraction > 0.85, `canny output is near-binary (extreme-pixel fraction ${edges.extremeFraction.toFixed(3)})`);

@@ -10,7 +10,7 @@ import { ImageChainProcessor, imageChainsIdle, type FrameProcessorFactory, type 
 import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';
-import { STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { patchStream, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 import { until } from '../helpers/until.ts';
 
 type W = Window & PeerPage;
@@ -50,7 +50,7 @@ t.test('no processing → no processor, I420 end to end; a processor is built wh
   t.equal(s?.pixelFormat, 'I420', 'the decoder hands I420 frames straight to the encoder');
   t.equal(built, 0, 'the factory was never called');
 
-  srv.node.updateParams(STREAM_ID, CANNY);
+  patchStream(srv.node, STREAM_ID, CANNY);
   s = await until('processor ready', () => srv.node.status(STREAM_ID), (v) => v?.processor === 'ready', 20_000);
   t.equal(built, 1, 'canny on: one processor is built');
   t.equal(s?.pixelFormat, 'RGB', 'the decoder switched to RGB in place');
@@ -59,7 +59,7 @@ t.test('no processing → no processor, I420 end to end; a processor is built wh
   t.ok(edges.extremeFraction > plain.extremeFraction + 0.2, `canny output is near-binary (${edges.extremeFraction.toFixed(3)} vs ${plain.extremeFraction.toFixed(3)})`);
   const decoderRestartsBefore = s?.decoderRestarts ?? 0;
 
-  srv.node.updateParams(STREAM_ID, NONE);
+  patchStream(srv.node, STREAM_ID, NONE);
   s = await until('I420 again', () => srv.node.status(STREAM_ID), (v) => v?.pixelFormat === 'I420', 10_000);
   const back = await until('plain frames', () => viewer.evaluate(() => (window as unknown as W).frameStats()), (v) => v.extremeFraction < edges.extremeFraction - 0.2, 15_000);
   t.ok(back.extremeFraction < edges.extremeFraction - 0.2, 'canny off: frames pass unchanged again');

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { RTCPeerConnection, RTCRtpCodecParameters, type RtpPacket } from 'werift';
 import { launchChromium } from '../helpers/chromium.ts';
-import { whepOf, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
+import { patchStream, whepOf, STREAM_ID, STREAM_KEY, startMediaServer, type PeerPage } from './harness.ts';
 import { wrtcPublish, wrtcView, type WrtcFrameReport } from './wrtcPeers.ts';
 
 type W = Window & PeerPage;
@@ -67,7 +67,7 @@ t.test('a @roamhq/wrtc WHEP viewer (no H.264) gets VP8 and decodes the processed
   t.ok((status?.vp8.framesOut ?? 0) >= 20, `VP8 frames encoded (${status?.vp8.framesOut})`);
 
   // Canny on a solid colour has no edges: the processed picture turns black.
-  srv.node.updateParams(STREAM_ID, CANNY);
+  patchStream(srv.node, STREAM_ID, CANNY);
   const edges = await viewer.waitReport((r) => r.frames >= plain.frames + 10 && r.meanY < 30, 20_000);
   t.ok(edges.extremeFraction > 0.9, `after the canny update the VP8 viewer sees the processor's output (meanY ${edges.meanY.toFixed(1)}, extreme ${edges.extremeFraction.toFixed(3)})`);
   const more = await viewer.waitReport((r) => r.frames >= edges.frames + 10, 10_000);

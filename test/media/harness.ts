@@ -6,6 +6,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createProcessorChain } from '../../native/processors/ProcessorChain.ts';
+import { mergeParams, planChange, type ParamsPatch } from '../../native/params/index.ts';
 import { HlsOutput, ImageChainProcessor, MediaNode, PRIMARY_RTMP, RtmpOutputs, WhepOutput, registerMediaRoutes, type FrameProcessorFactory, type MediaNodeOptions, type MediaSettings, type OutboundPolicy, type LiveParams } from '../../media/index.ts';
 
 interface Teardown {
@@ -13,6 +14,14 @@ interface Teardown {
 }
 
 export const STREAM_ID = 'str_test';
+
+/**
+ * What the API does for a PATCH, for a stream the test's node holds: the change merged, checked and
+ * planned once over the params the stream holds (defaults filled), then handed to the node.
+ */
+export function patchStream(node: MediaNode, streamId: string, patch: ParamsPatch) {
+  return node.updateParams(streamId, planChange(mergeParams(null, node.getStream(streamId)?.params ?? {}), patch));
+}
 
 /** A held stream's WHEP viewers (counts by codec, the VP8 branch, the audio hold), or undefined. */
 export const whepOf = (node: MediaNode, streamId: string) => node.getStream(streamId)?.readers.find(WhepOutput)?.stats();

@@ -1,3 +1,4 @@
+import { planChange } from '../../native/params/index.ts';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,7 +64,7 @@ void t.test('a non-zero scale changes the output; conditioning_scale is hot (nex
   const p = await open(t, { controlnets: [cn({ conditioning_scale: 1 })] });
   const on = await outputs(p);
   t.ok(maxAbsDiff(none, on) > 0, 'control changes the picture');
-  const r = p.update({ controlnets: [cn({ conditioning_scale: 0 })] });
+  const r = p.update(planChange(p.params, { controlnets: [cn({ conditioning_scale: 0 })] }));
   t.same(r, { mode: 'hot', hot: ['controlnets'], reload: [] });
   // A twin that keeps scale 1: the very next frame already differs (the Stream Batch slots still
   // carry latents denoised under control, so it is not yet equal to a never-controlled stream).
@@ -99,17 +100,17 @@ void t.test('a disabled ControlNet is not loaded (its files may be absent)', { t
   const p = await open(t, { controlnets: [cn({ model_id: color, conditioning_scale: 1, enabled: false })] });
   t.ok((await outputs(p)).length > 0);
   const q = await open(t);
-  q.update({ controlnets: [cn({ model_id: color, conditioning_scale: 1 })] });
+  q.update(planChange(q.params, { controlnets: [cn({ model_id: color, conditioning_scale: 1 })] }));
   await q.whenIdle();
   t.match(q.status().lastError, /controlnet/, 'enabling it reloads and fails clearly without its files');
 });
 
 void t.test('ControlNets outside the family, duplicates and unimplemented preprocessors are refused', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
-  t.throws(() => p.update({ controlnets: [cn({ model_id: 'lllyasviel/control_v11p_sd15_canny' })] }), { code: 'INVALID_PARAMS' });
-  t.throws(() => p.update({ controlnets: [cn(), cn()] }), { code: 'INVALID_PARAMS' });
-  t.throws(() => p.update({ controlnets: [cn({ preprocessor: 'hed' })] }), { code: 'UNSUPPORTED_PROCESSOR' });
-  t.throws(() => p.update({ controlnets: [cn({ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' })] }), /6-channel/, 'TemporalNet2 is refused');
+  t.throws(() => p.update(planChange(p.params, { controlnets: [cn({ model_id: 'lllyasviel/control_v11p_sd15_canny' })] })), { code: 'INVALID_PARAMS' });
+  t.throws(() => p.update(planChange(p.params, { controlnets: [cn(), cn()] })), { code: 'INVALID_PARAMS' });
+  t.throws(() => p.update(planChange(p.params, { controlnets: [cn({ preprocessor: 'hed' })] })), { code: 'UNSUPPORTED_PROCESSOR' });
+  t.throws(() => p.update(planChange(p.params, { controlnets: [cn({ model_id: 'daydreamlive/TemporalNet2-stable-diffusion-2-1' })] })), /6-channel/, 'TemporalNet2 is refused');
   t.same(p.params.controlnets, []);
 });
 

@@ -1,3 +1,5 @@
+import { paramsWork, planChange } from '../../native/params/index.ts';
+import { StreamEngine } from '../../native/StreamEngine.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,7 +66,7 @@ void t.test('a prompt change changes the output from the very next frame, withou
   const b = await open(t, { prompt: 'a photo of a cat' });
   await run(a, [1, 2, 3]);
   await run(b, [1, 2, 3]);
-  const r = a.update({ prompt: 'neon cyberpunk city at night' });
+  const r = a.update(planChange(a.params, { prompt: 'neon cyberpunk city at night' }));
   t.same(r, { mode: 'hot', hot: ['prompt'], reload: [] });
   const fa = await a.process(frame(4));
   const fb = await b.process(frame(4));
@@ -99,7 +101,7 @@ void t.test('similarity filter skips identical frames (returns null) but never m
 void t.test('a reload keeps serving, then swaps between two frames with the new size', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);
-  const r = p.update({ width: 64, height: 64 });
+  const r = p.update(planChange(p.params, { width: 64, height: 64 }));
   t.same(r.reload, ['width', 'height']);
   t.equal(p.status().state, 'reloading');
   const during = await p.process(frame(4));
@@ -114,8 +116,8 @@ void t.test('a reload keeps serving, then swaps between two frames with the new 
 void t.test('hot params sent while a reload builds reach the new pipeline; several reloads keep serving', { timeout: 90_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);
-  p.update({ width: 64, height: 64 });
-  p.update({ prompt: 'neon city at night' });
+  p.update(planChange(p.params, { width: 64, height: 64 }));
+  p.update(planChange(p.params, { prompt: 'neon city at night' }));
   await p.whenIdle();
   // After lag+1 frames of one input, a Stream Batch's output depends only on that input, the
   // params and the seed: the reloaded pipeline must match a fresh one built with the new prompt.
@@ -127,7 +129,7 @@ void t.test('hot params sent while a reload builds reach the new pipeline; sever
   t.notOk(same(got, old), 'and it differs from the old prompt');
   // Two more reloads: the retired pipeline's thread is reused as the spare each time.
   for (const size of [96, 128]) {
-    p.update({ width: size, height: size });
+    p.update(planChange(p.params, { width: size, height: size }));
     await p.whenIdle();
     const out = await p.process(frame(10));
     t.equal(out?.width, size, `serving ${size}x${size} at once after the reload`);
@@ -139,9 +141,9 @@ void t.test('hot params sent while a reload builds reach the new pipeline; sever
 void t.test('hot params sent after a reload is built but before the swap reach the new pipeline', { timeout: 90_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);
-  p.update({ width: 64, height: 64 });
+  p.update(planChange(p.params, { width: 64, height: 64 }));
   await p.whenIdle(); // built and primed; the swap waits for the next frame
-  p.update({ prompt: 'neon city at night' });
+  p.update(planChange(p.params, { prompt: 'neon city at night' }));
   const last = async (q: FramePipeline) => (await run(q, [9, 9, 9, 9, 9])).at(-1) ?? null;
   const got = await last(p);
   const want = await last(await open(t, { width: 64, height: 64, prompt: 'neon city at night' }));
@@ -151,17 +153,18 @@ void t.test('hot params sent after a reload is built but before the swap reach t
 void t.test('a failed reload keeps the old pipeline and records the error', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
   await run(p, [1, 2, 3]);
-  p.update({ model_id: 'missing/model' });
+  p.update(planChange(p.params, { model_id: 'missing/model' }));
   await p.whenIdle();
   const s = p.status();
   t.equal(s.restartCount, 1);
   t.match(s.lastError, /missing\/model/);
   t.ok(s.lastRestartLogs.some((l) => l.includes('failed')));
-  t.equal(p.params.model_id, 'demo/tiny', 'requested params revert to what is served');
+  t.equal(p.params.model_id, 'missing/model', 'the params stay as asked (the API stored them): the next reload builds them again');
+  t.equal(s.modelId, 'demo/tiny', 'while the old pipeline serves');
   t.ok(await p.process(frame(4)), 'still serving');
   t.match(s.buildError, /missing\/model/, 'the build error stays reported while the old pipeline serves');
   t.equal(s.fallback, 'previous');
-  p.update({ model_id: 'demo/tiny', seed: 5 });
+  p.update(planChange(p.params, { model_id: 'demo/tiny', seed: 5 }));
   await p.whenIdle();
   t.equal(p.status().buildError, null, 'a later update that builds clears it');
 });
@@ -180,7 +183,7 @@ void t.test('a pipeline that cannot be built at creation serves the image proces
   const blurred = createProcessorChain(blur, 'image').apply(frame(1));
   t.ok(out && Buffer.compare(out.data, blurred.data) === 0, 'the image processors still run on them');
   // The control plane sends the full params on each update; one that can be built swaps in.
-  p.update({ ...p.params, model_id: 'demo/tiny', skip_diffusion: false });
+  p.update(planChange(p.params, { ...p.params, model_id: 'demo/tiny', skip_diffusion: false }));
   await p.whenIdle();
   await run(p, [2, 3, 4]);
   s = p.status();
@@ -218,8 +221,8 @@ void t.test('a node without TensorRT logs the cpu fallback once, one line withou
 
 void t.test('bad updates throw synchronously and change nothing', { timeout: 60_000 }, async (t) => {
   const p = await open(t);
-  t.throws(() => p.update({ t_index_list: [30, 10] }), { code: 'INVALID_PARAMS' });
-  t.throws(() => p.update({ image_preprocessing: { processors: [{ type: 'depth' }] } }), { code: 'UNSUPPORTED_PROCESSOR' });
+  t.throws(() => p.update(planChange(p.params, { t_index_list: [30, 10] })), { code: 'INVALID_PARAMS' });
+  t.throws(() => p.update(planChange(p.params, { image_preprocessing: { processors: [{ type: 'depth' }] } })), { code: 'UNSUPPORTED_PROCESSOR' });
   t.same(p.params.t_index_list, [12, 20, 32]);
   await p.close();
   await p.close();
@@ -230,14 +233,45 @@ void t.test('num_inference_steps runs up to the 1000 training timesteps; values 
   const p = await open(t, { num_inference_steps: 200, t_index_list: [10, 40] });
   const out = await run(p, [1, 2, 3]);
   t.ok(out[1] && out[2], 'frames come out at 200 steps');
-  const hot = p.update({ num_inference_steps: 1000 });
+  const hot = p.update(planChange(p.params, { num_inference_steps: 1000 }));
   t.same(hot.hot, ['num_inference_steps'], 'a hot change');
   t.ok(await p.process(frame(4)), 'and at 1000');
   // The spec bounds steps by ±(2^53 − 1) only: beyond the training timesteps runs as 1000, below 1 as 1.
-  t.same(p.update({ num_inference_steps: Number.MAX_SAFE_INTEGER }).hot, [], 'above 1000 is the same grid: nothing to change');
+  t.same(p.update(planChange(p.params, { num_inference_steps: Number.MAX_SAFE_INTEGER })).hot, [], 'above 1000 is the same grid: nothing to change');
   t.equal(p.params.num_inference_steps, 1000, 'the engine runs 1000 steps');
   t.ok(await p.process(frame(5)), 'and frames still come out');
-  t.same(p.update({ num_inference_steps: -Number.MAX_SAFE_INTEGER, t_index_list: [0, 1] }).hot.sort(), ['num_inference_steps', 't_index_list']);
+  t.same(p.update(planChange(p.params, { num_inference_steps: -Number.MAX_SAFE_INTEGER, t_index_list: [0, 1] })).hot.sort(), ['num_inference_steps', 't_index_list']);
   t.equal(p.params.num_inference_steps, 1, 'below 1 runs as 1 step');
   t.ok(await p.process(frame(6)), 'frames come out at 1 step');
+});
+
+void t.test('a planned change is applied as it is: the pipeline and its engine merge, check and plan nothing again', { timeout: 60_000 }, async (t) => {
+  type Work = typeof paramsWork;
+  const since = (a: Work): Work => ({ merges: paramsWork.merges - a.merges, checks: paramsWork.checks - a.checks, plans: paramsWork.plans - a.plans });
+  // The engine in this thread, so its counts are this thread's.
+  const opening = { ...paramsWork };
+  const engine = await StreamEngine.open({ modelsDir: dir, params: base, logger });
+  t.teardown(() => engine.close());
+  const opened = since(opening);
+  t.ok(opened.merges >= 1 && opened.checks >= 1, `opening from a patch merges and checks it: the counters count (${JSON.stringify(opened)})`);
+  const plain = await engine.process(frame(1));
+  const change = planChange(engine.params, { seed: 7, prompt: 'a heron' });
+  t.same(change.plan, { mode: 'hot', hot: ['prompt', 'seed'], reload: [] }, 'planned once, by the caller');
+  const taking = { ...paramsWork };
+  engine.update(change);
+  const out = await engine.process(frame(1));
+  t.same(since(taking), { merges: 0, checks: 0, plans: 0 }, 'the engine took it and ran a frame with it without merging, checking or planning');
+  t.notOk(same(plain, out), 'and the frame shows it');
+  t.same(engine.status().paramsWork, { ...paramsWork }, "its status reports its thread's counts");
+
+  const p = await open(t);
+  const hosting = { ...paramsWork };
+  p.update(planChange(p.params, { width: 192 }));
+  const planned = since(hosting);
+  const reloading = { ...paramsWork };
+  await p.whenIdle();
+  await run(p, [1, 2]);
+  t.same(since(reloading), { merges: 0, checks: 0, plans: 0 }, 'the pipeline host applied a reload without merging, checking or planning it again');
+  t.same(planned, { merges: 1, checks: 1, plans: 1 }, 'only the caller planned it');
+  t.equal(p.status().restartCount, 1, 'and the reload ran');
 });

@@ -1,3 +1,4 @@
+import { planChange } from '../../native/params/index.ts';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,7 +37,7 @@ void t.test('style image tokens change the output; scale 0 equals no IP-Adapter;
   const on = await settle(p);
   t.equal(p.status().ipAdapter, 'ready', String(p.status().ipAdapterError));
   t.ok(none && on && Buffer.compare(none.data, on.data) !== 0, 'style changes the output');
-  t.same(p.update({ ip_adapter: { enabled: true, scale: 0, weight_type: 'linear' } }), { mode: 'hot', hot: ['ip_adapter'], reload: [] });
+  t.same(p.update(planChange(p.params, { ip_adapter: { enabled: true, scale: 0, weight_type: 'linear' } })), { mode: 'hot', hot: ['ip_adapter'], reload: [] });
   const zero = await p.process(input);
   t.ok(none && zero && Buffer.compare(none.data, zero.data) === 0, 'scale 0 is byte-identical to none (single step, no lag)');
   t.equal(p.status().restartCount, 0);
@@ -69,15 +70,15 @@ void t.test('IP-Adapter is fully hot-swappable: adding it, changing its type and
   const p = await open(t, { ip_adapter_style_image_url: dataUrl });
   const before = await settle(p);
   t.ok(none && before && Buffer.compare(none.data, before.data) === 0, 'without ip_adapter the style image is unused');
-  t.same(p.update({ ip_adapter: { enabled: true, scale: 1, type: 'regular', weight_type: 'linear' } }), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'adding it is hot');
+  t.same(p.update(planChange(p.params, { ip_adapter: { enabled: true, scale: 1, type: 'regular', weight_type: 'linear' } })), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'adding it is hot');
   await p.process(input); // applies the hot change and starts encoding the style image
   const added = await settle(p);
   t.equal(p.status().ipAdapter, 'ready', String(p.status().ipAdapterError));
   t.ok(added && none && Buffer.compare(added.data, none.data) !== 0, 'the next frame carries the style');
-  t.same(p.update({ ip_adapter: { enabled: true, scale: 1, type: 'faceid', weight_type: 'linear' } }), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'changing type is hot');
+  t.same(p.update(planChange(p.params, { ip_adapter: { enabled: true, scale: 1, type: 'faceid', weight_type: 'linear' } })), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'changing type is hot');
   await settle(p);
   t.ok(p.status().unsupported.includes('ip_adapter.type=faceid'), 'faceid is reported as not honoured');
-  t.same(p.update({ ip_adapter: null }), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'removing it is hot');
+  t.same(p.update(planChange(p.params, { ip_adapter: null })), { mode: 'hot', hot: ['ip_adapter'], reload: [] }, 'removing it is hot');
   const removed = await settle(p);
   t.equal(p.status().ipAdapter, 'off');
   t.ok(removed && none && Buffer.compare(removed.data, none.data) === 0, 'the next frame is the same as never having had it');

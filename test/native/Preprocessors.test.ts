@@ -4,6 +4,7 @@
  * preprocessor → ControlNet → UNet; preprocessor_params are validated per preprocessor and hot;
  * status tells demo and provider truthfully (TensorRT is not in this onnxruntime-node build).
  */
+import { planChange } from '../../native/params/index.ts';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -139,11 +140,11 @@ void t.test('preprocessor_params are validated per preprocessor, and changes are
     const cn = (pp: Record<string, unknown>) => [{ model_id: CN[name], conditioning_scale: 1, preprocessor: name, preprocessor_params: pp }];
     const p = await open(t, { controlnets: cn(from) });
     const before = await p.process(input);
-    t.same(p.update({ controlnets: cn(to) }), { mode: 'hot', hot: ['controlnets'], reload: [] }, `${name}: a preprocessor_params change is hot`);
+    t.same(p.update(planChange(p.params, { controlnets: cn(to) })), { mode: 'hot', hot: ['controlnets'], reload: [] }, `${name}: a preprocessor_params change is hot`);
     const after = await p.process(input);
     t.ok(before && after && meanAbsDiff(before.data, after.data) > 0.01, `${name}: visible on the next frame (mean |Δ| ${before && after ? meanAbsDiff(before.data, after.data).toFixed(3) : 'n/a'})`);
     t.equal(p.status().restartCount, 0, `${name}: no reload`);
-    t.same(p.update({ controlnets: [{ ...cn(to)[0]!, preprocessor: 'canny' }] }).reload, ['controlnets'], `${name}: another preprocessor reloads`);
+    t.same(p.update(planChange(p.params, { controlnets: [{ ...cn(to)[0]!, preprocessor: 'canny' }] })).reload, ['controlnets'], `${name}: another preprocessor reloads`);
   }
 });
 

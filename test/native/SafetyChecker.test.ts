@@ -1,3 +1,4 @@
+import { planChange } from '../../native/params/index.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,10 +26,10 @@ void t.test('frames the checker flags are blanked and counted; the threshold is 
   const blocked = await p.process(white);
   t.ok(blocked && blocked.data.every((v) => v === 0), 'a near-white frame is flagged by the demo checker and blanked');
   t.equal(p.status().framesBlocked, 1);
-  t.same(p.update({ safety_checker_threshold: 1 }).hot, ['safety_checker_threshold']);
+  t.same(p.update(planChange(p.params, { safety_checker_threshold: 1 })).hot, ['safety_checker_threshold']);
   const passed = await p.process(white);
   t.ok(passed && passed.data.some((v) => v !== 0), 'threshold 1 (hot) lets it through');
-  p.update({ use_safety_checker: false, safety_checker_threshold: 0 });
+  p.update(planChange(p.params, { use_safety_checker: false, safety_checker_threshold: 0 }));
   const off = await p.process(white);
   t.ok(off && off.data.some((v) => v !== 0), 'use_safety_checker false: not checked');
   t.equal(p.status().framesBlocked, 1);

@@ -3,6 +3,7 @@
  * every IP-Adapter model the API accepts runs on them, for every family, and ControlNets visibly
  * steer the output; real ControlNet exports are never overwritten; version marking.
  */
+import { planChange } from '../../native/params/index.ts';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,7 +49,7 @@ void t.test('every (model, ControlNet) pair the API accepts runs on the demo mod
         t.equal(s.buildError, null, `${model} + ${cn}: built (${s.buildError ?? ''})`);
         t.equal(s.demo, true, `${model} + ${cn}: labelled demo`);
         const one = await p.process(input);
-        t.same(p.update({ controlnets: [{ model_id: cn, conditioning_scale: 0.2 }] }), { mode: 'hot', hot: ['controlnets'], reload: [] });
+        t.same(p.update(planChange(p.params, { controlnets: [{ model_id: cn, conditioning_scale: 0.2 }] })), { mode: 'hot', hot: ['controlnets'], reload: [] });
         const other = await p.process(input);
         t.ok(one && other && meanAbsDiff(one.data, other.data) > 0.05, `${model} + ${cn}: output changes with conditioning_scale (mean |Δ| ${one && other ? meanAbsDiff(one.data, other.data).toFixed(3) : 'n/a'})`);
         pairs++;
@@ -73,7 +74,7 @@ void t.test('every IP-Adapter model runs on the demo models and the style image 
       await p.whenIdle();
       const on = await p.process(input);
       t.equal(p.status().ipAdapter, 'ready', `${model}: ${p.status().ipAdapterError ?? 'ready'}`);
-      p.update({ ip_adapter: null });
+      p.update(planChange(p.params, { ip_adapter: null }));
       const off = await p.process(input);
       t.ok(on && off && meanAbsDiff(on.data, off.data) > 0.05, `${model}: the style image changes the output`);
     } finally {

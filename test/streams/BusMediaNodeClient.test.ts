@@ -13,8 +13,8 @@ import { BusMediaNodeClient, MEDIA_EVENTS_CHANNEL, MediaNodeUnreachableError } f
 import { InProcessMediaNodeClient } from '../../streams/InProcessMediaNodeClient.ts';
 import { MediaNodeAgent } from '../../streams/MediaNodeAgent.ts';
 import type { NodeEvent, ParamsUpdate } from '../../streams/MediaNodeClient.ts';
-import { MediaNode, type Frame, type FrameProcessorFactory, type LiveParams } from '../../media/index.ts';
-import { DEFAULT_PARAMS } from '../../native/params/index.ts';
+import { MediaNode, type Frame, type FrameProcessorFactory } from '../../media/index.ts';
+import { DEFAULT_PARAMS, type ParamsChange } from '../../native/params/index.ts';
 import { EmbeddedStore, RedisStore, type Store } from '../../store/index.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { STREAM_ID, startMediaServer } from '../media/harness.ts';
@@ -57,7 +57,7 @@ function startNode(t: Test, store: Store, nodeId: string, publicUrl = `http://${
   return { node, local, agent };
 }
 
-const hot = (streamId: string, prompt: string): ParamsUpdate => ({ streamId, params: { ...DEFAULT_PARAMS, prompt }, mode: 'hot', hot: ['prompt'], reload: [] });
+const hot = (streamId: string, prompt: string): ParamsUpdate => ({ streamId, change: { target: { ...DEFAULT_PARAMS, prompt }, plan: { mode: 'hot', hot: ['prompt'], reload: [] } } });
 
 for (const kind of ['embedded', 'redis'] as const) {
   t.test(`${kind}: a registered node is listed, and updates, status and end reach it and apply`, { timeout: 30_000 }, async (t) => {
@@ -230,10 +230,11 @@ t.test('redis: the plan the stream’s processor ran, its restart count and its 
   let restarts = 0;
   const processor: FrameProcessorFactory = async () => ({
     process: async (frame: Frame) => frame,
-    update: (patch: LiveParams) => {
-      if (patch.guidance_scale !== undefined && patch.guidance_scale > 10) throw new Error('guidance_scale too high for this engine');
+    update: ({ target, plan }: ParamsChange) => {
+      const keys = [...plan.hot, ...plan.reload];
+      if (keys.includes('guidance_scale') && target.guidance_scale > 10) throw new Error('guidance_scale too high for this engine');
       restarts++;
-      return { mode: 'reload' as const, hot: [], reload: Object.keys(patch) as (keyof LiveParams)[] };
+      return { mode: 'reload' as const, hot: [], reload: keys };
     },
     status: () => ({ restartCount: restarts, lastRestartTime: Date.now(), lastRestartLogs: [`reload ${restarts}`], lastError: null, lastErrorTime: null }),
     close: () => undefined,
@@ -257,10 +258,15 @@ t.test('redis: the plan the stream’s processor ran, its restart count and its 
   const st = await client.status('node-p', STREAM_ID);
   t.match(st, { restartCount: 1, lastRestartLogs: ['reload 1'], lastError: null, lastParams: { prompt: 'a heron' } }, 'status reads the processor’s own restart count');
 
-  const refused = await client.updateParams('node-p', { ...hot(STREAM_ID, 'x'), params: { ...DEFAULT_PARAMS, guidance_scale: 20 }, hot: ['guidance_scale'] });
+  // An api older than ParamsChange sent the params and their plan side by side (a rolling upgrade).
+  const older = { streamId: STREAM_ID, params: { ...DEFAULT_PARAMS, prompt: 'an older api' }, mode: 'hot', hot: ['prompt'], reload: [] } as unknown as ParamsUpdate;
+  t.match(await client.updateParams('node-p', older), { delivered: true, plan: { mode: 'reload', reload: ['prompt'] } }, "an older api's update still reaches the processor");
+  t.match(await client.status('node-p', STREAM_ID), { lastParams: { prompt: 'an older api' } }, 'and the node holds it');
+
+  const refused = await client.updateParams('node-p', { streamId: STREAM_ID, change: { target: { ...DEFAULT_PARAMS, guidance_scale: 20 }, plan: { mode: 'hot', hot: ['guidance_scale'], reload: [] } } });
   t.match(refused, { delivered: true, error: /guidance_scale too high/ }, 'a refusal comes back as the node error');
   t.notOk('plan' in refused, 'and with no plan');
   const after = await client.status('node-p', STREAM_ID);
-  t.match(after, { restartCount: 1, lastError: /guidance_scale too high/ }, 'the node recorded the refusal as its last error; no restart was counted for it');
+  t.match(after, { restartCount: 2, lastError: /guidance_scale too high/ }, 'the node recorded the refusal as its last error; no restart was counted for it');
   t.type(after?.lastErrorTime, 'number', 'stamped by the node when it happened');
 });

@@ -12,7 +12,7 @@ import t from 'tap';
 import { loadGst } from '../../../media/gst/gst.ts';
 import type { Frame, FrameProcessorFactory, LiveParams } from '../../../media/index.ts';
 import { until } from '../../helpers/until.ts';
-import { STREAM_ID, startMediaServer } from '../harness.ts';
+import { patchStream, STREAM_ID, startMediaServer } from '../harness.ts';
 import { wrtcSoundPublish } from '../wrtcPeers.ts';
 
 interface Seen {
@@ -32,9 +32,9 @@ function recordingProcessor() {
         return frame;
       },
       // Plans like an engine whose every key is hot (what the API reports for a live stream's PATCH).
-      update: (patch) => {
-        params = { ...params, ...patch };
-        const hot = Object.keys(patch) as (keyof LiveParams)[];
+      update: ({ target, plan }) => {
+        params = target;
+        const hot = [...plan.hot, ...plan.reload];
         return { mode: hot.length > 0 ? 'hot' : 'none', hot, reload: [] };
       },
       close: () => undefined,
@@ -112,17 +112,17 @@ t.test('rms → delta follows a rising volume ramp monotonically; the decoder ru
   // The publisher's Opus decoder (one GStreamer pipeline) runs only while a mapping takes its audio.
   const gst = loadGst();
   const withDecoder = gst.livePipelines();
-  const plan = node.updateParams(STREAM_ID, { audio_mappings: [] })?.plan;
+  const plan = patchStream(node, STREAM_ID, { audio_mappings: [] })?.plan;
   t.equal(plan?.mode, 'hot', 'the plan the node reports: hot');
   t.ok(plan?.hot.includes('audio_mappings'), `with audio_mappings among its hot keys (${plan?.hot.join(', ')}): the processor never sees them`);
   await until('delta back to the stream’s own', () => rec.seen.at(-1)?.delta, (d) => d === 0.5, 10_000, 50);
   t.pass('clearing the mapping gives the processor the stream’s own delta again');
   await until('the decoder gone', () => gst.livePipelines(), (n) => n === withDecoder - 1, 10_000, 50);
   t.pass('clearing the mappings stops the decoder');
-  node.updateParams(STREAM_ID, { audio_mappings: [{ source: 'soundtrack', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 0 }] });
+  patchStream(node, STREAM_ID, { audio_mappings: [{ source: 'soundtrack', feature: 'rms', param: 'delta', range: [0.2, 0.9], smoothing_ms: 0 }] });
   await new Promise((r) => setImmediate(r));
   t.equal(gst.livePipelines(), withDecoder - 1, 'a soundtrack mapping decodes nothing');
-  node.updateParams(STREAM_ID, { audio_mappings: params.audio_mappings ?? [] });
+  patchStream(node, STREAM_ID, { audio_mappings: params.audio_mappings ?? [] });
   await until('the decoder back', () => gst.livePipelines(), (n) => n === withDecoder, 10_000, 50);
   t.pass('a publisher mapping starts it again');
 });

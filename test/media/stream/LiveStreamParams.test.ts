@@ -5,6 +5,7 @@
  * a stale grant does not undo a newer PATCH on a stream a viewer made. The processor paints each
  * frame in a colour that is a function of `prompt`, so a frame says which params it applied.
  */
+import { mergeParams, planChange, type ParamsPatch } from '../../../native/params/index.ts';
 import t from 'tap';
 import type { Frame, FrameProcessorFactory, IngestGrant, LiveParams } from '../../../media/index.ts';
 import { STREAM_ID, STREAM_KEY, startMediaServer } from '../harness.ts';
@@ -28,8 +29,9 @@ function colourProcessor() {
         for (const w of [...waiters]) w();
         return { ...frame, data };
       },
-      update: (patch) => {
-        params = { ...params, ...patch };
+      // A planned change: the processor takes its target as it is.
+      update: (change) => {
+        params = change.target;
       },
       close: () => undefined,
     };
@@ -75,7 +77,9 @@ t.test('a PATCH that reaches the node while the publisher’s grant resolves is 
   const publishing = wrtcPublish(t, srv.whipUrl, [200, 200, 200]);
   await grant.wasAsked;
   t.equal(srv.node.getStream(STREAM_ID), undefined, 'the node holds no stream while the grant resolves');
-  t.equal(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), null, 'the PATCH finds no stream to apply to');
+  // What the API sends: the change planned once over the stored params (the grant's).
+  const patched = planChange(mergeParams(null, { width: 256, height: 256, prompt: 'red' }), { prompt: 'blue' });
+  t.equal(srv.node.updateParams(STREAM_ID, patched, storedAt + 5), null, 'the PATCH finds no stream to apply to');
   grant.release();
   t.equal((await publishing).status, 201, 'WHIP publish accepted');
   const last = await proc.frames(5, 30_000);
@@ -92,15 +96,17 @@ t.test('a grant older than a PATCH a viewer-made stream got does not undo it; it
   t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
   const publishing = wrtcPublish(t, srv.whipUrl, [200, 200, 200]);
   await grant.wasAsked;
-  t.same(srv.node.updateParams(STREAM_ID, { prompt: 'blue' }, storedAt + 5), { plan: null }, 'the PATCH reaches the stream the viewer made (no processor ran it yet: no plan)');
+  // What the API sends: the change planned once over the stored params (the grant's), full.
+  const patched = planChange(mergeParams(null, { width: 256, height: 256, prompt: 'red', seed: 42 }), { prompt: 'blue' });
+  t.same(srv.node.updateParams(STREAM_ID, patched, storedAt + 5), { plan: null }, 'the PATCH reaches the stream the viewer made (no processor ran it yet: no plan)');
   grant.release();
   t.equal((await publishing).status, 201, 'WHIP publish accepted');
   const last = await proc.frames(5, 30_000);
   t.same(last, ['blue', 'blue', 'blue'], 'the frames show the PATCH');
   const params = srv.node.status(STREAM_ID)?.params;
   t.equal(params?.['prompt'], 'blue', 'status: the PATCHed prompt');
-  t.equal(params?.['seed'], 42, 'status: the grant’s keys the stream never held');
-  t.equal(params?.['width'], 256, 'status: the grant’s size');
+  t.equal(params?.['seed'], 42, 'status: the stored keys the PATCH did not change');
+  t.equal(params?.['width'], 256, 'status: the stored size');
   const r = await viewer.waitReport((r) => r.frames >= 5 && r.meanU > 170, 30_000);
   t.ok(r.meanU > 170, `the viewer sees blue (U mean ${r.meanU.toFixed(0)})`);
 });
@@ -108,10 +114,14 @@ t.test('a grant older than a PATCH a viewer-made stream got does not undo it; it
 t.test('unversioned updates always apply, and a newer grant replaces older params', { timeout: 30_000 }, async (t) => {
   const srv = await startMediaServer(t, {});
   const stream = srv.node.createStream('str_test_versions', { prompt: 'a' });
-  t.equal(stream.updateParams({ prompt: 'b' }, 2000).stale, false, 'versioned update applies');
-  t.equal(stream.updateParams({ prompt: 'c' }, 1000).stale, true, 'an older one is stale');
+  // As the API plans a PATCH: once, over what the stream holds.
+  const change = (patch: ParamsPatch) => planChange(mergeParams(null, stream.params), patch);
+  t.equal(stream.updateParams(change({ prompt: 'b' }), 2000).stale, false, 'versioned update applies');
+  t.equal(stream.updateParams(change({ prompt: 'c' }), 1000).stale, true, 'an older one is stale');
   t.equal(stream.params['prompt'], 'b', 'and changes nothing it holds');
-  t.equal(stream.updateParams({ prompt: 'd' }).stale, false, 'an unversioned one applies');
-  t.equal(stream.updateParams({ prompt: 'e' }, 3000).stale, false, 'a newer one applies');
+  t.equal(stream.updateParams(change({ prompt: 'd' })).stale, false, 'an unversioned one applies');
+  t.equal(stream.grant({ ...stream.params, prompt: 'e' }, 3000).stale, false, 'a newer grant applies');
   t.equal(stream.params['prompt'], 'e');
+  t.equal(stream.grant({ ...stream.params, prompt: 'f' }, 2500).stale, true, 'an older grant is stale');
+  t.equal(stream.params['prompt'], 'e', 'and changes nothing it holds');
 });

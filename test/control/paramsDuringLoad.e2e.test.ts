@@ -10,15 +10,12 @@
  * The last one runs the engine itself (native's frame pipeline in its worker threads, on the demo
  * models the node prepares), held at the same gate, and reads the change in what a viewer decodes.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { wrtcPublish } from '../media/wrtcPeers.ts';
 import t, { type Test } from 'tap';
 import { diffusionProcessorFactory, type Frame, type FrameProcessorFactory, type LiveParams } from '../../media/index.ts';
 import { startRolesServer } from '../helpers/rolesServer.ts';
 import { wrtcView } from '../media/wrtcPeers.ts';
 
-const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 
 /** The colour each prompt paints (RGB); anything else paints grey. */
 const COLOURS: Record<string, [number, number, number]> = { red: [220, 30, 30], blue: [30, 30, 220] };
@@ -89,7 +86,6 @@ class Outputs {
   }
 }
 
-
 async function start(t: Test) {
   const gates = new Gates();
   const outputs = new Outputs();
@@ -117,19 +113,6 @@ async function start(t: Test) {
   return { api, gates, outputs, built, base, roles };
 }
 
-/** A wrtc VP8 publisher of a solid colour; killed on teardown. */
-async function publish(t: Test, url: string, token: string): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, token, '200,200,200'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const first = await lines.next();
-  return (JSON.parse(String(first.value ?? '{"status":0}')) as { status: number }).status;
-}
-
 const SMALL = { width: 384, height: 384, prompt: 'red' } as const;
 
 t.test('a PATCH during the processor load is what the frames show once it is ready', { timeout: 120_000 }, async (t) => {
@@ -137,7 +120,7 @@ t.test('a PATCH during the processor load is what the frames show once it is rea
   const created = await api('POST', '/v1/streams', { params: SMALL });
   t.equal(created.status, 201, 'created');
   const s = created.body;
-  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  t.equal((await wrtcPublish(t, s.whip_url, [200, 200, 200], s.stream_key)).status, 201, 'WHIP publish accepted');
   await gates.entered(s.id);
   const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } });
   t.equal(patched.status, 200, 'PATCH during the load → 200');
@@ -157,7 +140,7 @@ t.test('a PATCH before the publisher arrives is what the frames show', { timeout
   const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } });
   t.equal(patched.status, 200, 'PATCH with no publisher → 200');
   gates.open(s.id);
-  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  t.equal((await wrtcPublish(t, s.whip_url, [200, 200, 200], s.stream_key)).status, 201, 'WHIP publish accepted');
   await outputs.waitFor(s.id, 5, 60_000);
   t.same(outputs.last(s.id), COLOURS['blue'], 'the frames show the PATCHed prompt');
 });
@@ -170,7 +153,7 @@ t.test('a PATCH while a viewer waits for the publisher, and again during the loa
   const viewer = await wrtcView(t, `${base}/live/${s.output_playback_id}/whep`);
   t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
   t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } })).status, 200, 'PATCH with a viewer and no publisher → 200');
-  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  t.equal((await wrtcPublish(t, s.whip_url, [200, 200, 200], s.stream_key)).status, 201, 'WHIP publish accepted');
   await gates.entered(s.id);
   t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'red' } })).status, 200, 'PATCH back during the load → 200');
   t.equal((await api('PATCH', `/v1/streams/${s.id}`, { params: { prompt: 'blue' } })).status, 200, 'and again');
@@ -204,7 +187,7 @@ t.test('the engine built during a PATCH runs the PATCHed params (real frame pipe
   const s = created.body;
   const viewer = await wrtcView(t, `${base}/live/${s.output_playback_id}/whep`);
   t.equal(viewer.status, 201, 'the viewer is answered before the publisher');
-  t.equal(await publish(t, s.whip_url, s.stream_key), 201, 'WHIP publish accepted');
+  t.equal((await wrtcPublish(t, s.whip_url, [200, 200, 200], s.stream_key)).status, 201, 'WHIP publish accepted');
   await gates.entered(s.id);
   t.equal(roles.node!.getStream(s.id)?.status().processor, 'loading', 'the engine is being built');
   const patched = await api('PATCH', `/v1/streams/${s.id}`, { params: CANNY });

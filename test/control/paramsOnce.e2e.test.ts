@@ -6,32 +6,17 @@
  * host run here) and the engine worker's (reported with its status), in process and with the api
  * reaching the node over Redis, as in scale-out.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import t, { type Test } from 'tap';
+import { wrtcPublish } from '../media/wrtcPeers.ts';
+import t from 'tap';
 import { paramsWork } from '../../native/params/index.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { startRolesServer } from '../helpers/rolesServer.ts';
 import { until } from '../helpers/until.ts';
 
-const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 const BASE = { model_id: 'Lykon/dreamshaper-8', width: 384, height: 384, acceleration: 'none', use_safety_checker: false, t_index_list: [20] };
 
 type Work = { merges: number; checks: number; plans: number };
 const delta = (a: Work, b: Work): Work => ({ merges: b.merges - a.merges, checks: b.checks - a.checks, plans: b.plans - a.plans });
-
-/** A wrtc VP8 publisher of a solid colour (a child process); killed on teardown. */
-async function publish(t: Test, url: string, token: string): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, token, '200,120,60'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const first = await createInterface({ input: child.stdout })[Symbol.asyncIterator]().next();
-  return (JSON.parse(String(first.value ?? '{"status":0}')) as { status: number }).status;
-}
 
 for (const via of ['in process', 'over Redis'] as const) {
   t.test(`${via}: one PATCH of a live stream is merged, checked and planned once, by the API`, { timeout: 300_000 }, async (t) => {
@@ -40,7 +25,7 @@ for (const via of ['in process', 'over Redis'] as const) {
     const created = await api('POST', '/v1/streams', { params: BASE });
     if (created.status !== 201) throw new Error(`create → ${created.status} ${JSON.stringify(created.body)}`);
     const id = String(created.body['id']);
-    t.equal(await publish(t, String(created.body['whip_url']), String(created.body['stream_key'])), 201, 'WHIP publish accepted');
+    t.equal((await wrtcPublish(t, String(created.body['whip_url']), [200, 120, 60], String(created.body['stream_key']))).status, 201, 'WHIP publish accepted');
     type Engine = { framesIn: number; paramsWork?: Work };
     const engine = () => roles.node?.getStream(id)?.status().pipeline as Engine | null | undefined;
     // The engine runs in its worker and has taken frames (its status, with its counters, comes back with each).

@@ -10,14 +10,12 @@
  *    stored params (no drift between the API and the engine), and the engine's restart count, read
  *    from the node and from the status endpoint, is the number of `reload` answers.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import t, { type Test } from 'tap';
+import { wrtcPublish } from '../media/wrtcPeers.ts';
+import t from 'tap';
 import { buildTinyLora, buildTinyModel, createFramePipeline, demoModelOptions } from '../../native/index.ts';
 import { DEFAULT_PARAMS, mergeParams, planChange, planUpdate, type ParamsPatch, type StreamParams } from '../../native/params/index.ts';
 import { startRolesServer } from '../helpers/rolesServer.ts';
@@ -95,7 +93,6 @@ t.test('for every key, the API’s hot/reload answer is what the engine did', { 
   }
 });
 
-const PUBLISHER = fileURLToPath(new URL('../media/fixtures/wrtcPublisher.ts', import.meta.url));
 
 /** Polls `probe` every 100 ms until it returns a value, for at most `ms`. */
 async function until<T>(what: string, ms: number, probe: () => T | null | undefined | Promise<T | null | undefined>): Promise<T> {
@@ -108,26 +105,13 @@ async function until<T>(what: string, ms: number, probe: () => T | null | undefi
   }
 }
 
-/** A wrtc VP8 publisher of a solid colour (a child process: wrtc crashes at exit); killed on teardown. */
-async function publish(t: Test, url: string, token: string): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', PUBLISHER, url, token, '200,120,60'], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  t.teardown(async () => {
-    child.kill('SIGKILL');
-    await exited;
-  });
-  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const first = await lines.next();
-  return (JSON.parse(String(first.value ?? '{"status":0}')) as { status: number }).status;
-}
-
 t.test('on a live stream, the answer is the plan its engine ran, for every key', { timeout: 600_000 }, async (t) => {
   // The LoRA the lora_dict change names, beside the demo models the node prepares at start.
   const { api, roles } = await startRolesServer(t, { prepare: (config) => buildTinyLora(config.modelsDir, 'style/tiny') });
   const created = await api('POST', '/v1/streams', { params: BASE });
   t.equal(created.status, 201, 'created');
   const s = created.body;
-  t.equal(await publish(t, s['whip_url'], s['stream_key']), 201, 'WHIP publish accepted');
+  t.equal((await wrtcPublish(t, s['whip_url'], [200, 120, 60], s['stream_key'])).status, 201, 'WHIP publish accepted');
   const engine = () => roles.node!.getStream(s['id'])?.status().pipeline as { restartCount: number; state: string } | null | undefined;
   await until('the stream’s engine running', 120_000, () => engine());
 

@@ -73,9 +73,9 @@ async function nextLine(lines: AsyncIterator<string>, what: string): Promise<str
   return value;
 }
 
-/** Starts a wrtc VP8 publisher of a solid colour. */
-export async function wrtcPublish(t: Teardown, url: string, colour: [number, number, number]): Promise<WrtcPublisher> {
-  const { child, lines } = start(t, [PUBLISHER, url, STREAM_KEY, colour.join(',')]);
+/** Starts a wrtc VP8 publisher of a solid colour, with the harness's stream key or `token`. */
+export async function wrtcPublish(t: Teardown, url: string, colour: [number, number, number], token = STREAM_KEY): Promise<WrtcPublisher> {
+  const { child, lines } = start(t, [PUBLISHER, url, token, colour.join(',')]);
   const res = JSON.parse(await nextLine(lines, 'wrtc publisher')) as { status: number; location: string | null };
   return { ...res, stopMedia: () => child.stdin.write('stop\n'), kill: () => child.kill('SIGKILL') };
 }

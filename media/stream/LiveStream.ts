@@ -174,7 +174,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       streamId: this.streamId,
       requestKeyUnit: () => this.#encoder?.requestKeyUnit(),
       requestSourceKeyframe: () => this.#publisher?.requestKeyframe('decoder'),
-      rtpTimestamp: (ptsMs) => Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0,
+      rtpTimestamp: (ptsMs) => this.#rtpTimestamp(ptsMs),
       changed: () => this.#readersChanged(),
       logger: opts.logger,
     });
@@ -246,11 +246,16 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     this.#armIdle();
   }
 
+  /** The output's RTP time (90 kHz) of an output time (ms, node's monotonic clock): what every reader and every landing reports. */
+  #rtpTimestamp(ptsMs: number): number {
+    return Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0;
+  }
+
   /** A reader's demand changed: the audio encoders follow it, and a reader that holds the stream stops its idle timer. */
   #readersChanged(): void {
     // Readers are added in the constructor before the audio exists.
     if (this.#state === 'closed' || !this.#audioOut) return;
-    this.#audioOut.sync();
+    this.#audioOut.readersChanged();
     this.#armIdle();
   }
 
@@ -511,7 +516,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       this.#nodeT.add(au.atMs - this.#lastPushedDecodedAtMs);
     }
     // RTP time from the output timeline (capture time for live frames), 90 kHz: the publisher's frame intervals.
-    this.#landings.accessUnit(au.pts, this.#outRate.count, Math.round((au.ptsMs - this.#rtpClockStart) * 90) >>> 0);
+    this.#landings.accessUnit(au.pts, this.#outRate.count, this.#rtpTimestamp(au.ptsMs));
     this.readers.video(au, slate);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';

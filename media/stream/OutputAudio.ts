@@ -50,12 +50,20 @@ export class OutputAudio {
   #opus: OpusEncoderBin | null = null;
   /** The publisher has sent an Opus packet that carries sound (before it, only silence frames or none). */
   #audioHeard = false;
+  /** What the readers were last told: whether AAC frames come (told again when it changes; null: tell them). */
+  #aacTold: boolean | null = false;
   #closed = false;
 
   constructor(opts: OutputAudioOptions) {
     this.#opts = opts;
     this.#logger = opts.logger;
     this.#hub = opts.hub;
+  }
+
+  /** The readers changed (one joined or left): they are told again whether AAC frames come, then the encoders follow their demand. */
+  readersChanged(): void {
+    this.#aacTold = null;
+    this.sync();
   }
 
   /**
@@ -89,7 +97,7 @@ export class OutputAudio {
       this.#opts.onError(`aac: ${String(err)}`);
       this.#logger.error({ err }, `sync() | AAC encoder failed [streamId:${this.#opts.streamId}]`);
     }
-    this.#hub.aacRunning(this.#aac !== null);
+    this.#tellAac();
   }
 
   /**
@@ -154,7 +162,7 @@ export class OutputAudio {
       this.#closeMix();
     }
     this.#mixer?.setPublisher(audio);
-    this.#hub.aacRunning(this.#aac !== null);
+    this.#tellAac();
   }
 
   #closeMix(): void {
@@ -186,10 +194,9 @@ export class OutputAudio {
 
   /** The AAC encoder belongs to one publisher's audio (or to the soundtrack's mix): it goes with it (the readers fill silence). */
   #closeAac(): void {
-    const was = this.#aac !== null;
     this.#aac?.close();
     this.#aac = null;
-    if (was) this.#hub.aacRunning(false);
+    this.#tellAac();
   }
 
   /**
@@ -209,6 +216,14 @@ export class OutputAudio {
       this.sync();
     }
     this.#aac?.push(rtp);
+  }
+
+  /** Tells the readers whether AAC frames come, when that changed (sync runs every 2 s and on every demand change). */
+  #tellAac(): void {
+    const running = this.#aac !== null;
+    if (running === this.#aacTold) return;
+    this.#aacTold = running;
+    this.#hub.aacRunning(running);
   }
 
   close(): void {

@@ -32,7 +32,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HlsOutput } from './hls/HlsOutput.ts';
 import type { HlsPackager } from './hls/HlsPackager.ts';
 import type { MediaNode } from './MediaNode.ts';
-import { askAdmission, clientAddress, refuseAdmission } from './WhipWhepRoutes.ts';
+import { clientAddress } from './NodeSignatures.ts';
+import { askAdmission, refuseAdmission } from './WhipWhepRoutes.ts';
 
 const PLAYLIST = 'application/vnd.apple.mpegurl';
 const PUBLIC = { config: { public: true }, schema: { hide: true } } as Record<string, unknown>;

@@ -22,6 +22,8 @@ import { ImageDecoder } from '../images/index.ts';
 import { InvalidStateError, MediaError } from './errors.ts';
 import { defaultProcessorFactory, type FrameProcessorFactory, type LiveParams } from './stream/FrameProcessor.ts';
 import { MemoryTrim } from './gst/MemoryTrim.ts';
+import { EdgeStream, type EdgeStreamStatus } from './stream/EdgeStream.ts';
+import { EDGE_HEADER, FORWARDED_HEADER, edgePullFor } from './NodeSignatures.ts';
 import { LiveStream, type EndedInfo, type LiveInfo, type LiveStreamStatus, type StartedInfo } from './stream/LiveStream.ts';
 import type { ParamsLanding } from './stream/ParamsLandings.ts';
 import type { ScheduledParams } from './stream/ParamsSchedule.ts';
@@ -31,7 +33,7 @@ import { prepareOffer, type PreparedOffer } from './webrtc/Sdp.ts';
 import { TypedEmitter } from './TypedEmitter.ts';
 import { holdWebRtcEgress, type WhepSession } from './webrtc/WhepSession.ts';
 import type { TurnConfig } from './webrtc/IceServers.ts';
-import { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './webrtc/PeerTransport.ts';
+import { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap, type TransportOptions } from './webrtc/PeerTransport.ts';
 import { RateLimiter } from './RateLimiter.ts';
 import type { WhipSession } from './webrtc/WhipSession.ts';
 
@@ -88,12 +90,28 @@ export interface PlaybackTarget {
    * per account (maxWaitingStreamsPerAccount). Unknown: the stream counts as its own owner.
    */
   accountId?: string | undefined;
+  /**
+   * The stream's origin when another live media node holds it (scale-out): this node relays it to
+   * the viewer as an edge (decision 0030), pulling it once from `url` (the origin's public URL).
+   */
+  origin?: { nodeId: string; url: string } | undefined;
 }
 
 /** Who is asking, as the HTTP layer saw them (for per-client limits). */
 export interface ClientInfo {
   /** The client's IP address (behind an api replica: the one it forwarded for). */
   address: string;
+  /** The edge node (its URL) whose signed pull this is (NodeSignatures.ts): one session for its viewers, outside the per-client limits. */
+  edge?: string | undefined;
+}
+
+/** What this node carries of one stream: as its origin (the publisher is here) or as an edge relaying it. */
+export interface StreamAudience {
+  role: 'origin' | 'edge';
+  /** Connected WHEP viewers here (an origin's count includes the edges' pulls). */
+  viewers: number;
+  /** Of those, edges' pulls (origin only). */
+  edges: number;
 }
 
 /**
@@ -190,7 +208,7 @@ export type MediaNodeEvents = {
  * `keyDigest` (publishers): SHA-256 of the Bearer token that created the session — PATCH and
  * DELETE must present the same one (a viewer's session URL is its only credential).
  */
-export type SessionEntry = ({ kind: 'whip'; session: WhipSession; keyDigest: Buffer } | { kind: 'whep'; session: WhepSession }) & { stream: LiveStream; trickled: number };
+export type SessionEntry = ({ kind: 'whip'; session: WhipSession; keyDigest: Buffer } | { kind: 'whep'; session: WhepSession }) & { trickled: number };
 
 /** SHA-256 of a session credential: what SessionEntry keeps, compared in constant time on PATCH and DELETE. */
 export function sessionKeyDigest(key: string): Buffer {
@@ -214,6 +232,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
   /** Receive buffer asked for each publisher's UDP socket, bytes (options or the default). */
   readonly #udpRecvBufferBytes: number;
   readonly #streams = new Map<string, LiveStream>();
+  /** Streams another node holds that this one relays to its own viewers (decision 0030), by stream id. */
+  readonly #edges = new Map<string, EdgeStream>();
   readonly #sessions = new Map<string, SessionEntry>();
   /**
    * Params changes for streams this node does not hold yet: a PATCH that lands while a publisher's
@@ -276,6 +296,12 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return this.#opts;
   }
 
+  /** How this node's peer connections gather and bind (every stream's and relay's). */
+  #transport(): TransportOptions {
+    const o = this.#opts;
+    return { iceAddresses: o.iceAddresses, announcedAddresses: o.announcedAddresses, udpPortRange: o.udpPortRange, iceTcp: o.iceTcp, udpRecvBufferBytes: this.#udpRecvBufferBytes };
+  }
+
   /** Returns the stream, creating it (idle, no pipelines yet) if needed. */
   createStream(streamId: string, params: LiveParams = {}): LiveStream {
     if (this.#closed) throw new InvalidStateError('media node closed');
@@ -285,7 +311,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       streamId,
       params,
       settings: this.settings,
-      transport: { iceAddresses: this.#opts.iceAddresses, announcedAddresses: this.#opts.announcedAddresses, udpPortRange: this.#opts.udpPortRange, iceTcp: this.#opts.iceTcp, udpRecvBufferBytes: this.#udpRecvBufferBytes },
+      transport: this.#transport(),
       createProcessor: this.#opts.createProcessor ?? defaultProcessorFactory,
       ...(this.#opts.outboundPolicy ? { outboundPolicy: this.#opts.outboundPolicy } : {}),
       ...(this.#opts.recordingsDir ? { recordingsDir: join(this.#opts.recordingsDir, streamId) } : {}),
@@ -527,7 +553,7 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
       throw err;
     }
     const { session, answer } = attached;
-    this.#sessions.set(sessionId, { kind: 'whip', session, stream, trickled: 0, keyDigest: sessionKeyDigest(key) });
+    this.#sessions.set(sessionId, { kind: 'whip', session, trickled: 0, keyDigest: sessionKeyDigest(key) });
     session.once('close', () => this.#sessions.delete(sessionId));
     return { sessionId, answer, etag: session.etag };
   }
@@ -542,67 +568,131 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
    * sessions still connecting (maxPendingViewersPerAddress). A stream made for waiting viewers
    * goes as soon as its last viewer does (left, refused, or not connected in connectTimeoutMs).
    */
-  async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }, accountId?: string): Promise<{ sessionId: string; answer: string; etag: string }> {
+  async play(streamId: string, sdp: string, client: ClientInfo = { address: '' }, accountId?: string, relay?: { origin: string }): Promise<{ sessionId: string; answer: string; etag: string }> {
     const offer = this.#prepare(sdp, 'whep');
-    const pending = this.#pendingViewers.get(client.address) ?? [];
-    if (pending.length >= this.settings.maxPendingViewersPerAddress) {
+    if (relay) return this.#playEdge(streamId, offer, client, relay.origin);
+    const done = this.#admitViewer(streamId, client);
+    const held = this.#streams.get(streamId);
+    const owner = (held ? this.#owners.get(streamId) : undefined) ?? accountId ?? streamId;
+    let stream: LiveStream | undefined;
+    try {
+      // A stream that had a publisher here was admitted by capacity; one whose publisher is away for
+      // a moment keeps taking its viewers as before. An edge's pull waits like any viewer.
+      if (!held?.publisher && !held?.everPublished) this.#admitWaiting(streamId, held, owner);
+      stream = this.createStream(streamId);
+      if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
+      const made = stream;
+      const whep = stream.readers.find(WhepOutput);
+      if (!whep) throw new InvalidStateError(`stream closed [streamId:${streamId}]`);
+      return await this.#addViewer(whep, offer, client, done, () => this.#disposeIfUnused(made));
+    } catch (err) {
+      done();
+      if (stream) this.#disposeIfUnused(stream);
+      throw err;
+    }
+  }
+
+  /**
+   * A viewer of a stream another node holds (decision 0030): it joins this node's relay of it,
+   * which pulls the stream from `originUrl` (its WHEP endpoint there) with its first viewer. The
+   * relay carries the origin's H.264 as is: a viewer must take H.264.
+   */
+  async #playEdge(streamId: string, offer: PreparedOffer, client: ClientInfo, originUrl: string): Promise<{ sessionId: string; answer: string; etag: string }> {
+    if (offer.video && offer.video.codec !== 'H264') throw new MediaError('UNSUPPORTED_OFFER', 'this node relays the stream from another node as H.264: offer H.264, or play it from the api entry point');
+    const done = this.#admitViewer(streamId, client);
+    let edge = this.#edges.get(streamId);
+    try {
+      if (!edge || edge.closed || edge.origin !== originUrl) {
+        edge?.close('closed');
+        edge = this.#edge(streamId, originUrl);
+      }
+      await edge.pull();
+      const made = edge;
+      return await this.#addViewer(edge.whep, offer, client, done, () => {
+        if (!made.readers.holds && made.whep.viewerCount === 0 && made.status().pull === 'closed') made.close('idle');
+      });
+    } catch (err) {
+      done();
+      // Its first viewer failed: nothing else would close it.
+      if (edge && !edge.readers.holds) edge.close('idle');
+      throw err;
+    }
+  }
+
+  /** Makes this node's relay of a stream another node holds. */
+  #edge(streamId: string, originUrl: string): EdgeStream {
+    const secret = this.#opts.forwardedSecret;
+    const edge = new EdgeStream({
+      streamId,
+      origin: {
+        url: originUrl,
+        // Marks the request as forwarded (the origin's router serves it there, never re-places it)
+        // and, signed, as this edge's pull.
+        headers: { [FORWARDED_HEADER]: '1', ...(secret ? { [EDGE_HEADER]: edgePullFor(this.#opts.publicUrl, secret) } : {}) },
+      },
+      settings: this.settings,
+      transport: this.#transport(),
+      logger: this.#logger.child({ streamId, edge: true }),
+    });
+    this.#edges.set(streamId, edge);
+    edge.once('close', () => {
+      if (this.#edges.get(streamId) === edge) this.#edges.delete(streamId);
+    });
+    return edge;
+  }
+
+  /**
+   * Counts a viewer's request against the per-client and per-node bounds (429 / 503 beyond them);
+   * returns the call that releases its per-address slot once it connected or went. An edge's pull
+   * is one session for the edge's viewers, admitted there: no per-address bound applies.
+   */
+  #admitViewer(streamId: string, client: ClientInfo): () => void {
+    const pending = client.edge === undefined ? (this.#pendingViewers.get(client.address) ?? []) : null;
+    if (pending && pending.length >= this.settings.maxPendingViewersPerAddress) {
       // A slot frees when one of them connects, or when the oldest misses its connect deadline at the latest.
       const retryAfterS = Math.max(1, Math.ceil(((pending[0] ?? 0) + this.settings.connectTimeoutMs - performance.now()) / 1000));
       this.#logger.warn(`play() | refused: viewers still connecting per address [limit:${this.settings.maxPendingViewersPerAddress}] [retryAfterS:${retryAfterS}]`);
       throw new MediaError('RATE_LIMITED', 'too many viewer sessions from this address are still connecting; finish or close them first', { retryAfterS });
     }
-    const connected = this.connectedViewerCount;
-    if (connected >= this.settings.maxViewersPerNode) {
+    if (this.connectedViewerCount >= this.settings.maxViewersPerNode) {
       this.#logger.warn(`play() | refused: node viewer limit [streamId:${streamId}] [limit:${this.settings.maxViewersPerNode}]`);
       throw new MediaError('OVERLOADED', `this media node carries its maximum of ${this.settings.maxViewersPerNode} viewers; try again later`, { retryAfterS: 30 });
     }
-    const held = this.#streams.get(streamId);
-    const owner = (held ? this.#owners.get(streamId) : undefined) ?? accountId ?? streamId;
-    // A stream that had a publisher here was admitted by capacity; one whose publisher is away for
-    // a moment keeps taking its viewers as before.
-    if (!held?.publisher && !held?.everPublished) this.#admitWaiting(streamId, held, owner);
+    if (!pending) return () => undefined;
     // Counted from now until it connects or goes: a client cannot hold sockets and slots with
     // offers it never completes (reserved before the answer, so parallel POSTs count too).
     const admittedAt = performance.now();
     this.#pendingViewers.set(client.address, [...pending, admittedAt]);
     let counted = true;
-    const done = () => {
+    return () => {
       if (!counted) return;
       counted = false;
       const left = this.#pendingViewers.get(client.address) ?? [];
       left.splice(left.indexOf(admittedAt), 1);
       if (left.length === 0) this.#pendingViewers.delete(client.address);
     };
-    let stream: LiveStream | undefined;
-    try {
-      stream = this.createStream(streamId);
-      if (!this.#owners.has(streamId)) this.#owners.set(streamId, owner);
-      const made = stream;
-      const sessionId = randomBytes(16).toString('hex');
-      const whep = stream.readers.find(WhepOutput);
-      if (!whep) throw new InvalidStateError(`stream closed [streamId:${streamId}]`);
-      const { session, answer } = await whep.addViewer(offer, sessionId);
-      this.#sessions.set(sessionId, { kind: 'whep', session, stream, trickled: 0 });
-      if (session.connected) done();
-      session.once('connected', () => {
-        done();
-        // Many admitted at once can connect past the node's limit: the late ones go (as past the stream's).
-        if (this.connectedViewerCount > this.settings.maxViewersPerNode) {
-          this.#logger.warn(`play() | closed a viewer that connected past the node's limit [streamId:${streamId}]`);
-          session.close('closed');
-        }
-      });
-      session.once('close', () => {
-        done();
-        this.#sessions.delete(sessionId);
-        this.#disposeIfUnused(made);
-      });
-      return { sessionId, answer, etag: session.etag };
-    } catch (err) {
+  }
+
+  /** Adds the viewer to `whep` and tracks its session; `done` releases its admission, `gone` runs after it closed. */
+  async #addViewer(whep: WhepOutput, offer: PreparedOffer, client: ClientInfo, done: () => void, gone: () => void): Promise<{ sessionId: string; answer: string; etag: string }> {
+    const sessionId = randomBytes(16).toString('hex');
+    const { session, answer } = await whep.addViewer(offer, sessionId, { edge: client.edge });
+    this.#sessions.set(sessionId, { kind: 'whep', session, trickled: 0 });
+    if (session.connected) done();
+    session.once('connected', () => {
       done();
-      if (stream) this.#disposeIfUnused(stream);
-      throw err;
-    }
+      // Many admitted at once can connect past the node's limit: the late ones go (as past the stream's).
+      if (this.connectedViewerCount > this.settings.maxViewersPerNode) {
+        this.#logger.warn(`play() | closed a viewer that connected past the node's limit [streamId:${whep.streamId}]`);
+        session.close('closed');
+      }
+    });
+    session.once('close', () => {
+      done();
+      this.#sessions.delete(sessionId);
+      gone();
+    });
+    return { sessionId, answer, etag: session.etag };
   }
 
   /**
@@ -636,11 +726,28 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return prepareOffer(sdp, role, { maxBytes: this.settings.maxSdpBytes, maxLines: this.settings.maxSdpLines, allowLoopbackCandidates: this.servesLoopback });
   }
 
-  /** Connected viewers of every stream here: what maxViewersPerNode counts. */
+  /** Connected viewers of every stream here, relayed ones too: what maxViewersPerNode counts. */
   get connectedViewerCount(): number {
     let n = 0;
     for (const s of this.#streams.values()) n += s.readers.find(WhepOutput)?.connectedViewerCount ?? 0;
+    for (const e of this.#edges.values()) n += e.whep.connectedViewerCount;
     return n;
+  }
+
+  /** What this node carries of each stream, as origin or edge (the registry's beat, /metrics). */
+  audience(): Record<string, StreamAudience> {
+    const out: Record<string, StreamAudience> = {};
+    for (const [id, s] of this.#streams) {
+      const whep = s.readers.find(WhepOutput);
+      out[id] = { role: 'origin', viewers: whep?.connectedViewerCount ?? 0, edges: whep?.edgeCount ?? 0 };
+    }
+    for (const [id, e] of this.#edges) out[id] ??= { role: 'edge', viewers: e.whep.connectedViewerCount, edges: 0 };
+    return out;
+  }
+
+  /** This node's relay of a stream another node holds (decision 0030), if it runs one. */
+  edgeStatus(streamId: string): EdgeStreamStatus | null {
+    return this.#edges.get(streamId)?.status() ?? null;
   }
 
     get streamCount(): number {
@@ -666,6 +773,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
         this.#logger.warn({ err }, `close() | stream close failed [streamId:${stream.streamId}]`);
       }
     }
+    for (const edge of [...this.#edges.values()]) edge.close('closed');
+    this.#edges.clear();
     this.#ending = Promise.all([...this.#streams.values()].map((s) => s.readers.ended())).then(() => undefined);
     this.#streams.clear();
     this.#sessions.clear();

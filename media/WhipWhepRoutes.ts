@@ -31,9 +31,10 @@
  * session and filtered like offer candidates (no loopback, link-local, multicast or unspecified
  * addresses), so a keyless client cannot make the node send STUN to arbitrary local ports.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { MediaError } from './errors.ts';
+import { clientAddress, edgePullOf } from './NodeSignatures.ts';
 import { iceServerLinks, type TurnRole } from './webrtc/IceServers.ts';
 import { sessionKeyDigest, type AdmissionRequest, type AdmissionVerdict, type MediaNode, type SessionEntry } from './MediaNode.ts';
 import type { RateLimiter } from './RateLimiter.ts';
@@ -42,25 +43,6 @@ import { parseSdpFrag, refuseRemoteCandidate } from './webrtc/Sdp.ts';
 const SDP = 'application/sdp';
 /** Candidates taken from one trickle PATCH, and from all of a session's PATCHes. */
 export const MAX_TRICKLE_CANDIDATES = { perRequest: 20, perSession: 64 } as const;
-/** Header an api replica puts on a forwarded WHIP/WHEP POST: `<client address>;<signature>`. */
-export const FORWARDED_HEADER = 'x-reverie-forwarded';
-
-/** The signed value of FORWARDED_HEADER for `address` (HMAC-SHA256 with the deployment's shared secret). */
-export function forwardedFor(address: string, secret: string): string {
-  return `${address};${createHmac('sha256', secret).update(`forwarded:${address}`).digest('hex').slice(0, 32)}`;
-}
-
-/** The client's address: the one an api replica signed for, else the TCP peer's. */
-export function clientAddress(req: FastifyRequest, secret: string | undefined): string {
-  const header = req.headers[FORWARDED_HEADER];
-  if (secret && typeof header === 'string') {
-    const address = header.split(';')[0] ?? '';
-    const expected = Buffer.from(forwardedFor(address, secret));
-    const got = Buffer.from(header);
-    if (expected.length === got.length && timingSafeEqual(expected, got)) return address;
-  }
-  return req.ip;
-}
 const SDPFRAG = 'application/trickle-ice-sdpfrag';
 /** Query parameters passed to an admission rule at most (the rest are left out). */
 const MAX_ADMISSION_QUERY_PARAMS = 20;
@@ -197,15 +179,21 @@ export async function whipWhepRoutes(app: FastifyInstance, opts: { node: MediaNo
 
   app.post<{ Params: { playbackId: string }; Body: unknown }>('/live/:playbackId/whep', PUBLIC_ROUTE, async (req, reply) => {
     const address = clientAddress(req, node.options.forwardedSecret);
-    limit(node.limits.whepPerAddress, address, 'play requests from this address');
+    // An edge node's signed pull (decision 0030): its viewers were limited and admitted there.
+    const edge = edgePullOf(req, node.options.forwardedSecret) ?? undefined;
+    if (!edge) limit(node.limits.whepPerAddress, address, 'play requests from this address');
     if (mediaType(req) !== SDP) return fail(reply, 415, `unsupported content type; send ${SDP}`);
     const playback = await node.options.resolvePlayback(req.params.playbackId);
     if (!playback) return fail(reply, 404, 'unknown playback id');
-    limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
-    const verdict = await askAdmission(node, req, { action: 'read', protocol: 'whep', streamId: playback.streamId, clientIp: address });
+    // Edges pull from the origin only, never from another edge (no chains of relays).
+    if (edge && playback.origin) return fail(reply.header('retry-after', '2'), 503, 'this node is not the stream\'s origin; pull from the node that holds it');
+    if (!edge) limit(node.limits.whepPerPlayback, playback.streamId, 'play requests for this stream');
+    const verdict = edge ? { admitted: true as const } : await askAdmission(node, req, { action: 'read', protocol: 'whep', streamId: playback.streamId, clientIp: address });
     if (!verdict.admitted) return refuseAdmission(reply, verdict, WHIP_WHEP_CORS);
     if (typeof req.body !== 'string' || req.body.length === 0) return fail(reply, 400, 'empty SDP offer');
-    return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address }, playback.accountId));
+    // Another live node holds the stream: this one relays it (an edge), pulling it once from there.
+    const relay = playback.origin ? { origin: `${playback.origin.url.replace(/\/+$/, '')}/live/${encodeURIComponent(req.params.playbackId)}/whep` } : undefined;
+    return answered(reply, 'viewer', await node.play(playback.streamId, req.body, { address, edge }, playback.accountId, relay));
   });
 
   app.patch<{ Params: { sessionId: string }; Body: unknown }>('/live/sessions/:sessionId', PUBLIC_ROUTE, async (req, reply) => {

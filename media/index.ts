@@ -5,7 +5,8 @@
  * `started` / `live` / `ended`.
  */
 export { MediaNode, DEFAULT_CAPACITY, type AdmissionRequest, type AdmissionVerdict, type ClientInfo, type ClipResult, type IngestGrant, type IngestRefusal, type MediaNodeEvents, type MediaNodeOptions, type PlaybackTarget } from './MediaNode.ts';
-export { FORWARDED_HEADER, PUBLIC_ROUTE, WHIP_POST, WHIP_WHEP_CORS, forwardedFor } from './WhipWhepRoutes.ts';
+export { PUBLIC_ROUTE, WHIP_POST, WHIP_WHEP_CORS } from './WhipWhepRoutes.ts';
+export { EDGE_HEADER, FORWARDED_HEADER, forwardedFor } from './NodeSignatures.ts';
 export { registerMediaRoutes } from './MediaRoutes.ts';
 export { turnCredential, type TurnConfig, type TurnCredential } from './webrtc/IceServers.ts';
 export { DEFAULT_UDP_RECV_BUFFER_BYTES, udpRecvBufferCap } from './webrtc/PeerTransport.ts';

@@ -63,6 +63,11 @@ export interface MediaSettings {
   maxViewersPerNode: number;
   /** Connected viewers per stream (beyond → 503). Sessions still connecting count below instead. WHEP_VIEWERS_PER_STREAM. */
   maxViewersPerStream: number;
+  /**
+   * ms an edge keeps pulling a stream from its origin after its last viewer here left (decision
+   * 0030): a viewer that reloads finds the relay still running. 0: stop at once. EDGE_LINGER_MS.
+   */
+  edgeLingerMs: number;
   /** Viewer sessions of one stream that have not connected yet (beyond → 503). WHEP_PENDING_VIEWERS_PER_STREAM. */
   maxPendingViewersPerStream: number;
   /**
@@ -197,6 +202,7 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   maxViewersPerNode: 1000,
   maxViewersPerStream: 1000,
   maxPendingViewersPerStream: 50,
+  edgeLingerMs: 5_000,
   maxPendingViewersPerAddress: 8,
   maxWaitingViewersPerStream: 20,
   maxWaitingStreamsPerAccount: 10,

@@ -53,7 +53,10 @@ export function udpRecvBufferCap(): number | null {
 
 const FEEDBACK = [{ type: 'nack' }, { type: 'nack', parameter: 'pli' }, { type: 'ccm', parameter: 'fir' }];
 
-function codecs(role: OfferRole) {
+/** Who the connection is for: a publisher (WHIP), a viewer (WHEP), or our own pull of a stream from its origin node (an edge's WHEP client). */
+export type PeerRole = OfferRole | 'pull';
+
+function codecs(role: PeerRole) {
   const opus = new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2 });
   const h264 = new RTCRtpCodecParameters({
     mimeType: 'video/H264',
@@ -63,10 +66,11 @@ function codecs(role: OfferRole) {
   });
   const vp8 = new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: FEEDBACK });
   // Offers reach werift cut down to one video codec (Sdp.ts), so the order here picks nothing.
-  return { audio: [opus], video: role === 'whip' ? [vp8, h264] : [h264, vp8] };
+  // An edge's pull offers H.264 alone: it relays the origin's encode and encodes nothing itself.
+  return { audio: [opus], video: role === 'pull' ? [h264] : role === 'whip' ? [vp8, h264] : [h264, vp8] };
 }
 
-export function createPeerConnection(role: OfferRole, opts: TransportOptions): RTCPeerConnection {
+export function createPeerConnection(role: PeerRole, opts: TransportOptions): RTCPeerConnection {
   const addresses = opts.iceAddresses ?? [];
   const loopback = addresses.filter((a) => a.startsWith('127.') || a === '::1');
   const v4 = addresses.filter((a) => isIPv4(a));
@@ -280,6 +284,26 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
     // Sdp.ts checks what werift reads; anything it still cannot apply is the offer's fault (400), not ours.
     throw offerRefused(err);
   }
+  if (pc.iceGatheringState !== 'complete') {
+    await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
+  }
+  if (transport.udpRecvBufferBytes) sizeReceiveBuffers(pc, transport.udpRecvBufferBytes);
+  patientConsent(pc);
+  orderDtlsHandshake(pc);
+  const sdp = pc.localDescription?.sdp;
+  if (!sdp) throw new Error('no local description after gathering');
+  return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });
+}
+
+/**
+ * Offers to receive (recvonly) one H.264 video and one Opus audio track, waits for ICE gathering
+ * to complete and returns the offer SDP holding every candidate: an edge's WHEP request to the
+ * stream's origin node (non-trickle, as OBS). `applyAnswer` completes it.
+ */
+export async function offerWithAllCandidates(pc: RTCPeerConnection, transport: TransportOptions, timeoutMs: number): Promise<string> {
+  pc.addTransceiver('video', { direction: 'recvonly' });
+  pc.addTransceiver('audio', { direction: 'recvonly' });
+  await pc.setLocalDescription(await pc.createOffer());
   if (pc.iceGatheringState !== 'complete') {
     await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
   }

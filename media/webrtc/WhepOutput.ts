@@ -34,6 +34,8 @@ export interface WhepOutputStats {
   viewers: number;
   /** Viewers that completed ICE and DTLS (what maxViewersPerStream counts). */
   connected: number;
+  /** Of those, edge nodes' pulls (decision 0030): each carries that node's viewers. */
+  edges: number;
   /** Viewers by the video codec they are sent (sums to `viewers`). */
   viewersByCodec: Record<VideoCodec, number>;
   /** How long viewers' sound waits for the picture of its moment now, ms (ViewerAudio; 0 without a picture). */
@@ -49,6 +51,8 @@ export class WhepOutput implements StreamReader {
   readonly #viewers: ViewerSet;
   /** The VP8 output: its encoder exists only while VP8 viewers do (and frames flow). */
   readonly #vp8: Vp8Branch;
+  /** Sessions that are edge nodes' pulls (decision 0030), connected or not. */
+  readonly #edges = new Set<WhepSession>();
   #closed = false;
 
   constructor(ctx: ReaderContext, opts: WhepOutputOptions) {
@@ -83,6 +87,17 @@ export class WhepOutput implements StreamReader {
   /** With a soundtrack, the mix is encoded to Opus only while some viewer takes audio. */
   get wantsOpus(): boolean {
     return this.#viewers.audioViewers() > 0;
+  }
+
+  get streamId(): string {
+    return this.#ctx.streamId;
+  }
+
+  /** Connected sessions that are edge nodes' pulls (each carries that node's viewers). */
+  get edgeCount(): number {
+    let n = 0;
+    for (const s of this.#edges) if (s.connected) n++;
+    return n;
   }
 
   /** Viewers, all codecs, connected or not. */
@@ -126,9 +141,14 @@ export class WhepOutput implements StreamReader {
    * viewers that completed ICE and DTLS hold a slot, so offers that never connect cannot lock
    * real viewers out. A viewer that connects past the cap (a race of many at once) is closed.
    */
-  async addViewer(offer: PreparedOffer, sessionId: string): Promise<{ session: WhepSession; answer: string }> {
+  async addViewer(offer: PreparedOffer, sessionId: string, opts: { edge?: string | undefined } = {}): Promise<{ session: WhepSession; answer: string }> {
     if (this.#closed) throw new InvalidStateError(`stream closed [streamId:${this.#ctx.streamId}]`);
     const session = this.#viewers.create(offer, sessionId);
+    if (opts.edge !== undefined) {
+      // An edge node's pull: one session that carries that node's viewers of this stream.
+      this.#edges.add(session);
+      session.once('close', () => this.#edges.delete(session));
+    }
     session.on('connected', () => {
       if (this.#viewers.connected() > this.#settings.maxViewersPerStream) {
         this.#logger.warn(`addViewer() | closed a viewer that connected past the limit [streamId:${this.#ctx.streamId}]`);
@@ -157,6 +177,7 @@ export class WhepOutput implements StreamReader {
     return {
       viewers: this.#viewers.size,
       connected: this.#viewers.connected(),
+      edges: this.edgeCount,
       viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
       viewerAudioHoldMs: this.#viewers.audioHoldMs,
       vp8: this.#vp8.status(),

@@ -28,10 +28,10 @@ import type { Logger } from 'pino';
 import { GenericNack, PictureLossIndication, RtcpPayloadSpecificFeedback, RtcpTransportLayerFeedback, type RTCPeerConnection, type RTCRtpReceiver, type RtpPacket } from 'werift';
 import { InvalidStateError } from '../errors.ts';
 import { NackGenerator } from './NackGenerator.ts';
-import { answerWithAllCandidates, createPeerConnection, disableWeriftNacks, iceRoundTrip, type TransportOptions } from './PeerTransport.ts';
+import { answerWithAllCandidates, createPeerConnection, disableWeriftNacks, iceRoundTrip, offerWithAllCandidates, type TransportOptions } from './PeerTransport.ts';
 import { H264Depacketizer, type DepacketizedFrame } from './H264Depacketizer.ts';
 import { ReorderBuffer } from './ReorderBuffer.ts';
-import type { PreparedOffer } from './Sdp.ts';
+import { prepareOffer, type PreparedOffer } from './Sdp.ts';
 import type { MediaSettings } from '../settings.ts';
 import { TypedEmitter } from '../TypedEmitter.ts';
 import { Vp8Depacketizer } from './Vp8Depacketizer.ts';
@@ -147,8 +147,30 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
   #nackTimerAtMs = Infinity;
   /** ICE round-trip measurements already taken in. */
   #iceRttSamples = 0;
+  /** An edge's pull of a stream from its origin (we offered), not a publisher. */
+  readonly #pulling: boolean;
 
-  constructor(opts: WhipSessionOptions) {
+  /**
+   * An edge's pull of a stream from its origin node (decision 0030): the same receiving session as
+   * a publisher's (reorder window, our NACKs and PLI, liveness), but it makes the offer (recvonly
+   * H.264 + Opus) and `accept`s the origin's answer to its WHEP request.
+   */
+  static async pull(opts: Omit<WhipSessionOptions, 'offer'>): Promise<{ session: WhipSession; offer: string }> {
+    const pc = createPeerConnection('pull', opts.transport);
+    let offer: string;
+    try {
+      offer = await offerWithAllCandidates(pc, opts.transport, opts.settings.connectTimeoutMs);
+    } catch (err) {
+      await pc.close().catch(() => undefined);
+      throw err;
+    }
+    // Our own offer, read as the origin will: the payload types it sends us are the ones in it.
+    const prepared = prepareOffer(offer, 'whep', { maxBytes: opts.settings.maxSdpBytes, maxLines: opts.settings.maxSdpLines, allowLoopbackCandidates: true });
+    return { session: new WhipSession({ ...opts, offer: prepared }, pc), offer };
+  }
+
+  /** `pc`: a connection that already made its offer (pull); otherwise one is made to answer `opts.offer`. */
+  constructor(opts: WhipSessionOptions, pc?: RTCPeerConnection) {
     super(opts.logger);
     const video = opts.offer.video;
     if (!video) throw new InvalidStateError('WHIP offer without video');
@@ -175,7 +197,8 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     this.#reorder = new ReorderBuffer<RtpPacket>({ latencyMs: opts.settings.jitterLatencyMs });
     this.#nack = new NackGenerator({ maxRetries: opts.settings.nackMaxRetries, maxBitrateShare: opts.settings.nackMaxBitrateShare });
     this.#depacketizer = video.codec === 'VP8' ? new Vp8Depacketizer() : new H264Depacketizer();
-    this.#pc = createPeerConnection('whip', opts.transport);
+    this.#pc = pc ?? createPeerConnection('whip', opts.transport);
+    this.#pulling = pc !== undefined;
     this.#pc.onTrack.subscribe((track) => {
       if (track.kind === 'video') {
         track.onReceiveRtp.subscribe((rtp) => this.#onVideo(rtp));
@@ -209,6 +232,12 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     // The receivers exist once the offer is applied; no RTP comes before DTLS, after the answer.
     disableWeriftNacks(this.#pc);
     return answer;
+  }
+
+  /** Applies the origin's answer to a pull's offer (see `pull`). */
+  async accept(answer: string): Promise<void> {
+    await this.#pc.setRemoteDescription({ type: 'answer', sdp: answer });
+    disableWeriftNacks(this.#pc);
   }
 
   /** Applies trickled candidates from a PATCH (RFC 8840 sdpfrag). */
@@ -398,7 +427,7 @@ export class WhipSession extends TypedEmitter<WhipSessionEvents> {
     const st = this.#stats;
     // What the session carried, for the log reader: a stream that never went live shows why here.
     this.#logger.info(
-      `close() | publisher session closed [sessionId:${this.id}] [reason:${reason}] [packets:${st.videoPackets}] [lost:${this.#nack.lost}] ` +
+      `close() | ${this.#pulling ? 'pull' : 'publisher'} session closed [sessionId:${this.id}] [reason:${reason}] [packets:${st.videoPackets}] [lost:${this.#nack.lost}] ` +
         `[recovered:${this.#nack.recovered}] [unrecovered:${st.packetsUnrecovered}] [nackRequests:${this.#nack.requests}] ` +
         `[framesIn:${st.framesIn}] [framesDropped:${st.framesDropped}] [keyframes:${st.keyframes}] [pliSent:${st.pliSent}]`,
     );

@@ -7,7 +7,7 @@
  * filtered, and no refusal names an internal id.
  */
 import t from 'tap';
-import { forwardedFor } from '../../media/WhipWhepRoutes.ts';
+import { forwardedFor } from '../../media/NodeSignatures.ts';
 import { launchChromium } from '../helpers/chromium.ts';
 import { stampedH264 } from '../helpers/h264Source.ts';
 import { startObsPublishers } from '../helpers/obsPublisher.ts';

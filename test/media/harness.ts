@@ -70,6 +70,8 @@ export async function startMediaServer(
     accountOf?: (streamId: string) => string;
     /** The blob store's `songs/` folder: where the node reads a soundtrack's take. */
     songsDir?: string;
+    /** Another node holds the harness's streams: this one relays them as an edge (what resolvePlayback says). */
+    origin?: () => { nodeId: string; url: string } | undefined;
   } = {},
 ): Promise<MediaServer> {
   const onLog = opts.onLog;
@@ -99,7 +101,7 @@ export async function startMediaServer(
     resolvePlayback: async (playbackId) => {
       if (!playbackId.startsWith(PLAYBACK_ID)) return null;
       const streamId = STREAM_ID + playbackId.slice(PLAYBACK_ID.length);
-      return opts.accountOf ? { streamId, accountId: opts.accountOf(streamId) } : { streamId };
+      return { streamId, ...(opts.accountOf ? { accountId: opts.accountOf(streamId) } : {}), origin: opts.origin?.() };
     },
   });
   registerMediaRoutes(app, node);

@@ -10,6 +10,12 @@
  *   so it suits only clients that re-send it — hence not the default.
  * - HLS GETs are 307-redirected (players follow; the playlist's relative URIs then resolve on
  *   the node).
+ * - WHEP viewers of one stream go to its node (the origin) until it carries `cascadeOriginViewers`
+ *   of them (or is full); later ones go to other live media nodes with room, which relay the stream
+ *   (edges, decision 0030): an edge already relaying it first (one pull per edge), the least
+ *   loaded among them. An edge relays the origin's H.264 as is, so an offer without H.264 stays on
+ *   the origin. Counts come from the nodes' registry beats (every second) plus what this replica
+ *   placed since, so a burst of viewers does not all land where the last beat saw room.
  * - A stream whose node is dead is placed again on a live node that has its model and room (the
  *   publisher is reconnecting, the same stream goes on elsewhere); a WHEP or HLS request for it
  *   answers 503 until a publisher is back.
@@ -38,7 +44,14 @@ export interface LiveRouterOptions {
   proxyTimeoutMs?: number;
   /** Signs the client's address on forwarded POSTs, so the node's per-client limits see the client, not us. */
   forwardedSecret?: string;
+  /** Connected viewers of one stream its origin carries before new ones go to edges (CASCADE_ORIGIN_VIEWERS). Default 250. */
+  cascadeOriginViewers?: number;
 }
+
+/** ms a placement this replica made may count on top of a node's counts (taken before it); beats come every second. */
+const PLACED_COUNT_MS = 3_000;
+/** Placements remembered at most (a burst beyond this many in PLACED_COUNT_MS counts as this many). */
+const PLACED_MAX = 10_000;
 
 const SDP = 'application/sdp';
 /** Headers of the node's answer a forwarded reply keeps. */
@@ -72,6 +85,8 @@ export class LiveRouter {
   readonly #o: LiveRouterOptions;
   readonly #log: Logger;
   readonly #routing: LiveRouting;
+  /** WHEP viewers this replica placed in the last PLACED_COUNT_MS, oldest first. */
+  readonly #placed: { nodeId: string; streamId: string; at: number; wallAt: number }[] = [];
 
   constructor(opts: LiveRouterOptions) {
     this.#o = opts;
@@ -89,7 +104,7 @@ export class LiveRouter {
           // Forwarded once already: serve here whatever the registry says now (no ping-pong).
           if (!route || req.headers[FORWARDED] !== undefined) return;
           const param = (req.params as Record<string, string>)[route === 'whip' ? 'streamId' : 'playbackId'] ?? '';
-          const target = await this.target(route, param, bearerOf(req));
+          const target = await this.target(route, param, bearerOf(req), typeof req.body === 'string' ? req.body : '');
           if (target.to === 'remote') return this.#send(route, target.node, req, reply);
           // Local or nobody: the node's own route answers (it refuses what it cannot serve).
         });
@@ -101,7 +116,7 @@ export class LiveRouter {
       app.options('/live/:streamId/whip', PUBLIC_ROUTE, options);
       app.options('/live/:playbackId/whep', PUBLIC_ROUTE, options);
       const handler = (route: Route, param: string) => async (req: FastifyRequest, reply: FastifyReply) => {
-        const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '', bearerOf(req));
+        const target = await this.target(route, (req.params as Record<string, string>)[param] ?? '', bearerOf(req), typeof req.body === 'string' ? req.body : '');
         if (target.to === 'none') return text(reply, target.status, target.message);
         if (target.to === 'local') return text(reply, 503, 'no media node in this process');
         return this.#send(route, target.node, req, reply);
@@ -117,20 +132,49 @@ export class LiveRouter {
   /**
    * Where a request for the stream (WHIP: stream id; WHEP/HLS: playback id) should go. `bearer`
    * is the WHIP request's token: a stream is placed again only for its own stream key, so nobody
-   * else can move a stream (and take a slot on another node) by knowing its id.
+   * else can move a stream (and take a slot on another node) by knowing its id. `offer`: a WHEP
+   * request's SDP (an edge takes only viewers that offer H.264).
    */
-  async target(route: Route, param: string, bearer?: string): Promise<Target> {
+  async target(route: Route, param: string, bearer?: string, offer = ''): Promise<Target> {
     const stream = route === 'whip' ? await this.#o.store.streams.get(param) : await this.#o.store.streams.getByPlaybackId(param);
     // Unknown streams: the node's own answer (401 / 404) from the local node, or ours.
     if (!stream || stream.deleted) return this.#o.local ? { to: 'local' } : route === 'whip' ? { to: 'none', status: 401, message: 'invalid stream key' } : { to: 'none', status: 404, message: 'unknown playback id' };
     const nodes = await this.#o.media.nodes();
     const owner = nodes.find((n) => n.id === stream.nodeId);
-    if (owner) return owner.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: owner };
+    if (owner) {
+      const node = route === 'whep' ? this.#placeViewer(stream.id, owner, nodes, offer) : owner;
+      return node.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node };
+    }
     if (route !== 'whip') return { to: 'none', status: 503, message: 'the stream is not on any live media node right now; retry when it is published' };
     if (!sameSecret(bearer, stream.streamKey)) return this.#o.local ? { to: 'local' } : { to: 'none', status: 401, message: 'invalid stream key' };
     const moved = await this.#replace(stream, nodes);
     if (!moved) return { to: 'none', status: 503, message: 'no live media node can take this stream right now; retry shortly' };
     return moved.id === this.#o.local?.nodeId ? { to: 'local' } : { to: 'remote', node: moved };
+  }
+
+  /** The node a new WHEP viewer of `streamId` goes to: its origin, or an edge (see the header). */
+  #placeViewer(streamId: string, origin: MediaNodeInfo, nodes: MediaNodeInfo[], offer: string): MediaNodeInfo {
+    const now = performance.now();
+    while (this.#placed.length > 0 && (this.#placed.length > PLACED_MAX || (this.#placed[0] as { at: number }).at < now - PLACED_COUNT_MS)) this.#placed.shift();
+    // What this replica placed there since the node's counts were taken (later ones are in them).
+    const placedOn = (n: MediaNodeInfo, stream?: string) =>
+      this.#placed.reduce((k, p) => k + (p.nodeId === n.id && p.wallAt >= n.countedAt && (stream === undefined || p.streamId === stream) ? 1 : 0), 0);
+    const viewers = (n: MediaNodeInfo) => n.viewers + placedOn(n);
+    // Nodes from before the cascade report no viewer capacity: never edges.
+    const room = (n: MediaNodeInfo) => n.viewerCapacity > 0 && viewers(n) < n.viewerCapacity;
+    const load = (n: MediaNodeInfo) => viewers(n) / n.viewerCapacity;
+    const share = this.#o.cascadeOriginViewers ?? 250;
+    const atOrigin = (origin.audience[streamId]?.viewers ?? 0) + placedOn(origin, streamId);
+    let node = origin;
+    const originFull = origin.viewerCapacity > 0 && !room(origin);
+    if ((atOrigin >= share || originFull) && /^a=rtpmap:\d+ H264\//im.test(offer)) {
+      const edges = nodes.filter((n) => n.id !== origin.id && room(n));
+      const relaying = edges.filter((n) => n.audience[streamId]?.role === 'edge' || placedOn(n, streamId) > 0);
+      const best = (relaying.length > 0 ? relaying : edges).sort((a, b) => load(a) - load(b))[0];
+      if (best) node = best;
+    }
+    this.#placed.push({ nodeId: node.id, streamId, at: now, wallAt: Date.now() });
+    return node;
   }
 
   /** Places a stream whose node is gone on a live node with its model and room; the record follows. */

@@ -67,6 +67,13 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
     }
   };
   gauge('reverie_media_viewers', 'WHEP viewers of the stream.', ['stream_id'], (set) => whep((s, w) => set({ stream_id: s.streamId }, w.viewers)));
+  // Origin and edge alike (decision 0030): summed over every node's /metrics, a stream's audience across the cluster.
+  gauge('reverie_media_audience', "Connected WHEP viewers this node carries of the stream, as its origin or as an edge relaying it (edges' pulls counted apart).", ['stream_id', 'role', 'kind'], (set) => {
+    for (const [streamId, a] of Object.entries(node.audience())) {
+      set({ stream_id: streamId, role: a.role, kind: 'viewer' }, a.viewers - a.edges);
+      if (a.role === 'origin') set({ stream_id: streamId, role: a.role, kind: 'edge_pull' }, a.edges);
+    }
+  });
   gauge('reverie_media_viewers_by_codec', 'WHEP viewers of the stream by the video codec they are sent.', ['stream_id', 'codec'], (set) =>
     whep((s, w) => {
       for (const [codec, n] of Object.entries(w.viewersByCodec)) set({ stream_id: s.streamId, codec }, n);

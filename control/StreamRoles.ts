@@ -140,7 +140,15 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
       // The service exists below whenever the api role runs here; a media-only process without a
       // store-backed resolver refuses every publisher.
       resolveIngest: (streamId, bearer) => service?.resolveIngest(streamId, bearer) ?? Promise.resolve(null),
-      resolvePlayback: (playbackId) => service?.resolvePlayback(playbackId) ?? Promise.resolve(null),
+      resolvePlayback: async (playbackId) => {
+        const found = await service?.resolvePlayback(playbackId);
+        if (!found) return null;
+        const { nodeId, ...target } = found;
+        // Scale-out: a stream another live node holds is relayed here (this node is its edge, decision 0030).
+        if (!scaleOut || !local || nodeId === undefined || nodeId === local.nodeId) return target;
+        const owner = (await media.nodes()).find((n) => n.id === nodeId);
+        return { ...target, origin: owner ? { nodeId: owner.id, url: owner.publicUrl } : undefined };
+      },
       // Admission rules (hooks, JWTs) of the stream or its account, asked before any session exists.
       admit: (request) => admission?.admit(request) ?? Promise.resolve({ admitted: true }),
     });
@@ -184,6 +192,7 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
         media: scaleOut.media,
         logger: deps.logger,
         ...(deps.forwardedSecret ? { forwardedSecret: deps.forwardedSecret } : {}),
+        cascadeOriginViewers: config.cascadeOriginViewers,
         ...(n && local ? { local: { nodeId: local.nodeId, routes: (app) => registerMediaRoutes(app, n) } } : {}),
       }).plugin();
     } else delete services.mediaRoutes;

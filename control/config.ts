@@ -162,6 +162,14 @@ export const ConfigEnvSchema = z.object({
   WHEP_PENDING_VIEWERS_PER_STREAM: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MEDIA_SETTINGS.maxPendingViewersPerStream),
   /** WHEP viewer sessions from one client address still connecting, across streams (beyond → 429 + Retry-After). */
   WHEP_PENDING_VIEWERS_PER_ADDRESS: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MEDIA_SETTINGS.maxPendingViewersPerAddress),
+  /**
+   * Scale-out (decision 0030): connected viewers of one stream its origin node (the node with its
+   * publisher) carries before the api places new viewers on other media nodes, which relay the
+   * stream (edges). 0: every viewer goes to an edge while one has room. Default 250.
+   */
+  CASCADE_ORIGIN_VIEWERS: z.coerce.number().int().min(0).max(1_000_000).default(250),
+  /** ms an edge keeps pulling a stream after its last viewer there left (a reload finds it running). Default 5000. */
+  EDGE_LINGER_MS: z.coerce.number().int().min(0).max(600_000).default(DEFAULT_MEDIA_SETTINGS.edgeLingerMs),
   /** WHEP POSTs per client address a minute (beyond → 429 + Retry-After, when the window frees). Raise it for audiences behind one NAT. */
   WHEP_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MEDIA_SETTINGS.whepPerAddressPerMinute),
   /** WHEP POSTs per playback id a minute from all addresses (beyond → 429 + Retry-After): how fast one stream's audience may join. */
@@ -361,6 +369,8 @@ export interface Config {
   metricsToken: string | null;
   renderWorkers: number;
   mediaCapacity: number;
+  /** Viewers of one stream its origin node carries before the api places new ones on edges (CASCADE_ORIGIN_VIEWERS; decision 0030). */
+  cascadeOriginViewers: number;
   /** Addresses and CIDR blocks whose X-Forwarded-For is believed (TRUSTED_PROXIES); empty: none. */
   trustedProxies: readonly string[];
   /** Operator settings of the media node (WHEP_*), merged over its defaults. */
@@ -504,7 +514,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
       hlsPartHoldBackMs: e.HLS_PART_HOLD_BACK_MS ?? null,
       audioMappingWaitMs: e.AUDIO_MAPPING_WAIT_MS,
+      edgeLingerMs: e.EDGE_LINGER_MS,
     }),
+    cascadeOriginViewers: e.CASCADE_ORIGIN_VIEWERS,
     authCache: Object.freeze({ ttlMs: Math.round(e.AUTH_CACHE_TTL * 1000), maxKeys: e.AUTH_CACHE_MAX_KEYS }),
     admission: Object.freeze({ hookTimeoutMs: e.ADMISSION_HOOK_TIMEOUT_MS, decisionTtlMs: Math.round(e.ADMISSION_CACHE_TTL * 1000), jwksTtlMs: Math.round(e.ADMISSION_JWKS_CACHE_TTL * 1000) }),
     deletedStreamStatusTtlS: e.DELETED_STREAM_STATUS_TTL,

@@ -234,5 +234,9 @@ function info(e: NodeEntry): MediaNodeInfo {
     demo: b?.demo ?? false,
     capacity: b?.capacity ?? 0,
     load: b?.load ?? 0,
+    viewers: b?.viewers ?? 0,
+    viewerCapacity: b?.viewerCapacity ?? 0,
+    audience: b?.audience ?? {},
+    countedAt: b?.countedAt ?? 0,
   };
 }

@@ -74,6 +74,10 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
         // What the node enforces on attach: streams with a publisher.
         capacity: this.#node.capacity,
         load: this.#node.activeStreamCount,
+        viewers: this.#node.connectedViewerCount,
+        viewerCapacity: this.#node.settings.maxViewersPerNode,
+        audience: this.#node.audience(),
+        countedAt: Date.now(),
       },
     ];
   }

@@ -25,6 +25,23 @@ export interface MediaNodeInfo {
   capacity: number;
   /** Streams it holds now. */
   load: number;
+  /** Connected WHEP viewers on the node, all streams, relayed ones too (0 from a node older than the cascade). */
+  viewers: number;
+  /** Connected viewers it carries at most (its WHEP_VIEWERS_PER_NODE); 0: unknown (an older node: never an edge). */
+  viewerCapacity: number;
+  /** What it carries of each stream, by stream id: as the stream's origin or as an edge relaying it (decision 0030). */
+  audience: Record<string, StreamAudience>;
+  /** When these counts were taken, ms epoch (a registry beat's time; now for the node in this process). */
+  countedAt: number;
+}
+
+/** What one node carries of one stream (its viewers there). */
+export interface StreamAudience {
+  role: 'origin' | 'edge';
+  /** Connected WHEP viewers there (an origin's count includes the edges' pulls). */
+  viewers: number;
+  /** Of those, edges' pulls (origin only). */
+  edges: number;
 }
 
 /**

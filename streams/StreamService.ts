@@ -455,8 +455,9 @@ export class StreamService {
     }
     const stream = await this.#own(account, id);
     const node = stream.nodeId ? await this.#media.status(stream.nodeId, stream.id).catch(() => null) : null;
-    const nodeInfo = (await this.#media.nodes()).find((n) => n.id === stream.nodeId) ?? null;
-    return statusView({ stream, whepUrl: this.view(stream).output_stream_url, node, nodeInfo, now });
+    const nodes = await this.#media.nodes();
+    const nodeInfo = nodes.find((n) => n.id === stream.nodeId) ?? null;
+    return statusView({ stream, whepUrl: this.view(stream).output_stream_url, node, nodeInfo, nodes, now });
   }
 
   // ───────────────────────────── for the media node
@@ -505,10 +506,11 @@ export class StreamService {
   }
 
   /** WHEP: any non-deleted stream's playback id (playback ids are unguessable, like Daydream's). */
-  async resolvePlayback(playbackId: string): Promise<{ streamId: string; accountId: string } | null> {
+  async resolvePlayback(playbackId: string): Promise<{ streamId: string; accountId: string; nodeId?: string } | null> {
     const s = await this.#store.streams.getByPlaybackId(playbackId);
-    // The owner bounds the viewers waiting for its streams that are not live (media settings).
-    return s && !s.deleted ? { streamId: s.id, accountId: s.accountId } : null;
+    // The owner bounds the viewers waiting for its streams that are not live (media settings); the
+    // node that holds the stream is its origin for edges (decision 0030).
+    return s && !s.deleted ? { streamId: s.id, accountId: s.accountId, ...(s.nodeId ? { nodeId: s.nodeId } : {}) } : null;
   }
 
   /**

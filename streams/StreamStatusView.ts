@@ -36,11 +36,23 @@ export interface StatusViewInput {
   /** The owning node's live values; null when it has none (no node, not held, unreachable). */
   node: NodeStreamStatus | null;
   nodeInfo: MediaNodeInfo | null;
+  /** Every live media node, for the stream's audience across them (origin and edges); default none. */
+  nodes?: readonly MediaNodeInfo[];
   /** ms since the epoch. */
   now: number;
 }
 
-export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewInput): StatusData {
+/** The stream's viewers across the cluster, from the nodes' registry beats (≤ 1 s old): each node's, and their sum (edges' pulls not counted as viewers). */
+function audienceView(streamId: string, nodes: readonly MediaNodeInfo[]): NonNullable<StatusData['audience']> | null {
+  const per = nodes.flatMap((n) => {
+    const a = n.audience[streamId];
+    return a ? [{ node: n.id, role: a.role, viewers: a.viewers - a.edges }] : [];
+  });
+  if (per.length === 0) return null;
+  return { viewers: per.reduce((k, p) => k + p.viewers, 0), nodes: per };
+}
+
+export function statusView({ stream, whepUrl, node, nodeInfo, nodes = [], now }: StatusViewInput): StatusData {
   const params = stream.params;
   const live = node !== null && node.state !== 'idle' && stream.state !== 'ended';
   const base = {
@@ -86,6 +98,7 @@ export function statusView({ stream, whepUrl, node, nodeInfo, now }: StatusViewI
     ...(node.output ? { output: node.output } : {}),
     ...(node.stageLatency && Object.keys(node.stageLatency).length > 0 ? { stage_latency_ms: node.stageLatency } : {}),
     viewers: node.viewers,
+    ...((a) => (a ? { audience: a } : {}))(audienceView(stream.id, nodes)),
     ...(node.framesOut !== undefined ? { frames_out: node.framesOut } : {}),
     ...outputsView(node),
     ...(node.audioMappings
@@ -161,8 +174,14 @@ export interface StatusData {
   end_reason?: StreamEndReason;
   /** ms per stage on the media node, p50/p95 over its recent frames (an addition to the spec). */
   stage_latency_ms?: Partial<Record<'decode' | 'process' | 'encode' | 'node', { p50: number; p95: number }>>;
-  /** WHEP viewers now (absent when OFFLINE; an addition to the spec). */
+  /** WHEP viewers now on the stream's own node, edges' pulls included (absent when OFFLINE; an addition to the spec). */
   viewers?: number;
+  /**
+   * Scale-out: the stream's WHEP viewers across media nodes, from their registry beats (≤ 1 s old):
+   * the stream's node (`origin`) and the nodes relaying it (`edge`), each with its own viewers
+   * (an edge's pull is not counted as a viewer), and their sum (an addition to the spec).
+   */
+  audience?: { viewers: number; nodes: { node: string; role: 'origin' | 'edge'; viewers: number }[] };
   /** Output frames since the publisher session started (absent when OFFLINE; an addition to the spec). */
   frames_out?: number;
   /** Each output (reader) of the stream on its node: present while the node holds the stream (an addition to the spec). */

@@ -80,7 +80,14 @@ const StatusDataSchema = z.object({
     .partialRecord(z.enum(['decode', 'process', 'encode', 'node']), z.object({ p50: z.number(), p95: z.number() }))
     .optional()
     .describe('ms per stage on the media node (p50/p95 over its recent frames): decode, process, encode, and node = decoded frame in → encoded frame out. Absent when OFFLINE. An addition to the spec'),
-  viewers: z.number().int().optional().describe('WHEP viewers now; absent when OFFLINE. An addition to the spec'),
+  viewers: z.number().int().optional().describe("WHEP viewers now on the stream's own node (edges' pulls included); absent when OFFLINE. An addition to the spec"),
+  audience: z
+    .object({
+      viewers: z.number().int(),
+      nodes: z.array(z.object({ node: z.string(), role: z.enum(['origin', 'edge']), viewers: z.number().int() })),
+    })
+    .optional()
+    .describe("Scale-out: the stream's WHEP viewers across media nodes, from their registry beats (at most a second old): its own node (origin) and each node relaying it (edge) with its viewers there (an edge's pull is not a viewer), and their sum. Absent when OFFLINE. An addition to the spec"),
   frames_out: z.number().int().optional().describe('Output frames since the publisher session started; absent when OFFLINE. An addition to the spec'),
   outputs: z
     .array(z.object({ name: z.string(), kind: z.string(), watched: z.boolean(), consumers: z.number().int() }))

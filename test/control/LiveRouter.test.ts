@@ -150,3 +150,41 @@ t.test('a stream whose node is dead is placed on a live node for WHIP; WHEP answ
   t.equal((await store.streams.get('str_1'))?.nodeId, 'node-b', 'the record follows the new placement');
   t.equal(seen.length, 1);
 });
+
+t.test('WHEP viewers go to the origin up to its share, then to edges: a relaying one first, the least loaded, never for an offer without H.264', { timeout: 20_000 }, async (t) => {
+  const { store } = await setup(t);
+  const media = new BusMediaNodeClient({ store, logger });
+  t.teardown(() => media.close());
+  const router = new LiveRouter({ store, media, logger, cascadeOriginViewers: 2 });
+  const beat = (id: string, viewers: number, viewerCapacity: number, audience: Record<string, { role: 'origin' | 'edge'; viewers: number; edges: number }>) =>
+    store.nodes.beat('media', id, { publicUrl: `http://${id}`, models: ['stabilityai/sd-turbo'], capacity: 4, load: 0, live: [], viewers, viewerCapacity, audience }, 60_000);
+  const H264 = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102\r\na=rtpmap:102 H264/90000\r\n';
+  const VP8 = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n';
+  const placed = async (offer = H264) => {
+    const target = await router.target('whep', 'pb_1', undefined, offer);
+    return target.to === 'remote' ? target.node.id : target.to;
+  };
+  await beat('node-a', 1, 100, { str_1: { role: 'origin', viewers: 1, edges: 0 } });
+  await beat('node-b', 50, 100, {});
+  await beat('node-c', 10, 100, {});
+  t.equal(await placed(), 'node-a', 'the origin takes viewers up to its share (1 + this one = 2)');
+  t.equal(await placed(), 'node-c', 'past its share: the least loaded other node, which will relay the stream');
+  t.equal(await placed(), 'node-c', 'the same edge again: it already relays the stream (one pull per edge)');
+  t.equal(await placed(VP8), 'node-a', 'an offer without H.264 stays on the origin (an edge relays H.264 only)');
+
+  await beat('node-b', 50, 100, { str_1: { role: 'edge', viewers: 50, edges: 0 } });
+  await beat('node-c', 100, 100, { str_1: { role: 'edge', viewers: 100, edges: 0 } });
+  t.equal(await placed(), 'node-b', 'a full edge takes no more: another relaying edge with room does');
+
+  await beat('node-b', 100, 100, {});
+  await beat('node-c', 100, 100, {});
+  t.equal(await placed(), 'node-a', 'no edge with room: the origin (it answers 503 itself when full)');
+
+  await beat('node-c', 0, 0, {});
+  t.equal(await placed(), 'node-a', 'a node from before the cascade (no viewer capacity) is never an edge');
+
+  const pinned = new LiveRouter({ store, media, logger, cascadeOriginViewers: 0 });
+  await beat('node-b', 0, 100, {});
+  const first = await pinned.target('whep', 'pb_1', undefined, H264);
+  t.equal(first.to === 'remote' ? first.node.id : first.to, 'node-b', 'share 0: every viewer goes to an edge while one has room');
+});

@@ -158,6 +158,22 @@ export class Cluster {
     return { status: p.status, location: p.location, stop: () => void pubs.vanish(p.id).catch(() => undefined) };
   }
 
+  /**
+   * A receive-only WHEP viewer of `url` (libdatachannel, as the publishers; H.264 and Opus, no
+   * decoding) whose HTTP request leaves from `httpFrom` (a loopback address of its own).
+   */
+  async play(url: string, httpFrom?: string): Promise<{ id: string; status: number; location: string | null; body: string; packets(): Promise<number>; connected(timeoutMs: number): Promise<void>; stop(): void }> {
+    this.#pubs ??= startObsPublishers(this.t);
+    const pubs = this.#pubs;
+    const v = await pubs.play({ url, ...(httpFrom ? { httpFrom } : {}) });
+    return {
+      ...v,
+      packets: async () => (await pubs.stats(v.id)).packetsReceived ?? 0,
+      connected: (timeoutMs) => pubs.waitState(v.id, 'connected', timeoutMs),
+      stop: () => void pubs.vanish(v.id).catch(() => undefined),
+    };
+  }
+
   /** Polls `check` (a real read of the system) until it returns a value, or fails after `timeoutMs`. */
   async until<T>(what: string, check: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
     const deadline = Date.now() + timeoutMs;

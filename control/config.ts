@@ -120,8 +120,8 @@ export const ConfigEnvSchema = z.object({
   METRICS_TOKEN: z.string().min(16).optional(),
   /** Song render worker threads in this process (0 = no renderer here → 503 when none anywhere). */
   RENDER_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
-  /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. */
-  MEDIA_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
+  /** Live streams this media node holds with a publisher at most; default STREAMS_PER_CORE × cores. 0: an edge only (it relays other nodes' streams, decision 0030). */
+  MEDIA_CAPACITY: z.coerce.number().int().min(0).max(10_000).optional(),
   /**
    * Keyless WHEP viewers waiting for a stream that has no publisher take no node capacity
    * (playback ids are public); these bound what they hold instead (media settings, defaults and

@@ -67,7 +67,9 @@ for (const kind of ['embedded', 'redis'] as const) {
     const client = new BusMediaNodeClient({ store: s.client, logger });
     t.teardown(() => client.close());
 
-    t.same(await client.nodes(), [{ id: 'node-a', publicUrl: 'http://node-a', models: ['stabilityai/sd-turbo'], demo: true, capacity: 3, load: 0 }], 'the node as it registered');
+    const [listed] = await client.nodes();
+    t.ok((listed?.countedAt ?? 0) > 0, 'counted at its beat');
+    t.same(await client.nodes(), [{ id: 'node-a', publicUrl: 'http://node-a', models: ['stabilityai/sd-turbo'], demo: true, capacity: 3, load: 0, viewers: 0, viewerCapacity: 1000, audience: {}, countedAt: listed?.countedAt }], 'the node as it registered, with its viewers');
     t.same(await client.updateParams('node-a', hot('str_1', 'a cat')), { delivered: false }, 'a stream the node does not hold: not delivered');
     t.equal(await client.status('node-a', 'str_1'), null);
 

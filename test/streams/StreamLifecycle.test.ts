@@ -169,13 +169,18 @@ t.test('the monthly streaming allowance running out ends live sessions with cred
 });
 
 t.test('internal plan has no allowance; wrong stream key is refused at ingest', { timeout: 20_000 }, async (t) => {
-  const { service, stream, account } = await setup(t, { plan: 'internal' });
+  const { service, stream, account, store } = await setup(t, { plan: 'internal' });
   t.ok(await service.resolveIngest(stream.id, stream.stream_key));
   // Change the last character to a different one (replacing it by a fixed 'x' kept the key 1 time in 64).
   const last = stream.stream_key.at(-1);
   t.equal(await service.resolveIngest(stream.id, `${stream.stream_key.slice(0, -1)}${last === 'x' ? 'y' : 'x'}`), null);
   t.equal(await service.resolveIngest('str_nope', stream.stream_key), null);
-  t.same(await service.resolvePlayback(stream.output_playback_id), { streamId: stream.id, accountId: account.id }, 'playback names the owner (what bounds its waiting viewers)');
+  const stored = await store.streams.get(stream.id);
+  t.same(
+    await service.resolvePlayback(stream.output_playback_id),
+    { streamId: stream.id, accountId: account.id, ...(stored?.nodeId ? { nodeId: stored.nodeId } : {}) },
+    'playback names the owner (what bounds its waiting viewers) and the node that holds the stream (an edge pulls from it)',
+  );
 });
 
 t.test("an account's plan caps its live streams at once: a publisher past it is refused with 429, a reconnect of a live one is not", { timeout: 20_000 }, async (t) => {

@@ -65,13 +65,13 @@ export default async function cascade(args: Map<string, string>): Promise<void> 
     await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
     t.teardown(() => new Promise((r) => http.close(r)));
     const pageUrl = `http://127.0.0.1:${(http.address() as { port: number }).port}/`;
-    const chromium = await launchChromium(t, { fakeMedia: false });
     const path = `/live/${stream.output_playback_id}/whep`;
     const paths = { direct: `${origin.url}${path}`, edge: `${(edges[0] as Proc).url}${path}` } as const;
     const PATHS = ['direct', 'edge'] as const;
     const pages = {} as Record<(typeof PATHS)[number], import('playwright-core').Page>;
     for (const p of PATHS) {
-      const page = await chromium.newPage();
+      // A browser per viewer: a page behind another tab of its browser gets few frame callbacks (23 of 180 in 6 s, measured).
+      const page = await (await launchChromium(t, { fakeMedia: false })).newPage();
       await page.goto(pageUrl);
       const played = await page.evaluate((u) => (window as unknown as { play(u: string): Promise<number> }).play(u), paths[p]);
       if (played !== 201) throw new Error(`${p}: Chromium WHEP → ${played}`);
@@ -151,11 +151,17 @@ export default async function cascade(args: Map<string, string>): Promise<void> 
       return { node: n.name, role: i === 0 ? 'origin' : 'edge', viewers: k, 'cores before': before, 'cores with viewers': after, 'ms CPU/s per viewer': k > 0 ? ((after - before) / k) * 1000 : '-' };
     });
     printTable(`${viewerCount} viewers through the api (origin share ${share}, edges ${edgeCap} each at most)`, nodeRows);
+    // Edge B pulled nothing before its viewers came (edge A already relayed for the Chromium viewer): its
+    // added CPU is one pull plus its viewers; edge A's is its viewers alone.
+    const perViewerA = nodeRows[1]?.['ms CPU/s per viewer'];
+    const addedB = (percentile(loaded.map((w) => w[2] as number), 50) - percentile(idle.map((w) => w[2] as number), 50)) * 1000;
+    const pullMs = typeof perViewerA === 'number' ? addedB - perViewerA * viewersOn(edges[1] as Proc) : Number.NaN;
+    printTable('one pull', [{ measure: "an edge's pull of the stream (edge B's added CPU less its viewers at edge A's cost)", 'ms CPU/s': pullMs, 'viewers it equals': typeof perViewerA === 'number' ? pullMs / perViewerA : '-' }]);
     printTable('between nodes: RTP over the coordination Redis instead of a WHEP pull', [
       { transport: 'Redis pub/sub, 1,200-byte packets at 1.5 Mb/s', 'one-way p50 ms': redisCost.p50, 'one-way p95 ms': redisCost.p95, 'redis-server cores': redisCost.redisCores, 'publisher+subscriber cores': redisCost.clientCores },
     ]);
     const edgePerViewer = nodeRows.slice(1).flatMap((r) => (typeof r['ms CPU/s per viewer'] === 'number' ? [r['ms CPU/s per viewer']] : []));
-    console.log(`\nwrote ${writeResult('cascade', { viewers: viewerCount, share, edgeCap, seconds, rounds, g2g, idle, loaded, audience, nodes: nodeRows, redis: redisCost, edgeMsPerViewer: edgePerViewer })}`);
+    console.log(`\nwrote ${writeResult('cascade', { viewers: viewerCount, share, edgeCap, seconds, rounds, g2g, idle, loaded, audience, nodes: nodeRows, redis: redisCost, edgeMsPerViewer: edgePerViewer, pullMs })}`);
   } finally {
     for (const fn of cleanups.reverse()) await fn();
   }

@@ -50,6 +50,12 @@ export interface LiveRouterOptions {
 
 /** ms a placement this replica made may count on top of a node's counts (taken before it); beats come every second. */
 const PLACED_COUNT_MS = 3_000;
+/**
+ * ms before a node's counts were taken that a placement still counts on top of them: the forwarded
+ * request reaches the node and makes its session a moment after we decide (and clocks of two
+ * hosts differ a little). Counting one twice only spills a viewer to an edge early.
+ */
+const PLACED_MARGIN_MS = 500;
 /** Placements remembered at most (a burst beyond this many in PLACED_COUNT_MS counts as this many). */
 const PLACED_MAX = 10_000;
 
@@ -158,13 +164,15 @@ export class LiveRouter {
     while (this.#placed.length > 0 && (this.#placed.length > PLACED_MAX || (this.#placed[0] as { at: number }).at < now - PLACED_COUNT_MS)) this.#placed.shift();
     // What this replica placed there since the node's counts were taken (later ones are in them).
     const placedOn = (n: MediaNodeInfo, stream?: string) =>
-      this.#placed.reduce((k, p) => k + (p.nodeId === n.id && p.wallAt >= n.countedAt && (stream === undefined || p.streamId === stream) ? 1 : 0), 0);
+      this.#placed.reduce((k, p) => k + (p.nodeId === n.id && p.wallAt >= n.countedAt - PLACED_MARGIN_MS && (stream === undefined || p.streamId === stream) ? 1 : 0), 0);
     const viewers = (n: MediaNodeInfo) => n.viewers + placedOn(n);
     // Nodes from before the cascade report no viewer capacity: never edges.
     const room = (n: MediaNodeInfo) => n.viewerCapacity > 0 && viewers(n) < n.viewerCapacity;
     const load = (n: MediaNodeInfo) => viewers(n) / n.viewerCapacity;
     const share = this.#o.cascadeOriginViewers ?? 250;
-    const atOrigin = (origin.audience[streamId]?.viewers ?? 0) + placedOn(origin, streamId);
+    // Sessions (connecting ones too), less the edges' pulls: the viewers the origin itself serves.
+    const own = origin.audience[streamId];
+    const atOrigin = (own ? own.sessions - own.edges : 0) + placedOn(origin, streamId);
     let node = origin;
     const originFull = origin.viewerCapacity > 0 && !room(origin);
     if ((atOrigin >= share || originFull) && /^a=rtpmap:\d+ H264\//im.test(offer)) {

@@ -110,7 +110,9 @@ export interface StreamAudience {
   role: 'origin' | 'edge';
   /** Connected WHEP viewers here (an origin's count includes the edges' pulls). */
   viewers: number;
-  /** Of those, edges' pulls (origin only). */
+  /** WHEP sessions here, connected or still connecting: what placement counts (a viewer placed a moment ago is in it). */
+  sessions: number;
+  /** Of the connected, edges' pulls (origin only). */
   edges: number;
 }
 
@@ -734,14 +736,22 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
     return n;
   }
 
+  /** WHEP sessions of every stream here, connected or still connecting (relayed ones too). */
+  get viewerSessionCount(): number {
+    let n = 0;
+    for (const s of this.#streams.values()) n += s.readers.find(WhepOutput)?.viewerCount ?? 0;
+    for (const e of this.#edges.values()) n += e.whep.viewerCount;
+    return n;
+  }
+
   /** What this node carries of each stream, as origin or edge (the registry's beat, /metrics). */
   audience(): Record<string, StreamAudience> {
     const out: Record<string, StreamAudience> = {};
     for (const [id, s] of this.#streams) {
       const whep = s.readers.find(WhepOutput);
-      out[id] = { role: 'origin', viewers: whep?.connectedViewerCount ?? 0, edges: whep?.edgeCount ?? 0 };
+      out[id] = { role: 'origin', viewers: whep?.connectedViewerCount ?? 0, sessions: whep?.viewerCount ?? 0, edges: whep?.edgeCount ?? 0 };
     }
-    for (const [id, e] of this.#edges) out[id] ??= { role: 'edge', viewers: e.whep.connectedViewerCount, edges: 0 };
+    for (const [id, e] of this.#edges) out[id] ??= { role: 'edge', viewers: e.whep.connectedViewerCount, sessions: e.whep.viewerCount, edges: 0 };
     return out;
   }
 

@@ -74,7 +74,7 @@ export class InProcessMediaNodeClient implements MediaNodeClient {
         // What the node enforces on attach: streams with a publisher.
         capacity: this.#node.capacity,
         load: this.#node.activeStreamCount,
-        viewers: this.#node.connectedViewerCount,
+        viewers: this.#node.viewerSessionCount,
         viewerCapacity: this.#node.settings.maxViewersPerNode,
         audience: this.#node.audience(),
         countedAt: Date.now(),

@@ -25,7 +25,7 @@ export interface MediaNodeInfo {
   capacity: number;
   /** Streams it holds now. */
   load: number;
-  /** Connected WHEP viewers on the node, all streams, relayed ones too (0 from a node older than the cascade). */
+  /** WHEP sessions on the node, connected or still connecting, all streams, relayed ones too (0 from a node older than the cascade). */
   viewers: number;
   /** Connected viewers it carries at most (its WHEP_VIEWERS_PER_NODE); 0: unknown (an older node: never an edge). */
   viewerCapacity: number;
@@ -40,7 +40,9 @@ export interface StreamAudience {
   role: 'origin' | 'edge';
   /** Connected WHEP viewers there (an origin's count includes the edges' pulls). */
   viewers: number;
-  /** Of those, edges' pulls (origin only). */
+  /** WHEP sessions there, connected or still connecting: what placement counts. */
+  sessions: number;
+  /** Of the connected, edges' pulls (origin only). */
   edges: number;
 }
 

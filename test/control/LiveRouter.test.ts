@@ -156,8 +156,14 @@ t.test('WHEP viewers go to the origin up to its share, then to edges: a relaying
   const media = new BusMediaNodeClient({ store, logger });
   t.teardown(() => media.close());
   const router = new LiveRouter({ store, media, logger, cascadeOriginViewers: 2 });
+  // Counts as a node beats them (connected viewers are sessions too); taken long ago, so every placement of this router counts on top.
   const beat = (id: string, viewers: number, viewerCapacity: number, audience: Record<string, { role: 'origin' | 'edge'; viewers: number; edges: number }>) =>
-    store.nodes.beat('media', id, { publicUrl: `http://${id}`, models: ['stabilityai/sd-turbo'], capacity: 4, load: 0, live: [], viewers, viewerCapacity, audience }, 60_000);
+    store.nodes.beat(
+      'media',
+      id,
+      { publicUrl: `http://${id}`, models: ['stabilityai/sd-turbo'], capacity: 4, load: 0, live: [], viewers, viewerCapacity, audience: Object.fromEntries(Object.entries(audience).map(([k, a]) => [k, { ...a, sessions: a.viewers }])), countedAt: 0 },
+      60_000,
+    );
   const H264 = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102\r\na=rtpmap:102 H264/90000\r\n';
   const VP8 = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n';
   const placed = async (offer = H264) => {

@@ -48,8 +48,8 @@ t.test('an edge relays the origin to Chromium viewers through one pull, and stop
   const atOrigin = whepOf(origin.node, STREAM_ID);
   t.equal(atOrigin?.connected, 1, 'the origin carries one session for the edge');
   t.equal(atOrigin?.edges, 1, 'and it is the edge pull');
-  t.same(edge.node.audience()[STREAM_ID], { role: 'edge', viewers: 2, edges: 0 }, 'the edge carries both viewers');
-  t.same(origin.node.audience()[STREAM_ID], { role: 'origin', viewers: 1, edges: 1 }, "the origin's audience: one session, an edge's");
+  t.same(edge.node.audience()[STREAM_ID], { role: 'edge', viewers: 2, sessions: 2, edges: 0 }, 'the edge carries both viewers');
+  t.same(origin.node.audience()[STREAM_ID], { role: 'origin', viewers: 1, sessions: 1, edges: 1 }, "the origin's audience: one session, an edge's");
   t.equal(edge.node.getStream(STREAM_ID), undefined, 'the edge runs no pipeline of its own for the stream');
   const pulled = edge.node.edgeStatus(STREAM_ID);
   t.equal(pulled?.pull, 'connected', 'the edge status shows its pull connected');

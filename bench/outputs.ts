@@ -7,8 +7,9 @@
  *   whep:      HLS off, no RTMP, one WHEP viewer (baseline)
  *   hls:       LL-HLS on (AAC encode + packaging), one hls.js viewer (lowLatencyMode)
  *   hls+rtmp:  as hls, plus an RTMP push to a local nginx-rtmp (ffmpeg child CPU counted)
+ *   hls-100:   as hls, with 100 ms parts (HLS_PART_TARGET_MS=100; PART-HOLD-BACK 0.3 s)
  *
- *   npm run bench -- outputs [--seconds 10] [--size 512]
+ *   npm run bench -- outputs [--seconds 10] [--size 512] [--phases whep,hls,hls+rtmp,hls-100]
  */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -104,11 +105,15 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
   const result: Record<string, unknown> = { seconds, size };
   try {
     const ctx = await launchChromium(t);
-    const phases = [
-      { name: 'whep', hls: false, rtmp: false },
-      { name: 'hls', hls: true, rtmp: false },
-      { name: 'hls+rtmp', hls: true, rtmp: true },
-    ] as const;
+    const wanted = (args.get('phases') ?? 'whep,hls,hls+rtmp,hls-100').split(',');
+    const phases = (
+      [
+        { name: 'whep', hls: false, rtmp: false, partMs: 200 },
+        { name: 'hls', hls: true, rtmp: false, partMs: 200 },
+        { name: 'hls+rtmp', hls: true, rtmp: true, partMs: 200 },
+        { name: 'hls-100', hls: true, rtmp: false, partMs: 100 },
+      ] as const
+    ).filter((p) => wanted.includes(p.name));
     let baseCpu: number | undefined;
     for (const phase of phases) {
       const app = Fastify();
@@ -119,7 +124,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
         },
         iceAddresses: ['127.0.0.1'],
         logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }),
-        settings: { hlsEnabled: phase.hls },
+        settings: { hlsEnabled: phase.hls, hlsPartTargetMs: phase.partMs },
         createProcessor: async (params) => new ImageChainProcessor(null, params),
         resolveIngest: async (streamId, token) =>
           token === 'bench' ? { streamId, params: { width: size, height: size }, outputRtmpUrl: phase.rtmp ? `rtmp://127.0.0.1:${rtmpPort}/live/bench` : undefined } : null,

@@ -82,3 +82,28 @@ t.test("an edge pull is refused by a node that is not the stream's origin, and u
   t.equal(forged.status, 201, 'a pull with a bad signature is an ordinary viewer');
   t.equal(whepOf(origin.node, STREAM_ID)?.edges, 0, 'not counted as an edge');
 });
+
+t.test('when the origin goes away the edge closes its viewers (they reconnect through the api) and stops relaying', { timeout: 90_000 }, async (t) => {
+  const origin = await startMediaServer(t, { params: { width: 256, height: 256, ...NONE }, forwardedSecret: SECRET });
+  const edge = await startMediaServer(t, { forwardedSecret: SECRET, settings: { ingestTimeoutMs: 2_000 }, origin: () => ({ nodeId: 'origin', url: origin.baseUrl }) });
+  const started = new Promise<void>((resolve) => origin.node.once('started', () => resolve()));
+  const pub = await wrtcPublish(t, origin.whipUrl, [200, 60, 40]);
+  t.equal(pub.status, 201, 'publisher → origin 201');
+  await started;
+  const { ObsPublishers } = await import('../../helpers/obsPublisher.ts');
+  const viewers = new ObsPublishers();
+  t.teardown(() => viewers.close());
+  const v = await viewers.play({ url: `${edge.baseUrl}/live/${PLAYBACK_ID}/whep` });
+  t.equal(v.status, 201, 'a libdatachannel viewer → edge 201');
+  await viewers.waitState(v.id, 'connected', 20_000);
+  const p0 = (await viewers.stats(v.id)).packetsReceived ?? 0;
+  await until('media through the edge', async () => ((await viewers.stats(v.id)).packetsReceived ?? 0) - p0, (n) => n >= 50, 15_000);
+  t.equal(edge.node.audience()[STREAM_ID]?.viewers, 1, 'the edge carries the viewer');
+
+  // The origin crashes (its node and its HTTP endpoint go; no DELETE reaches the edge).
+  origin.node.close();
+  await origin.app.close();
+  await until('the edge gives up its relay', async () => edge.node.edgeStatus(STREAM_ID), (s) => s === null, 20_000);
+  t.equal(edge.node.audience()[STREAM_ID], undefined, "the edge carries nothing of the stream: its viewer's session was closed, to reconnect elsewhere");
+  t.equal(edge.node.connectedViewerCount, 0, 'no viewer left on the edge');
+});

@@ -8,8 +8,9 @@
  *   hls:       LL-HLS on (AAC encode + packaging), one hls.js viewer (lowLatencyMode)
  *   hls+rtmp:  as hls, plus an RTMP push to a local nginx-rtmp (ffmpeg child CPU counted)
  *   hls-100:   as hls, with 100 ms parts (HLS_PART_TARGET_MS=100; PART-HOLD-BACK 0.3 s)
+ *   hls-100-250: 100 ms parts and PART-HOLD-BACK 0.25 s (HLS_PART_HOLD_BACK_MS=250)
  *
- *   npm run bench -- outputs [--seconds 10] [--size 512] [--phases whep,hls,hls+rtmp,hls-100]
+ *   npm run bench -- outputs [--seconds 10] [--size 512] [--phases whep,hls,hls+rtmp,hls-100,hls-100-250]
  */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -53,11 +54,17 @@ window.playWhep = async (url) => {
 window.playHls = (url) => {
   window.stop();
   const v = document.getElementById('v'); v.srcObject = null;
-  const hls = new Hls({ lowLatencyMode: true }); window.hls = hls;
+  // As our viewer page (web/watch.js) plays it: hls.js may speed up to 1.5× to reach its target latency.
+  const hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5, backBufferLength: 10 }); window.hls = hls; window.stalls = 0;
+  hls.on(Hls.Events.ERROR, (_e, d) => { if (d.details === 'bufferStalledError') window.stalls++; });
+  // As web/watch.js: further than 0.2 s behind its target latency, hls.js jumps to it.
+  hls.on(Hls.Events.LEVEL_UPDATED, () => { if (hls.targetLatency) hls.config.liveMaxLatencyDuration = hls.targetLatency + 0.2; });
   hls.loadSource(url); hls.attachMedia(v); v.play().catch(() => {});
 };
 readStamps(document.getElementById('v'));
 window.takeRecv = () => window.recv.splice(0);
+window.stalls = 0;
+window.takeStalls = () => { const n = window.stalls; window.stalls = 0; return n; };
 window.takeSent = () => [...window.sent.entries()];
 </script></body></html>`;
 
@@ -68,6 +75,7 @@ type Win = Window & {
   playHls(u: string): void;
   stop(): void;
   takeRecv(): [number, number][];
+  takeStalls(): number;
   takeSent(): [number, number][];
 };
 
@@ -105,13 +113,14 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
   const result: Record<string, unknown> = { seconds, size };
   try {
     const ctx = await launchChromium(t);
-    const wanted = (args.get('phases') ?? 'whep,hls,hls+rtmp,hls-100').split(',');
+    const wanted = (args.get('phases') ?? 'whep,hls,hls+rtmp,hls-100,hls-100-250').split(',');
     const phases = (
       [
-        { name: 'whep', hls: false, rtmp: false, partMs: 200 },
-        { name: 'hls', hls: true, rtmp: false, partMs: 200 },
-        { name: 'hls+rtmp', hls: true, rtmp: true, partMs: 200 },
-        { name: 'hls-100', hls: true, rtmp: false, partMs: 100 },
+        { name: 'whep', hls: false, rtmp: false, partMs: 200, holdBackMs: null },
+        { name: 'hls', hls: true, rtmp: false, partMs: 200, holdBackMs: null },
+        { name: 'hls+rtmp', hls: true, rtmp: true, partMs: 200, holdBackMs: null },
+        { name: 'hls-100', hls: true, rtmp: false, partMs: 100, holdBackMs: null },
+        { name: 'hls-100-250', hls: true, rtmp: false, partMs: 100, holdBackMs: 250 },
       ] as const
     ).filter((p) => wanted.includes(p.name));
     let baseCpu: number | undefined;
@@ -124,7 +133,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
         },
         iceAddresses: ['127.0.0.1'],
         logger: pino({ level: process.env['LOG_LEVEL'] ?? 'silent' }),
-        settings: { hlsEnabled: phase.hls, hlsPartTargetMs: phase.partMs },
+        settings: { hlsEnabled: phase.hls, hlsPartTargetMs: phase.partMs, hlsPartHoldBackMs: phase.holdBackMs },
         createProcessor: async (params) => new ImageChainProcessor(null, params),
         resolveIngest: async (streamId, token) =>
           token === 'bench' ? { streamId, params: { width: size, height: size }, outputRtmpUrl: phase.rtmp ? `rtmp://127.0.0.1:${rtmpPort}/live/bench` : undefined } : null,
@@ -147,6 +156,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
       else await view.evaluate((u) => (window as unknown as Win).playWhep(u), `${baseUrl}/live/bench/whep`);
       await sleep(6000); // warm-up: first keyframe, hls.js reaching its live edge
       await view.evaluate(() => (window as unknown as Win).takeRecv());
+      await view.evaluate(() => (window as unknown as Win).takeStalls());
       const cpu0 = process.cpuUsage();
       const ff0 = childFfmpegCpuS();
       const t0 = performance.now();
@@ -156,12 +166,13 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
       const nodeCpu = ((cpu.user + cpu.system) / 1000 / wallMs) * 100;
       const ffCpu = ((childFfmpegCpuS() - ff0) * 1000 * 100) / wallMs;
       const recv = await view.evaluate(() => (window as unknown as Win).takeRecv());
+      const stalls = await view.evaluate(() => (window as unknown as Win).takeStalls());
       const sent = new Map(await pub.evaluate(() => (window as unknown as Win).takeSent()));
       const lat = summarize(recv.flatMap(([n, at]) => (sent.has(n) ? [at - (sent.get(n) as number)] : [])));
       const st = node.status('bench');
       const rtmpPush = () => node.getStream('bench')?.readers.find(RtmpOutputs)?.pushStatus(PRIMARY_RTMP);
       baseCpu ??= nodeCpu + ffCpu;
-      result[phase.name] = { latency: lat, nodeCpu, ffmpegCpu: ffCpu, outputFps: st?.outputFps, hls: node.getStream('bench')?.readers.find(HlsOutput)?.packager.stats(), rtmp: rtmpPush() };
+      result[phase.name] = { stalls, latency: lat, nodeCpu, ffmpegCpu: ffCpu, outputFps: st?.outputFps, hls: node.getStream('bench')?.readers.find(HlsOutput)?.packager.stats(), rtmp: rtmpPush() };
       rows.push({
         outputs: phase.name,
         viewer: phase.hls ? 'hls.js LL' : 'WHEP',
@@ -171,6 +182,7 @@ export default async function outputs(args: Map<string, string>): Promise<void> 
         'ffmpeg CPU %': ffCpu,
         'total vs whep': (nodeCpu + ffCpu) / baseCpu,
         'out fps': st?.outputFps ?? 0,
+        'hls.js stalls': phase.hls ? stalls : '-',
         rtmp: rtmpPush()?.state ?? '-',
       });
       await view.evaluate(() => (window as unknown as Win).stop());

@@ -138,11 +138,17 @@ export const ConfigEnvSchema = z.object({
    * outputs with a soundtrack by as much. Default 60 (three 20 ms packets).
    */
   /**
-   * LL-HLS PART-HOLD-BACK, ms (players' target latency behind the live edge); default 3 × the
-   * 200 ms part target. Behind nginx's cache 1100: its lock hands a part to waiting players up to
-   * 500 ms late (docs/operations.md). At least 2 parts (the spec's minimum).
+   * LL-HLS part target, ms (PART-TARGET). Default 200. 100 brings hls.js on loopback from ≈ 0.8 s
+   * to ≈ 0.6 s behind the publisher, for twice the part and playlist requests per player
+   * (docs/performance.md, "Outputs").
    */
-  HLS_PART_HOLD_BACK_MS: z.coerce.number().int().min(2 * DEFAULT_MEDIA_SETTINGS.hlsPartTargetMs).max(30_000).optional(),
+  HLS_PART_TARGET_MS: z.coerce.number().int().min(100).max(1000).default(DEFAULT_MEDIA_SETTINGS.hlsPartTargetMs),
+  /**
+   * LL-HLS PART-HOLD-BACK, ms (players' target latency behind the live edge); default 3 × the
+   * part target. Behind nginx's cache 1100: its lock hands a part to waiting players up to
+   * 500 ms late (docs/operations.md). At least 2 parts (the spec's minimum; checked below).
+   */
+  HLS_PART_HOLD_BACK_MS: z.coerce.number().int().min(200).max(30_000).optional(),
   SOUNDTRACK_JITTER_MS: z.coerce.number().int().min(0).max(1000).default(DEFAULT_MEDIA_SETTINGS.soundtrackJitterMs),
   /**
    * Longest a frame of a stream whose params follow the publisher's audio waits for the audio of
@@ -471,6 +477,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid ${variable}: ${issue?.message ?? 'invalid value'} (got ${JSON.stringify(input[variable])})`, variable);
   }
   const e = parsed.data;
+  if (e.HLS_PART_HOLD_BACK_MS !== undefined && e.HLS_PART_HOLD_BACK_MS < 2 * e.HLS_PART_TARGET_MS) {
+    throw new ConfigError(`invalid HLS_PART_HOLD_BACK_MS: must be at least 2 parts (2 × HLS_PART_TARGET_MS = ${2 * e.HLS_PART_TARGET_MS}) (got ${e.HLS_PART_HOLD_BACK_MS})`, 'HLS_PART_HOLD_BACK_MS');
+  }
   if (e.TURN_URLS && !e.TURN_SECRET) throw new ConfigError('invalid TURN_SECRET: TURN_URLS needs TURN_SECRET (credentials are made per session from it)', 'TURN_SECRET');
   const dataDir = isAbsolute(e.DATA_DIR) ? e.DATA_DIR : resolve(e.DATA_DIR);
   const viewersPerNode = e.WHEP_VIEWERS_PER_NODE ?? Math.max(1, VIEWERS_PER_CORE * availableParallelism());
@@ -512,6 +521,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       nackMaxRetries: e.WHIP_NACK_MAX_RETRIES,
       nackMaxBitrateShare: e.WHIP_NACK_MAX_BITRATE_PCT / 100,
       soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
+      hlsPartTargetMs: e.HLS_PART_TARGET_MS,
       hlsPartHoldBackMs: e.HLS_PART_HOLD_BACK_MS ?? null,
       audioMappingWaitMs: e.AUDIO_MAPPING_WAIT_MS,
       edgeLingerMs: e.EDGE_LINGER_MS,

@@ -107,6 +107,13 @@ export async function playHls(video, hlsUrl, { timeoutMs = 20000, onError = () =
     // After a stall (a late part, a cache's lock wait) hls.js resumes where it stopped, behind the live
     // edge for good; up to 1.5× speed it plays back to its target latency instead.
     hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5, backBufferLength: 10, manifestLoadPolicy: patient, playlistLoadPolicy: patient, fragLoadPolicy: patient });
+    // hls.js starts on a key frame, up to a GOP (≈ 1 s) behind its target latency (PART-HOLD-BACK), and
+    // plays faster only with a second of buffer ahead, which a player that close to the edge never has:
+    // it stayed 0.1–0.5 s behind its target for good. Further than 0.2 s behind it, it jumps to the
+    // target instead (a seek inside what it holds; hls.js raises the target itself after a stall).
+    hls.on(Hls.Events.LEVEL_UPDATED, () => {
+      if (hls.targetLatency) hls.config.liveMaxLatencyDuration = hls.targetLatency + 0.2;
+    });
     let recoveries = 0;
     hls.on(Hls.Events.ERROR, (_event, data) => {
       const text = `${data.details}${data.response?.code ? ` (HTTP ${data.response.code})` : ''}${data.fatal ? ', fatal' : ''}`;

@@ -99,6 +99,13 @@ t.test('LL-HLS PART-HOLD-BACK: 3 parts by default, set for a cache, fewer than 2
   for (const bad of ['399', '1.5', 'long']) {
     t.throws(() => loadConfig({ HLS_PART_HOLD_BACK_MS: bad }), { name: 'ConfigError', variable: 'HLS_PART_HOLD_BACK_MS' }, `HLS_PART_HOLD_BACK_MS=${bad} is refused`);
   }
+  t.equal(loadConfig({}).media.hlsPartTargetMs, 200, 'parts of 200 ms by default');
+  t.equal(loadConfig({ HLS_PART_TARGET_MS: '100', HLS_PART_HOLD_BACK_MS: '250' }).media.hlsPartHoldBackMs, 250, '100 ms parts take a hold-back from 2 parts (200 ms)');
+  t.throws(() => loadConfig({ HLS_PART_TARGET_MS: '100', HLS_PART_HOLD_BACK_MS: '199' }), { name: 'ConfigError', variable: 'HLS_PART_HOLD_BACK_MS' }, 'below 200 ms even with 100 ms parts');
+  t.throws(() => loadConfig({ HLS_PART_TARGET_MS: '300', HLS_PART_HOLD_BACK_MS: '500' }), { name: 'ConfigError', variable: 'HLS_PART_HOLD_BACK_MS' }, 'fewer than 2 parts of the part target set: refused, naming the hold-back');
+  for (const bad of ['99', '1001', '150.5']) {
+    t.throws(() => loadConfig({ HLS_PART_TARGET_MS: bad }), { name: 'ConfigError', variable: 'HLS_PART_TARGET_MS' }, `HLS_PART_TARGET_MS=${bad} is refused`);
+  }
 });
 
 t.test('publisher NACK settings: defaults, overrides, nonsense named', async (t) => {

@@ -103,6 +103,22 @@ t.test('PART-HOLD-BACK: 3 parts unless set; a setting below the spec\'s 2 parts 
   t.equal(holdBack({}), 0.6, 'default: 3 × the 200 ms part target');
   t.equal(holdBack({ partHoldBackMs: 1100 }), 1.1, 'set for a cache: 1.1 s');
   t.equal(holdBack({ partHoldBackMs: 100 }), 0.4, 'below 2 parts: 2 parts');
+  t.equal(holdBack({ partTargetMs: 100 }), 0.3, '100 ms parts: 0.3 s');
+});
+
+t.test('100 ms parts (HLS_PART_TARGET_MS=100): every part within PART-TARGET=0.100, whole frames, segments still one GOP', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(150, 30); // 5 s at 30 fps, IDR each second
+  const { hls } = packager({ partTargetMs: 100 });
+  t.teardown(() => hls.close());
+  aus.forEach((au, i) => hls.pushVideo({ ...au, ptsMs: 10_000 + i * frameMs }));
+  const pl = hls.playlist('ll');
+  t.match(pl, /#EXT-X-PART-INF:PART-TARGET=0\.100\n/, 'PART-TARGET says 0.1 s');
+  const parts = [...pl.matchAll(/#EXT-X-PART:DURATION=([\d.]+),URI="part(\d+)\.(\d+)\.m4s"/g)].map((m) => Number(m[1]));
+  t.ok(parts.length >= 20, `parts listed (${parts.length})`);
+  t.ok(parts.every((d) => d <= 0.1 + 1e-9), `every part ≤ 0.1 s (${[...new Set(parts.map((d) => d.toFixed(3)))].join(', ')})`);
+  t.ok(parts.every((d) => d >= frameMs / 1000 - 1e-3), 'and at least one frame');
+  const segs = [...pl.matchAll(/#EXTINF:([\d.]+),/g)].map((m) => Number(m[1]));
+  for (const d of segs) t.ok(Math.abs(d - 1) < 0.01, `segment of one GOP (${d} s)`);
 });
 
 t.test('without publisher audio, parts carry silent AAC covering the video; after a publisher gap the next segment follows EXT-X-DISCONTINUITY', { timeout: 60_000 }, async (t) => {

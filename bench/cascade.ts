@@ -20,6 +20,7 @@
  */
 import { createServer } from 'node:http';
 import { Redis } from 'ioredis';
+import type { Page } from 'playwright-core';
 import type { Test } from 'tap';
 import { Cluster, type Proc } from '../test/scaleout/cluster.ts';
 import { launchChromium } from '../test/helpers/chromium.ts';
@@ -68,7 +69,7 @@ export default async function cascade(args: Map<string, string>): Promise<void> 
     const path = `/live/${stream.output_playback_id}/whep`;
     const paths = { direct: `${origin.url}${path}`, edge: `${(edges[0] as Proc).url}${path}` } as const;
     const PATHS = ['direct', 'edge'] as const;
-    const pages = {} as Record<(typeof PATHS)[number], import('playwright-core').Page>;
+    const pages = {} as Record<(typeof PATHS)[number], Page>;
     for (const p of PATHS) {
       // A browser per viewer: a page behind another tab of its browser gets few frame callbacks (23 of 180 in 6 s, measured).
       const page = await (await launchChromium(t, { fakeMedia: false })).newPage();

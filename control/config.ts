@@ -397,7 +397,9 @@ export interface Config {
       | 'nackMaxBitrateShare'
       | 'soundtrackJitterMs'
       | 'audioMappingWaitMs'
+      | 'hlsPartTargetMs'
       | 'hlsPartHoldBackMs'
+      | 'edgeLingerMs'
     >
   >;
   /** Admission rules: ms (ADMISSION_HOOK_TIMEOUT_MS, ADMISSION_CACHE_TTL, ADMISSION_JWKS_CACHE_TTL). */

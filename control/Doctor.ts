@@ -107,7 +107,7 @@ function bindsUdp(port: number, address: string): Promise<string | null> {
 }
 
 /** The live path's network settings as clients will meet them (docs/operations.md, "Ports and NAT"). */
-async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media'>, add: (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => void): Promise<void> {
+async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media' | 'cascadeOriginViewers' | 'redisUrl'>, add: (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => void): Promise<void> {
   const rtc = cfg.webrtc;
   const m = cfg.media;
   // What this node admits, as the operator set it or as derived from the cores (docs/operations.md, "Limits").
@@ -116,7 +116,9 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'med
     'media',
     true,
     `${cfg.mediaCapacity} streams with a publisher (MEDIA_CAPACITY); ${m.maxViewersPerNode} connected viewers (WHEP_VIEWERS_PER_NODE), ${m.maxViewersPerStream} of one stream (WHEP_VIEWERS_PER_STREAM); ` +
-      `per client address ${m.whepPerAddressPerMinute} WHEP a minute and ${m.maxPendingViewersPerAddress} connecting at once; per stream ${m.whepPerPlaybackPerMinute} WHEP a minute and ${m.maxPendingViewersPerStream} connecting at once`,
+      `per client address ${m.whepPerAddressPerMinute} WHEP a minute and ${m.maxPendingViewersPerAddress} connecting at once; per stream ${m.whepPerPlaybackPerMinute} WHEP a minute and ${m.maxPendingViewersPerStream} connecting at once` +
+      // Scale-out only: the cascade needs other media nodes to relay a stream.
+      (cfg.redisUrl ? `; a stream's viewers past ${cfg.cascadeOriginViewers} on its own node go to other media nodes that relay it (CASCADE_ORIGIN_VIEWERS), which stop ${m.edgeLingerMs} ms after their last viewer (EDGE_LINGER_MS)` : ''),
     null,
   );
   const local = new Set(Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)));
@@ -170,7 +172,7 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'med
   }
 }
 
-export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media'> }): Promise<CheckResult[]> {
+export async function runDoctor(opts: { dataDir: string; config?: Pick<Config, 'webrtc' | 'mediaCapacity' | 'media' | 'cascadeOriginViewers' | 'redisUrl'> }): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   const add = (name: string, need: CheckNeed, ok: boolean, detail: string, fix: string | null) => out.push({ name, need, ok, detail, fix: ok ? null : fix });
 

@@ -152,6 +152,9 @@ t.test("doctor checks the live path's network settings: interfaces, port range, 
   t.match(get(good, 'capacity'), { ok: true, detail: /^8 streams with a publisher \(MEDIA_CAPACITY\); \d+ connected viewers \(WHEP_VIEWERS_PER_NODE\)/ }, 'the node capacity, viewers included, is shown');
   const set = await doctor({ ...goodEnv, WHEP_VIEWERS_PER_NODE: '2400', WHEP_VIEWERS_PER_STREAM: '1200', WHEP_PER_ADDRESS_PER_MINUTE: '300' });
   t.match(get(set, 'capacity'), { detail: /2400 connected viewers \(WHEP_VIEWERS_PER_NODE\), 1200 of one stream .*300 WHEP a minute/ }, 'as the operator set it');
+  t.notMatch(get(set, 'capacity')?.detail, /CASCADE_ORIGIN_VIEWERS/, 'one process: no cascade to show');
+  const cascade = await doctor({ ...goodEnv, REDIS_URL: 'redis://127.0.0.1:1', CASCADE_ORIGIN_VIEWERS: '40', EDGE_LINGER_MS: '2000' });
+  t.match(get(cascade, 'capacity'), { detail: /viewers past 40 on its own node go to other media nodes .*\(CASCADE_ORIGIN_VIEWERS\), which stop 2000 ms after their last viewer/ }, 'scale-out: the cascade as set');
   // Each viewer holds a port too: 100 ports carry 8 streams and 92 viewers, not 2400.
   t.match(get(set, 'WEBRTC_UDP_PORT_RANGE'), { ok: false, fix: /at least MEDIA_CAPACITY \+ WHEP_VIEWERS_PER_NODE \(2408\) ports, or lower WHEP_VIEWERS_PER_NODE to 92/ }, 'a range too small for the viewers is flagged');
 });

@@ -99,14 +99,16 @@ export default async function cascade(args: Map<string, string>): Promise<void> 
     // ── an audience through the api: viewers and CPU per node
     const nodes = [origin, ...edges];
     const cpu = () => nodes.map((n) => procCpuSeconds(n.child.pid as number));
-    const idle: number[][] = [];
-    for (let r = 0; r < rounds; r++) {
+    /** Cores each node used over one window. */
+    const cpuWindow = async () => {
       const c0 = cpu();
       const t0 = performance.now();
       await sleep(seconds * 1000);
       const wall = (performance.now() - t0) / 1000;
-      idle.push(cpu().map((x, i) => (x - (c0[i] as number)) / wall));
-    }
+      return cpu().map((x, i) => (x - (c0[i] as number)) / wall);
+    };
+    const idle: number[][] = [];
+    for (let r = 0; r < rounds; r++) idle.push(await cpuWindow());
     const viewers: string[] = [];
     while (viewers.length < viewerCount) {
       const v = await pubs.play({ url: stream.output_stream_url, httpFrom: `127.0.6.${viewers.length + 1}` });
@@ -117,11 +119,7 @@ export default async function cascade(args: Map<string, string>): Promise<void> 
     await sleep(3000);
     const loaded: number[][] = [];
     for (let r = 0; r < rounds; r++) {
-      const c0 = cpu();
-      const t0 = performance.now();
-      await sleep(seconds * 1000);
-      const wall = (performance.now() - t0) / 1000;
-      loaded.push(cpu().map((x, i) => (x - (c0[i] as number)) / wall));
+      loaded.push(await cpuWindow());
       bar.tick();
     }
     bar.done();

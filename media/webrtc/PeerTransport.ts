@@ -284,6 +284,15 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
     // Sdp.ts checks what werift reads; anything it still cannot apply is the offer's fault (400), not ours.
     throw offerRefused(err);
   }
+  return withAllCandidates(pc, transport, timeoutMs);
+}
+
+/**
+ * After the local description is set: waits for ICE gathering to complete, readies the transport
+ * (receive buffers, patient consent, DTLS handshake order) and returns the local SDP with every
+ * candidate, as advertised.
+ */
+async function withAllCandidates(pc: RTCPeerConnection, transport: TransportOptions, timeoutMs: number): Promise<string> {
   if (pc.iceGatheringState !== 'complete') {
     await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
   }
@@ -298,21 +307,13 @@ export async function answerWithAllCandidates(pc: RTCPeerConnection, offerSdp: s
 /**
  * Offers to receive (recvonly) one H.264 video and one Opus audio track, waits for ICE gathering
  * to complete and returns the offer SDP holding every candidate: an edge's WHEP request to the
- * stream's origin node (non-trickle, as OBS). `applyAnswer` completes it.
+ * stream's origin node (non-trickle, as OBS). WhipSession's `accept` applies the answer.
  */
 export async function offerWithAllCandidates(pc: RTCPeerConnection, transport: TransportOptions, timeoutMs: number): Promise<string> {
   pc.addTransceiver('video', { direction: 'recvonly' });
   pc.addTransceiver('audio', { direction: 'recvonly' });
   await pc.setLocalDescription(await pc.createOffer());
-  if (pc.iceGatheringState !== 'complete') {
-    await pc.iceGatheringStateChange.watch((state) => state === 'complete', timeoutMs);
-  }
-  if (transport.udpRecvBufferBytes) sizeReceiveBuffers(pc, transport.udpRecvBufferBytes);
-  patientConsent(pc);
-  orderDtlsHandshake(pc);
-  const sdp = pc.localDescription?.sdp;
-  if (!sdp) throw new Error('no local description after gathering');
-  return rewriteAnswerCandidates(sdp, { interfaces: transport.iceAddresses, announced: transport.announcedAddresses });
+  return withAllCandidates(pc, transport, timeoutMs);
 }
 
 /**

@@ -91,8 +91,8 @@ export class LiveRouter {
   readonly #o: LiveRouterOptions;
   readonly #log: Logger;
   readonly #routing: LiveRouting;
-  /** WHEP viewers this replica placed in the last PLACED_COUNT_MS, oldest first. */
-  readonly #placed: { nodeId: string; streamId: string; at: number; wallAt: number }[] = [];
+  /** WHEP viewers this replica placed in the last PLACED_COUNT_MS, oldest first (`at`: ms epoch, as the nodes' `countedAt`). */
+  readonly #placed: { nodeId: string; streamId: string; at: number }[] = [];
 
   constructor(opts: LiveRouterOptions) {
     this.#o = opts;
@@ -160,11 +160,11 @@ export class LiveRouter {
 
   /** The node a new WHEP viewer of `streamId` goes to: its origin, or an edge (see the header). */
   #placeViewer(streamId: string, origin: MediaNodeInfo, nodes: MediaNodeInfo[], offer: string): MediaNodeInfo {
-    const now = performance.now();
+    const now = Date.now();
     while (this.#placed.length > 0 && (this.#placed.length > PLACED_MAX || (this.#placed[0] as { at: number }).at < now - PLACED_COUNT_MS)) this.#placed.shift();
     // What this replica placed there since the node's counts were taken (later ones are in them).
     const placedOn = (n: MediaNodeInfo, stream?: string) =>
-      this.#placed.reduce((k, p) => k + (p.nodeId === n.id && p.wallAt >= n.countedAt - PLACED_MARGIN_MS && (stream === undefined || p.streamId === stream) ? 1 : 0), 0);
+      this.#placed.reduce((k, p) => k + (p.nodeId === n.id && p.at >= n.countedAt - PLACED_MARGIN_MS && (stream === undefined || p.streamId === stream) ? 1 : 0), 0);
     const viewers = (n: MediaNodeInfo) => n.viewers + placedOn(n);
     // Nodes from before the cascade report no viewer capacity: never edges.
     const room = (n: MediaNodeInfo) => n.viewerCapacity > 0 && viewers(n) < n.viewerCapacity;
@@ -181,7 +181,7 @@ export class LiveRouter {
       const best = (relaying.length > 0 ? relaying : edges).sort((a, b) => load(a) - load(b))[0];
       if (best) node = best;
     }
-    this.#placed.push({ nodeId: node.id, streamId, at: now, wallAt: Date.now() });
+    this.#placed.push({ nodeId: node.id, streamId, at: now });
     return node;
   }
 

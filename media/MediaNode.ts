@@ -609,10 +609,8 @@ export class MediaNode extends TypedEmitter<MediaNodeEvents> {
         edge = this.#edge(streamId, originUrl);
       }
       await edge.pull();
-      const made = edge;
-      return await this.#addViewer(edge.whep, offer, client, done, () => {
-        if (!made.readers.holds && made.whep.viewerCount === 0 && made.status().pull === 'closed') made.close('idle');
-      });
+      // The relay itself ends after its last viewer left (EdgeStream's linger).
+      return await this.#addViewer(edge.whep, offer, client, done, () => undefined);
     } catch (err) {
       done();
       // Its first viewer failed: nothing else would close it.

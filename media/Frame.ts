@@ -36,6 +36,12 @@ export interface Frame {
    * audio mappings are placed by (set on the frames a processor is given; processors may ignore it).
    */
   capturedAt?: number;
+  /**
+   * Its params were set without all the publisher's audio of its time: the wait for it
+   * (audioMappingWaitMs) ran out, so sound-reactive params follow that sound a frame late (set by
+   * the node on the frames a processor is given; absent: nothing was waited for, or it came).
+   */
+  soundLate?: boolean;
   /** Default `RGB`. */
   format?: PixelFormat;
 }

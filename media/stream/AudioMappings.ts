@@ -156,7 +156,9 @@ export class AudioMappings {
   /** RTP time (unwrapped, ms) of the newest packet pushed. */
   #lastRtpMs = 0;
   /** Frames waiting for audio: resolved when it covers their time or their bound passes. */
-  #waiters: { at: number; resolve: () => void; timer: NodeJS.Timeout }[] = [];
+  #waiters: { at: number; resolve: (came: boolean) => void; timer: NodeJS.Timeout }[] = [];
+  /** Waits that ran out before the audio came. */
+  #waitsExpired = 0;
   #stBuf = new Int16Array(0);
   /** What the mappings set last (a prompt weight is set inside the list with the others' values). */
   #applied: LiveParams = {};
@@ -264,7 +266,7 @@ export class AudioMappings {
     this.#waiters = this.#waiters.filter((w) => {
       if (w.at > end) return true;
       clearTimeout(w.timer);
-      w.resolve();
+      w.resolve(true);
       return false;
     });
   }
@@ -273,7 +275,7 @@ export class AudioMappings {
    * Null when a frame captured at `at` (ms epoch) can take its params now; else a promise that
    * resolves once the publisher's audio of its time is decoded, or after waitMs.
    */
-  waitFor(at: number): Promise<void> | null {
+  waitFor(at: number): Promise<boolean> | null {
     if (!this.#decoder || this.#closed) return null;
     const tl = this.#publisher;
     if (tl.endAt === null || tl.endAt >= at || Date.now() - tl.pushedAt > AUDIO_STALE_MS) return null;
@@ -283,9 +285,15 @@ export class AudioMappings {
     });
   }
 
-  #expire(w: { resolve: () => void }): void {
+  /** Frames whose wait for the publisher's audio ran out (their params followed the sound a frame late). */
+  get waitsExpired(): number {
+    return this.#waitsExpired;
+  }
+
+  #expire(w: { resolve: (came: boolean) => void }): void {
     this.#waiters = this.#waiters.filter((x) => x !== w);
-    w.resolve();
+    this.#waitsExpired++;
+    w.resolve(false);
   }
 
   /** Reads the soundtrack's take up to `at` into its timeline. */
@@ -365,7 +373,8 @@ export class AudioMappings {
     this.#stopDecoder();
     for (const w of this.#waiters) {
       clearTimeout(w.timer);
-      w.resolve();
+      // Closing: the frame goes on as it is (it is not late for its sound; there is none to come).
+      w.resolve(true);
     }
     this.#waiters = [];
   }

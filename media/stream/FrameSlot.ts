@@ -34,9 +34,10 @@ export interface FrameSlotOptions {
   placeAt: (capturedAt: number, ptsMs: number) => number;
   /**
    * Null when a frame placed at `at` (placeAt) may take its params now, else a promise to wait for
-   * first (bounded by the callee: the audio its params follow, AudioMappings.waitFor).
+   * first (bounded by the callee: the audio its params follow, AudioMappings.waitFor); it
+   * resolves false when the wait ran out before what it waited for came.
    */
-  wait?: (at: number) => Promise<void> | null;
+  wait?: (at: number) => Promise<boolean> | null;
   /** Before a frame placed at `at` (ms epoch, placeAt) is processed: the params landings it carries. */
   before: (at: number) => ParamsMark[];
   /** The processor gave no output for a frame: its landings wait for the next output frame. */
@@ -184,7 +185,7 @@ export class FrameSlot {
           const at = this.#opts.placeAt(item.capturedAt, item.ptsMs);
           item.frame.capturedAt = at;
           const wait = this.#opts.wait?.(at);
-          if (wait) await wait;
+          if (wait && !(await wait)) item.frame.soundLate = true;
           if (this.#isClosed()) break;
           // Changes due by this frame's time apply before it is processed: it carries them.
           const marks = this.#opts.before(at);

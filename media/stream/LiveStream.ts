@@ -671,6 +671,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       outputFps: this.#outRate.fps(),
       framesIn: this.#ingest.inRate.count,
       framesOut: this.#outRate.count,
+      outputLateMs: this.#clock.lateMs,
       framesDropped: this.#slot.framesDropped,
       decoderRestarts: this.#ingest.restarts,
       processor: this.#slot.state,
@@ -685,7 +686,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       lastErrorAt: this.#lastErrorAt,
       paramsUpdatedAt: this.#paramsUpdatedAt,
       pipeline: this.#slot.pipelineStatus(),
-      ...(this.#audio.active ? { audioMappings: this.#audio.status() } : {}),
+      ...(this.#audio.active ? { audioMappings: this.#audio.status(), audioMappingWaitsExpired: this.#audio.waitsExpired } : {}),
     };
   }
 

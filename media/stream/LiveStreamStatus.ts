@@ -68,6 +68,12 @@ export interface LiveStreamStatus {
   outputFps: number;
   framesIn: number;
   framesOut: number;
+  /**
+   * How far the output timeline sits after the capture time of the last live frame, ms (OutputClock:
+   * 0 to a few ms usually, up to 150 after a run that started late). Viewers' sound is held by the
+   * picture's lag behind its output time, so that hold is this much shorter than the picture's delay.
+   */
+  outputLateMs: number;
   framesDropped: number;
   /** Decoders rebuilt after a pipeline error (corrupt input). */
   decoderRestarts: number;
@@ -93,4 +99,6 @@ export interface LiveStreamStatus {
   pipeline: Record<string, unknown> | null;
   /** Each audio mapping's feature and the value it gave its param (absent without mappings). */
   audioMappings?: AudioMappingStatus[];
+  /** With audio mappings: frames whose wait for the publisher's audio of their time ran out (their params followed the sound a frame late; a busy node). */
+  audioMappingWaitsExpired?: number;
 }

@@ -55,10 +55,21 @@ export class OutputClock {
   #offsetMs: number | null = null;
   /** How far the last live frame's output time was behind the node's clock when pushed, ms. */
   #lagMs = 0;
+  /** How far the last live frame's output time sits after its capture time, ms (up to CATCHUP_MS). */
+  #lateMs = 0;
 
   /** `frameMs`: one nominal output frame, ms: the least gap before a new run's first frame and between slate frames. */
   constructor(frameMs: number) {
     this.#frameMs = frameMs;
+  }
+
+  /**
+   * How far the output timeline sits after the capture time now, ms: what every output stamps is
+   * this much after the moment the frame was captured (a run that started late; it slews back
+   * across gaps, or catches up past CATCHUP_MS).
+   */
+  get lateMs(): number {
+    return this.#lateMs;
   }
 
   /** A new publisher (its own RTP clock): the next live frame starts a run. */
@@ -96,6 +107,7 @@ export class OutputClock {
       this.#offsetMs = pts - mediaMs;
     }
     this.#lagMs = nowMs - pts;
+    this.#lateMs = pts - captureMs;
     this.#lastMs = pts;
     this.#lastMediaMs = mediaMs;
     return pts;

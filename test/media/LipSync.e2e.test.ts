@@ -151,9 +151,12 @@ t.test('a WHEP viewer plays the publisher\'s sound with the processed picture it
   // Whether the two tracks play together is the next check's, from Chromium's own estimates.
   t.ok(audioDelay >= GPU_MS / 2, `the node holds the sound for its picture (capture → audio output ${audioDelay.toFixed(0)} ms, the picture's ${videoDelay.toFixed(0)} ms; ≥ ${GPU_MS / 2})`);
   const hold = whepOf(srv.node, STREAM_ID)?.viewerAudioHoldMs ?? 0;
-  // The hold is the picture's lag behind its *output* time, which may sit up to OutputClock's
-  // DRIFT_MS (20 ms) after its capture time for good: 145 ms was seen with the 150 ms stage.
-  t.ok(hold >= GPU_MS - 20 && hold < GPU_MS + 250, `status reports the hold (${hold.toFixed(0)} ms; ≥ ${GPU_MS - 20})`);
+  // The hold is the picture's lag behind its *output* time, which sits `outputLateMs` after its
+  // capture time (OutputClock: a run that started late on a busy machine stays later for a while;
+  // 124 ms of hold was seen in CI with the 150 ms stage). Hold and lateness together are the
+  // picture's delay from capture: at least the stage's, less the median's spread over frames.
+  const late = srv.node.getStream(STREAM_ID)?.status().outputLateMs ?? NaN;
+  t.ok(hold + late >= GPU_MS - 20 && hold < GPU_MS + 250, `status reports the hold (${hold.toFixed(0)} ms + the output's ${late.toFixed(0)} ms after capture; ≥ ${GPU_MS - 20})`);
   t.ok(offsets.length >= SAMPLES - 1, `Chromium estimates what both tracks play (from our reports): audio − video median ${median(offsets).toFixed(0)} ms`);
 
   // The viewer goes while its sound is held: libdatachannel closes the tracks on its own thread and

@@ -96,6 +96,8 @@ t.test('OutputClock: a run that starts late after a stall the slate covered catc
   t.ok(left.length >= 45 && left.length <= 60, `${left.length} frames left out to catch up 1.8 s`);
   const tail = out.slice(-50);
   t.ok(tail.every((o) => o.pts - o.capture <= 150 + 1e-6), `then within 150 ms of capture time (last: ${((out.at(-1)?.pts ?? 0) - (out.at(-1)?.capture ?? 0)).toFixed(1)} ms), never again ahead of the node's clock`);
+  const lastOut = out.at(-1) as { pts: number; capture: number };
+  t.ok(Math.abs(clock.lateMs - (lastOut.pts - lastOut.capture)) < 1e-6, `lateMs says how far the output sits after capture now (${clock.lateMs.toFixed(1)} ms)`);
   t.ok(Number.isFinite(last), 'the frames before the stall were output');
 });
 

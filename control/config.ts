@@ -8,7 +8,7 @@ import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_IMAGE_LIMITS, type ImageLimits } from '../images/index.ts';
-import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings } from '../media/index.ts';
+import { DEFAULT_MEDIA_SETTINGS, DEFAULT_UDP_RECV_BUFFER_BYTES, type MediaSettings, type RenditionSpec } from '../media/index.ts';
 import { ADMISSION_DEFAULTS, DELETED_STATUS_TTL_MS, type AdmissionSettings } from '../streams/index.ts';
 import { ATTEMPTS_KEPT, OPERATIONAL_EVENT_DEFAULTS, REDELIVERY_DEFAULTS, WEBHOOK_SERVICE_DEFAULTS } from '../webhooks/index.ts';
 
@@ -143,6 +143,29 @@ export const ConfigEnvSchema = z.object({
    * (docs/performance.md, "Outputs").
    */
   HLS_PART_TARGET_MS: z.coerce.number().int().min(100).max(1000).default(DEFAULT_MEDIA_SETTINGS.hlsPartTargetMs),
+  /**
+   * Smaller encodes of each stream beside the full one, `name=scale@kbps` comma-separated (scale
+   * 0.1–0.9 of each side, 50–20000 kb/s), or `none`. Default `half=0.5@300`. LL-HLS offers them in
+   * /hls/{playbackId}/master.m3u8; each costs one scaled x264 encode per live stream.
+   */
+  RENDITIONS: z
+    .string()
+    .default(DEFAULT_MEDIA_SETTINGS.renditions.map((r) => `${r.name}=${r.scale}@${r.bitrateKbps}`).join(','))
+    .transform((v, ctx) => {
+      if (v.trim() === 'none') return [];
+      const out: RenditionSpec[] = [];
+      for (const item of v.split(',').map((x) => x.trim())) {
+        const m = /^([a-z0-9-]{1,16})=(0?\.\d+)@(\d+)$/.exec(item);
+        const scale = m ? Number(m[2]) : NaN;
+        const kbps = m ? Number(m[3]) : NaN;
+        if (!m || !(scale >= 0.1 && scale <= 0.9) || !(kbps >= 50 && kbps <= 20_000) || out.some((r) => r.name === m[1]) || ['index', 'plain', 'master'].includes(m[1]!)) {
+          ctx.addIssue({ code: 'custom', message: `"${item}" is not name=scale@kbps (name [a-z0-9-] up to 16, unique; scale 0.1–0.9; 50–20000 kb/s), or "none"` });
+          return z.NEVER;
+        }
+        out.push({ name: m[1]!, scale, bitrateKbps: kbps });
+      }
+      return out;
+    }),
   /**
    * LL-HLS PART-HOLD-BACK, ms (players' target latency behind the live edge); default 3 × the
    * part target. Behind nginx's cache 1100: its lock hands a part to waiting players up to
@@ -399,6 +422,7 @@ export interface Config {
       | 'audioMappingWaitMs'
       | 'hlsPartTargetMs'
       | 'hlsPartHoldBackMs'
+      | 'renditions'
       | 'edgeLingerMs'
     >
   >;
@@ -525,6 +549,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       soundtrackJitterMs: e.SOUNDTRACK_JITTER_MS,
       hlsPartTargetMs: e.HLS_PART_TARGET_MS,
       hlsPartHoldBackMs: e.HLS_PART_HOLD_BACK_MS ?? null,
+      renditions: e.RENDITIONS,
       audioMappingWaitMs: e.AUDIO_MAPPING_WAIT_MS,
       edgeLingerMs: e.EDGE_LINGER_MS,
     }),

@@ -2,9 +2,11 @@
  * HLS endpoints of the media node (an encapsulated fastify plugin, public like WHEP: the playback
  * id is the unguessable capability).
  *
- *   GET /hls/:playbackId/index.m3u8[?_HLS_msn=M[&_HLS_part=P]]  LL-HLS playlist; blocking reload
+ *   GET /hls/:playbackId/master.m3u8                             multivariant playlist: the full encode and each rendition
+ *   GET /hls/:playbackId/index.m3u8[?_HLS_msn=M[&_HLS_part=P]]  LL-HLS playlist (full size); blocking reload
  *   GET /hls/:playbackId/plain.m3u8                              whole segments only (non-LL players)
  *   GET /hls/:playbackId/init{N}.mp4 | seg{M}.m4s | part{M}.{P}.m4s
+ *   GET /hls/:playbackId/{rendition}/…                           the same files of a rendition (settings `renditions`)
  *
  * Blocking reload (rfc8216bis §6.2.5.2): the request is held until segment M (part P) exists, for
  * at most 3 × target duration (then 503); M more than two beyond the newest segment → 400. The part
@@ -63,12 +65,20 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
   const fail = (reply: FastifyReply, status: number, message: string) =>
     reply.code(status).headers({ ...CORS, 'cache-control': PLAYLIST_CACHE }).type('text/plain; charset=utf-8').send(`${message}\n`);
 
-  /** The stream's packager when the client may read it; otherwise the reply is sent and null returned. */
-  const packager = async (req: FastifyRequest<{ Params: { playbackId: string } }>, reply: FastifyReply): Promise<HlsPackager | null> => {
+  /**
+   * The stream's HLS output and the packager of `variant` (the full encode without one) when the
+   * client may read it; otherwise the reply is sent and null returned.
+   */
+  const output = async (
+    req: FastifyRequest<{ Params: { playbackId: string; variant?: string } }>,
+    reply: FastifyReply,
+  ): Promise<{ out: HlsOutput; hls: HlsPackager } | null> => {
     const streamId = await streamOf(req.params.playbackId);
-    const hls = streamId ? node.getStream(streamId)?.readers.find(HlsOutput)?.packager : undefined;
-    if (!streamId || !hls || hls.closed) {
-      fail(reply, 404, 'no live HLS for this playback id');
+    const out = streamId ? node.getStream(streamId)?.readers.find(HlsOutput) : undefined;
+    const variant = req.params.variant;
+    const hls = variant === undefined ? out?.packager : out?.variants.get(variant);
+    if (!streamId || !out || !hls || hls.closed) {
+      fail(reply, 404, variant === undefined || !out ? 'no live HLS for this playback id' : `no rendition ${JSON.stringify(variant)} of this stream`);
       return null;
     }
     const verdict = await askAdmission(node, req, { action: 'read', protocol: 'hls', streamId, clientIp: clientAddress(req, node.options.forwardedSecret) });
@@ -77,8 +87,10 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
       return null;
     }
     hls.markRequested();
-    return hls;
+    return { out, hls };
   };
+  const packager = async (req: FastifyRequest<{ Params: { playbackId: string; variant?: string } }>, reply: FastifyReply): Promise<HlsPackager | null> =>
+    (await output(req, reply))?.hls ?? null;
 
   const streamOf = async (playbackId: string): Promise<string | null> => {
     const now = Date.now();
@@ -94,7 +106,16 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
 
   app.options('/hls/*', PUBLIC, async (_req, reply) => reply.code(204).headers(CORS).send());
 
-  type PlaylistRequest = FastifyRequest<{ Params: { playbackId: string }; Querystring: { _HLS_msn?: string; _HLS_part?: string } }>;
+  type PlaylistRequest = FastifyRequest<{ Params: { playbackId: string; variant?: string }; Querystring: { _HLS_msn?: string; _HLS_part?: string } }>;
+  /** The query a playlist was asked with, without `_HLS_*`: carried into every URI it names. */
+  const carriedQuery = (req: FastifyRequest): string => {
+    const q = req.url.indexOf('?');
+    return q < 0 ? '' : req.url.slice(q + 1).split('&').filter((p) => p !== '' && !p.startsWith('_HLS_')).join('&');
+  };
+  const sendPlaylist = (req: FastifyRequest, reply: FastifyReply, text: string) => {
+    const carried = carriedQuery(req);
+    return reply.code(200).headers({ ...CORS, 'cache-control': PLAYLIST_CACHE }).type(PLAYLIST).send(carried === '' ? text : withQuery(text, carried));
+  };
   const playlist = (ll: boolean) => async (req: PlaylistRequest, reply: FastifyReply) => {
       const hls = await packager(req, reply);
       if (!hls) return reply;
@@ -107,15 +128,26 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
         if (msn > hls.lastMsn + 2) return fail(reply, 400, `_HLS_msn ${msn} is too far ahead of ${hls.lastMsn}`);
         if (!(await hls.waitFor(msn, part, blockMs))) return fail(reply, 503, 'playlist update did not come in time');
       }
-      const text = hls.playlist(ll ? 'll' : 'plain');
-      const q = req.url.indexOf('?');
-      const carried = q < 0 ? '' : req.url.slice(q + 1).split('&').filter((p) => p !== '' && !p.startsWith('_HLS_')).join('&');
-      return reply.code(200).headers({ ...CORS, 'cache-control': PLAYLIST_CACHE }).type(PLAYLIST).send(carried === '' ? text : withQuery(text, carried));
+      return sendPlaylist(req, reply, hls.playlist(ll ? 'll' : 'plain'));
   };
-  app.get('/hls/:playbackId/index.m3u8', PUBLIC, playlist(true));
-  app.get('/hls/:playbackId/plain.m3u8', PUBLIC, playlist(false));
+  app.get('/hls/:playbackId/master.m3u8', PUBLIC, async (req: PlaylistRequest, reply: FastifyReply) => {
+    const found = await output(req, reply);
+    if (!found) return reply;
+    const { out, hls } = found;
+    // Every variant with a whole segment first: a player reads this playlist once, so a rendition
+    // left out now is never offered to it, and a variant without a segment is an empty level to hls.js.
+    const waitMs = opts.firstMediaWaitMs ?? 3 * hls.targetDuration * 1000;
+    const ready = await Promise.all([hls, ...out.variants.values()].map((p) => p.waitForSegment(waitMs)));
+    if (!ready[0]) return fail(reply.header('retry-after', '1'), 404, 'stream not live yet');
+    return sendPlaylist(req, reply, out.multivariant());
+  });
+  for (const prefix of ['/hls/:playbackId', '/hls/:playbackId/:variant']) {
+    app.get(`${prefix}/index.m3u8`, PUBLIC, playlist(true));
+    app.get(`${prefix}/plain.m3u8`, PUBLIC, playlist(false));
+    app.get(`${prefix}/:file`, PUBLIC, mediaFile);
+  }
 
-  app.get<{ Params: { playbackId: string; file: string } }>('/hls/:playbackId/:file', PUBLIC, async (req, reply) => {
+  async function mediaFile(req: FastifyRequest<{ Params: { playbackId: string; variant?: string; file: string } }>, reply: FastifyReply) {
     const hls = await packager(req, reply);
     if (!hls) return reply;
     const { file } = req.params;
@@ -126,7 +158,7 @@ export async function hlsRoutes(app: FastifyInstance, opts: { node: MediaNode; f
     else if ((m = /^part(\d+)\.(\d+)\.m4s$/.exec(file))) body = await hls.part(Number(m[1]), Number(m[2]), 3 * hls.targetDuration * 1000);
     if (!body) return fail(reply, 404, 'no such segment (expired or not yet produced)');
     return reply.code(200).headers({ ...CORS, 'cache-control': `public, max-age=${MEDIA_MAX_AGE_S}` }).type('video/mp4').send(body);
-  });
+  }
 }
 
 /** The playlist with `query` (already URL-encoded) added to every URI it names (segment lines and URI="…" attributes). */

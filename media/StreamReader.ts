@@ -7,7 +7,9 @@
  *
  * Tracks (each optional: a reader implements the ones it takes):
  * - `video`: the output's H.264 access units, encoded once per stream (live frames and the slate);
- * - `frame`: the raw frames the encoder takes, for readers that encode on their own (VP8, a rendition);
+ * - `frame`: the raw frames the encoder takes, for readers that encode on their own (VP8);
+ * - `rendition`: the access units of the stream's smaller encodes (settings `renditions`), each with
+ *   the `video` track's key frames exactly, while some reader `wantsRenditions`;
  * - `opus`: the output audio as Opus RTP (the publisher's, or the soundtrack's mix);
  * - `aac`: the output audio as AAC-LC frames, encoded only while some reader `wantsAac`.
  */
@@ -50,8 +52,12 @@ export interface StreamReader {
   readonly wantsAac?: boolean;
   /** It takes the soundtrack's mix as Opus now (viewers with audio): the mix's Opus encoder runs while any reader does. Default false. */
   readonly wantsOpus?: boolean;
+  /** It takes the renditions now: their encoders run while any reader does. Default false. */
+  readonly wantsRenditions?: boolean;
   /** One H.264 access unit; `slate`: the slate's, not the publisher's. */
   video?(au: EncodedAccessUnit, slate: boolean): void;
+  /** One access unit of the rendition `name` (its key frames are the `video` track's). */
+  rendition?(name: string, au: EncodedAccessUnit, slate: boolean): void;
   /** One raw frame at `ptsMs` on the output timeline, as the H.264 encoder takes it. */
   frame?(frame: Frame, ptsMs: number): void;
   /** One Opus RTP packet; `encoderDelayMs`: how much earlier than its RTP time its sound entered our encoder (0: the publisher's own). */

@@ -49,4 +49,4 @@ export { diffusionProcessorFactory } from './stream/DiffusionProcessor.ts';
 export { prepareModels } from './ModelCatalog.ts';
 export type { FetchImage } from '../native/index.ts';
 export { MediaError, InvalidStateError, PipelineError, SdpError, type MediaErrorCode } from './errors.ts';
-export { DEFAULT_MEDIA_SETTINGS, type MediaSettings } from './settings.ts';
+export { DEFAULT_MEDIA_SETTINGS, type MediaSettings, type RenditionSpec } from './settings.ts';

@@ -125,6 +125,12 @@ export interface MediaSettings {
   hlsSegmentTargetMs: number;
   /** Complete segments kept in memory per stream (sliding window). */
   hlsWindowSegments: number;
+  /**
+   * Smaller encodes of every stream's output beside the full one, for thin links: LL-HLS offers
+   * them in a multivariant playlist (/hls/{playbackId}/master.m3u8). Each costs one scaled x264
+   * encode per live stream. RENDITIONS (`name=scale@kbps,…`; `none`: the full encode only).
+   */
+  renditions: RenditionSpec[];
   /** AAC bitrate for HLS/RTMP, bit/s. */
   aacBitrateBps: number;
   /**
@@ -176,6 +182,15 @@ export interface MediaSettings {
   memoryTrimIntervalMs: number;
 }
 
+/** One rendition: `scale` of the stream's size (each side, rounded to even pixels) at `bitrateKbps`. */
+export interface RenditionSpec {
+  /** Its name in URLs (/hls/{playbackId}/{name}/index.m3u8) and status: [a-z0-9-], 1–16 chars. */
+  name: string;
+  /** 0.1–0.9 of the stream's width and height. */
+  scale: number;
+  bitrateKbps: number;
+}
+
 export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   maxSdpBytes: 32 * 1024,
   maxSdpLines: 1000,
@@ -218,6 +233,9 @@ export const DEFAULT_MEDIA_SETTINGS: MediaSettings = {
   hlsPartHoldBackMs: null,
   hlsSegmentTargetMs: 1000,
   hlsWindowSegments: 6,
+  // Half size at 300 kb/s (0.15 bit per pixel at 256×256, 30 fps): with 128 kb/s of AAC and the
+  // fMP4 framing, ≈ 470 kb/s, which a 600 kb/s link carries with room for a player's estimate.
+  renditions: [{ name: 'half', scale: 0.5, bitrateKbps: 300 }],
   aacBitrateBps: 128_000,
   aacForSilence: false,
   soundtrackJitterMs: 60,

@@ -168,6 +168,6 @@ export async function playLive(video, { whepUrl, hlsUrl, onMode = () => {} }) {
 export function playbackUrls(playbackId) {
   return {
     whepUrl: `${location.origin}/live/${encodeURIComponent(playbackId)}/whep`,
-    hlsUrl: `${location.origin}/hls/${encodeURIComponent(playbackId)}/index.m3u8`,
+    hlsUrl: `${location.origin}/hls/${encodeURIComponent(playbackId)}/master.m3u8`,
   };
 }

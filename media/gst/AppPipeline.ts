@@ -99,12 +99,14 @@ export class AppPipeline {
 
   /**
    * Copies `data` into the appsrc (its own bound decides what is dropped). With `stamp`, returns
-   * the PTS (ns) it was given, which the sample made of it carries (-1: refused); else 0.
+   * the PTS (ns) it was given, which the sample made of it carries (-1: refused); else 0. With
+   * `keyUnit`, the encoder makes this buffer a key unit (not rate-limited: the caller decides).
    */
-  push(data: Uint8Array, stamp = false): number {
+  push(data: Uint8Array, stamp = false, keyUnit = false): number {
     if (this.#closed) throw new InvalidStateError(`${this.#opts.what} closed`);
     this.pushed++;
-    return loadGst().push(this.#handle, data, stamp);
+    if (keyUnit) this.keyUnitsForced++;
+    return loadGst().push(this.#handle, data, stamp, keyUnit);
   }
 
   /** Sets the `caps` of the named element (an appsrc or capsfilter); applies from the next buffer. */

@@ -31,7 +31,13 @@ export interface EncodedAccessUnit {
 
 export interface EncoderBinOptions extends VideoEncoderBinOptions {
   bitrateKbps: number;
+  /** Longest GOP, frames. */
   keyIntFrames: number;
+  /**
+   * Key frames only where the caller asks for one (`push(…, keyUnit)`), none of x264's own (no
+   * scene cuts; `keyIntFrames` only as a backstop): a rendition mirrors the stream's encoder.
+   */
+  keyFramesOnRequest?: boolean;
   onAccessUnit: (au: EncodedAccessUnit) => void;
 }
 
@@ -43,6 +49,7 @@ export class EncoderBin extends VideoEncoderBin {
       opts,
       'encoder',
       `x264enc name=enc tune=zerolatency speed-preset=ultrafast threads=1 bframes=0 key-int-max=${opts.keyIntFrames} bitrate=${opts.bitrateKbps} ` +
+        (opts.keyFramesOnRequest ? 'option-string="scenecut=0" ' : '') +
         `! video/x-h264,profile=constrained-baseline ! h264parse config-interval=-1 ! video/x-h264,stream-format=byte-stream,alignment=au`,
       (buf, atMs, encodeMs, pts, ptsMs) => {
         const nals = splitAnnexB(buf);

@@ -21,6 +21,14 @@ export interface VideoEncoderBinOptions {
   keyUnitMinIntervalMs: number;
   /** Nice value of its streaming threads (see AppPipeline). Default 0. */
   nice?: number;
+  /** Encoded size when it differs from the frames' (a rendition): scaled after videoconvert. Default the frames' size. */
+  scaleTo?: { width: number; height: number };
+  /**
+   * Raw frames the appsrc holds before it drops the oldest. Default 2 (the stream's encoder: late
+   * frames are worth nothing); a rendition takes more, since each frame it drops shifts its parts
+   * against the stream's other renditions.
+   */
+  queueFrames?: number;
   logger: Logger;
 }
 
@@ -58,9 +66,10 @@ export abstract class VideoEncoderBin {
     this.height = opts.height;
     this.#what = what;
     this.#fps = opts.fps;
+    const scale = opts.scaleTo ? ` ! videoscale ! video/x-raw,width=${opts.scaleTo.width},height=${opts.scaleTo.height},pixel-aspect-ratio=1/1` : '';
     const launch =
-      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=2 caps="${this.#caps('RGB')}" ` +
-      `! videoconvert ! video/x-raw,format=I420 ! ${encode} ! appsink name=sink sync=false max-buffers=8 drop=false`;
+      `appsrc name=src is-live=true format=time do-timestamp=true leaky-type=downstream max-buffers=${opts.queueFrames ?? 2} caps="${this.#caps('RGB')}" ` +
+      `! videoconvert ! video/x-raw,format=I420${scale} ! ${encode} ! appsink name=sink sync=false max-buffers=8 drop=false`;
     this.#bin = new AppPipeline({
       launch,
       what,
@@ -97,8 +106,9 @@ export abstract class VideoEncoderBin {
    * Queues one frame (oldest dropped if the encoder is 2 frames behind) and returns its PTS: the
    * sample it becomes is handed to `onSample` with this number (strictly increasing; -1: refused)
    * and with `ptsMs`, its time on the stream's output timeline (ms; default the frame's own).
+   * `keyUnit`: this very frame is encoded as a key unit (not coalesced; see requestKeyUnit).
    */
-  push(frame: Frame, ptsMs = frame.ptsMs): number {
+  push(frame: Frame, ptsMs = frame.ptsMs, keyUnit = false): number {
     if (this.#bin.closed) throw new InvalidStateError(`${this.#what} closed`);
     const format = frame.format ?? 'RGB';
     if (frame.width !== this.width || frame.height !== this.height || frame.data.length !== frameBytes(this.width, this.height, format)) {
@@ -109,7 +119,7 @@ export abstract class VideoEncoderBin {
       this.#format = format;
       this.#bin.setCaps('src', this.#caps(format));
     }
-    const pts = this.#bin.push(frame.data, true);
+    const pts = this.#bin.push(frame.data, true, keyUnit);
     if (pts >= 0) {
       // Bounded: the appsrc holds 2 frames and the encoder 1–2, so entries only pile up if the
       // encoder stopped giving output (its error closes the stream's encoder anyway).

@@ -24,9 +24,10 @@ interface GstAddon {
   /**
    * Copies `data` into a new buffer on the appsrc: 0, or -1 once closed or when the appsrc refuses.
    * With `stamp` the buffer's PTS is set now (ns, monotonic, strictly increasing per pipeline) and
-   * returned; the sample an encoder makes of it carries the same PTS.
+   * returned; the sample an encoder makes of it carries the same PTS. With `keyUnit` the encoder
+   * makes this very buffer a key unit (a downstream force-key-unit event queued before it).
    */
-  push(handle: GstHandle, data: Uint8Array, stamp?: boolean): number;
+  push(handle: GstHandle, data: Uint8Array, stamp?: boolean, keyUnit?: boolean): number;
   /** Sends an upstream force-key-unit event from the appsink's sink pad. */
   forceKeyUnit(handle: GstHandle, count: number): boolean;
   /** Sets the `caps` of the named element (appsrc, capsfilter); the pipeline renegotiates on the next buffer. */

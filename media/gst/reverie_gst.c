@@ -3,8 +3,10 @@
  *
  * One object per `gst-launch` description holding `appsrc name=src` and `appsink name=sink`:
  *   create(launch, onSamples, onError, borrow, nice) -> handle   onSamples(buffers, pts)
- *   push(handle, bytes, stamp?) -> pts   copies bytes into a GstBuffer on the appsrc; with `stamp`,
- *                                        stamps its PTS and returns it (the sample it becomes says it)
+ *   push(handle, bytes, stamp?, keyUnit?) -> pts   copies bytes into a GstBuffer on the appsrc; with
+ *                                        `stamp`, stamps its PTS and returns it (the sample it becomes
+ *                                        says it); with `keyUnit`, that very buffer is encoded as a key
+ *                                        unit (a downstream GstForceKeyUnit queued in order before it)
  *   forceKeyUnit(handle, count)          upstream GstForceKeyUnit from the appsink's sink pad
  *   setCaps(handle, element, caps)       sets an element's `caps` (appsrc, capsfilter) while playing
  *   close(handle)                        NULL state, callbacks and GStreamer objects released (idempotent)
@@ -434,8 +436,8 @@ static napi_value create(napi_env env, napi_callback_info info) {
  * knows exactly which push each sample encodes, whatever a leaky queue or the encoder dropped.
  */
 static napi_value push(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], result;
+  size_t argc = 4;
+  napi_value argv[4], result;
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   AppBin *bin = unwrap(env, argv[0]);
   if (!bin) return NULL;
@@ -450,6 +452,8 @@ static napi_value push(napi_env env, napi_callback_info info) {
   }
   bool stamp = false;
   if (argc >= 3) napi_get_value_bool(env, argv[2], &stamp);
+  bool key_unit = false;
+  if (argc >= 4) napi_get_value_bool(env, argv[3], &key_unit);
   double out = -1.0;
   if (!g_atomic_int_get(&bin->closed)) {
     GstBuffer *buffer = lent_buffer(data, length);
@@ -471,6 +475,11 @@ static napi_value push(napi_env env, napi_callback_info info) {
       bin->last_pts = pts;
       GST_BUFFER_PTS(buffer) = pts;
     }
+    /* appsrc queues serialized events in order with its buffers (GStreamer >= 1.18), so the encoder
+     * sees the request right before this buffer: the key unit lands on this frame, not a later one
+     * (a rendition mirrors the main encoder's key frames exactly, so their segments align). If the
+     * leaky appsrc drops this buffer, the request applies to the next one. */
+    if (key_unit) gst_element_send_event(bin->src, gst_video_event_new_downstream_force_key_unit(GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, TRUE, 0));
     if (gst_app_src_push_buffer(GST_APP_SRC(bin->src), buffer) == GST_FLOW_OK) out = stamp ? (double)pts : 0.0;
   }
   CHECK(env, napi_create_double(env, out, &result));

@@ -1,9 +1,11 @@
 /**
  * A stream's LL-HLS output as a reader of its hub: the packager, the clip buffer it feeds, and the
- * recording it feeds while recording is on.
+ * recording it feeds while recording is on; one packager more per rendition, and the multivariant
+ * playlist that offers them all (a player picks the one its link carries).
  *
  *   H.264 AUs + AAC ─► HlsPackager (LL-HLS, fMP4 parts) ─segments─┬► ClipBuffer (last minute, clips)
  *                                                                  └► RecordingWriter (while recording)
+ *   rendition AUs + AAC ─► HlsPackager per rendition (same segment boundaries: same key frames and times)
  *
  * It takes AAC while players asked for something in the last 30 s, or while recording (a
  * recording keeps the publisher's sound); otherwise its parts carry silence.
@@ -31,6 +33,8 @@ export class HlsOutput implements StreamReader {
   readonly #opts: HlsOutputOptions;
   readonly #logger: Logger;
   readonly packager: HlsPackager;
+  /** One packager per rendition, by name, in the order the settings list them. */
+  readonly variants = new Map<string, HlsPackager>();
   /** The last minute of output segments, for clips. */
   readonly #clips = new ClipBuffer();
   /** Recording asked for (`record: true`); the writer starts with the next output segment. */
@@ -44,45 +48,93 @@ export class HlsOutput implements StreamReader {
     this.#opts = opts;
     this.#logger = opts.logger;
     const s = opts.settings;
-    this.packager = new HlsPackager({
-      partTargetMs: s.hlsPartTargetMs,
-      ...(s.hlsPartHoldBackMs !== null ? { partHoldBackMs: s.hlsPartHoldBackMs } : {}),
-      segmentTargetMs: s.hlsSegmentTargetMs,
-      windowSegments: s.hlsWindowSegments,
-      partSegments: 3,
-      nominalFrameMs: 1000 / s.outputFps,
-      logger: opts.logger,
-      requestKeyUnit: () => ctx.requestKeyUnit(),
-      // The first request after an idle spell: the AAC encoder starts for it.
-      onDemand: () => ctx.changed(),
-      onSegment: (segment) => this.#onSegment(segment),
-    });
+    const packager = (onSegment?: (segment: CompletedSegment) => void, leader?: HlsPackager) =>
+      new HlsPackager({
+        partTargetMs: s.hlsPartTargetMs,
+        ...(s.hlsPartHoldBackMs !== null ? { partHoldBackMs: s.hlsPartHoldBackMs } : {}),
+        segmentTargetMs: s.hlsSegmentTargetMs,
+        windowSegments: s.hlsWindowSegments,
+        partSegments: 3,
+        nominalFrameMs: 1000 / s.outputFps,
+        logger: opts.logger,
+        // Renditions take the stream encoder's key frames: one request serves every variant.
+        requestKeyUnit: () => ctx.requestKeyUnit(),
+        // The first request after an idle spell: the AAC encoder starts for it.
+        onDemand: () => ctx.changed(),
+        ...(onSegment ? { onSegment } : {}),
+        ...(leader ? { leader } : {}),
+      });
+    this.packager = packager((segment) => this.#onSegment(segment));
+    for (const spec of s.renditions) this.variants.set(spec.name, packager(undefined, this.packager));
   }
 
-  /** An LL-HLS player requested something in the last 30 s. */
+  #all(): HlsPackager[] {
+    return [this.packager, ...this.variants.values()];
+  }
+
+  /** An LL-HLS player requested something (of any variant) in the last 30 s. */
   get watched(): boolean {
-    return this.packager.watched;
+    return this.#all().some((p) => p.watched);
   }
 
   get wantsAac(): boolean {
-    return this.packager.watched || this.#record;
+    return this.watched || this.#record;
+  }
+
+  /**
+   * The renditions run for as long as the output does, watched or not: a variant's segments line
+   * up with the others' only if it packaged from the same first key frame (its media sequence and
+   * timeline are theirs).
+   */
+  get wantsRenditions(): boolean {
+    return this.variants.size > 0;
   }
 
   video(au: EncodedAccessUnit, slate: boolean): void {
     this.packager.pushVideo(au, slate);
   }
 
+  rendition(name: string, au: EncodedAccessUnit, slate: boolean): void {
+    this.variants.get(name)?.pushVideo(au, slate);
+  }
+
   aac(frame: Uint8Array, atMs: number): void {
-    this.packager.pushAudio(frame, atMs);
+    for (const p of this.#all()) p.pushAudio(frame, atMs);
   }
 
   aacRunning(running: boolean): void {
-    this.packager.audioExpected = running;
+    for (const p of this.#all()) p.audioExpected = running;
   }
 
   /** Unwatched, the open segment ends now (clips get it) and the next publisher starts after a discontinuity. */
   publisherLeft(watched: boolean): void {
-    if (!watched && !this.packager.closed) this.packager.flush();
+    if (watched) return;
+    for (const p of this.#all()) if (!p.closed) p.flush();
+  }
+
+  /**
+   * The multivariant playlist (rfc8216bis §4.4.6): the full encode (`index.m3u8`) first, then each
+   * rendition with media (`{name}/index.m3u8`). BANDWIDTH is the peak segment bit rate held, or
+   * before a whole segment the configured rates with a fifth more for the framing. A rendition is
+   * listed once it has media (the route waits for a whole segment of each).
+   */
+  multivariant(): string {
+    const s = this.#opts.settings;
+    const lines = ['#EXTM3U', '#EXT-X-VERSION:9', '#EXT-X-INDEPENDENT-SEGMENTS'];
+    const add = (p: HlsPackager, videoKbps: number, uri: string) => {
+      const v = p.variant();
+      if (!v) return;
+      const configured = Math.round((videoKbps * 1000 + s.aacBitrateBps) * 1.2);
+      const peak = v.peakBps ?? configured;
+      const average = v.averageBps !== null ? `,AVERAGE-BANDWIDTH=${v.averageBps}` : '';
+      lines.push(`#EXT-X-STREAM-INF:BANDWIDTH=${peak}${average},RESOLUTION=${v.width}x${v.height},CODECS="${v.codecs}",FRAME-RATE=${s.outputFps.toFixed(3)}`, uri);
+    };
+    add(this.packager, s.videoBitrateKbps, 'index.m3u8');
+    for (const spec of s.renditions) {
+      const p = this.variants.get(spec.name);
+      if (p) add(p, spec.bitrateKbps, `${spec.name}/index.m3u8`);
+    }
+    return `${lines.join('\n')}\n`;
   }
 
   /** The newest `seconds` of output (whole segments, cut at keyframes), or null when none is held. */
@@ -135,13 +187,14 @@ export class HlsOutput implements StreamReader {
   }
 
   status(): ReaderStatus {
-    return { kind: 'hls', watched: this.packager.watched, consumers: (this.packager.watched ? 1 : 0) + (this.#recorder ? 1 : 0) };
+    const watched = this.watched;
+    return { kind: 'hls', watched, consumers: (watched ? 1 : 0) + (this.#recorder ? 1 : 0) };
   }
 
   /** The recording ends after the packager's close flushed its last segment into it. */
   close(): Promise<void> {
     try {
-      this.packager.close();
+      for (const p of this.#all()) p.close();
     } finally {
       this.#clips.clear();
       this.#endRecording();

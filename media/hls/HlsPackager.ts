@@ -59,6 +59,12 @@ export interface HlsPackagerOptions {
   requestKeyUnit: () => void;
   /** Called when a player starts requesting after `demandIdleMs` without requests (starts the AAC encoder). */
   onDemand?: () => void;
+  /**
+   * Another rendition's packager whose media timeline this one shares: its time 0 is the leader's
+   * first key frame, not its own (a rendition whose first frame came a frame late stays on the
+   * same timeline, so players switch between them at any segment).
+   */
+  leader?: HlsPackager;
   /** Called with each complete segment (the clip buffer and recordings keep them past the window). */
   onSegment?: (segment: CompletedSegment) => void;
 }
@@ -267,7 +273,8 @@ export class HlsPackager {
       this.#endOnGap();
       this.#sps = sps;
       this.#pps = pps;
-      this.#epochMs ??= au.ptsMs;
+      const leader = this.#opts.leader;
+      this.#epochMs ??= (leader ? leader.#epochMs : undefined) ?? au.ptsMs;
       this.#initId++;
       const { width, height } = spsSize(sps);
       this.#inits.set(this.#initId, {
@@ -538,6 +545,11 @@ export class HlsPackager {
     return this.#wait(() => this.#has(msn, part), timeoutMs);
   }
 
+  /** Resolves true once a whole segment exists (what a multivariant playlist measures BANDWIDTH on). */
+  waitForSegment(timeoutMs: number): Promise<boolean> {
+    return this.#wait(() => this.#segments.length > 0, timeoutMs);
+  }
+
   /** Resolves true once any media exists. */
   waitForMedia(timeoutMs: number): Promise<boolean> {
     return this.#wait(() => this.hasMedia, timeoutMs);
@@ -619,6 +631,35 @@ export class HlsPackager {
       lines.push(`#EXT-X-PRELOAD-HINT:TYPE=PART,URI="${hint}"`);
     }
     return `${lines.join('\n')}\n`;
+  }
+
+  /**
+   * What a multivariant playlist says of this packager's media (rfc8216bis §4.4.6.2): peak and
+   * average bits per second of the complete segments held (null before one), the size and CODECS
+   * of the current init segment (null before the first key frame).
+   */
+  variant(): { peakBps: number | null; averageBps: number | null; width: number; height: number; codecs: string } | null {
+    const sps = this.#sps;
+    if (!sps || sps.length < 4) return null;
+    const { width, height } = spsSize(sps);
+    let peak = 0;
+    let bytes = 0;
+    let ticks = 0;
+    for (const seg of this.#segments) {
+      if (!seg.bytes || seg.ticks <= 0) continue;
+      peak = Math.max(peak, (seg.bytes.length * 8 * VIDEO_TIMESCALE) / seg.ticks);
+      bytes += seg.bytes.length;
+      ticks += seg.ticks;
+    }
+    // avc1.PPCCLL: profile_idc, constraint flags and level_idc, the SPS's bytes 1–3 (RFC 6381 §3.3).
+    const avc = Buffer.from(sps.subarray(1, 4)).toString('hex');
+    return {
+      peakBps: ticks > 0 ? Math.round(peak) : null,
+      averageBps: ticks > 0 ? Math.round((bytes * 8 * VIDEO_TIMESCALE) / ticks) : null,
+      width,
+      height,
+      codecs: `avc1.${avc},mp4a.40.2`,
+    };
   }
 
   stats(): HlsPackagerStats {

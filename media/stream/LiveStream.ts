@@ -33,6 +33,7 @@ import { DEFAULT_PARAMS, HOT_KEYS, planUpdate, type ParamsChange, type StreamPar
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type LiveParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
 import { OutputClock } from './OutputClock.ts';
+import { Rendition } from './Rendition.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
 import type { ParamsMark, ScheduledParams } from './ParamsSchedule.ts';
@@ -111,6 +112,8 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   /** The publisher's frames decoded, with their capture times. */
   readonly #ingest: VideoIngest;
   #encoder: EncoderBin | null = null;
+  /** The smaller encodes (settings `renditions`), while a reader wants them (empty otherwise). */
+  #renditions: Rendition[] = [];
   /** The readers of the output (WHEP, LL-HLS, RTMP, …): the node reaches them through `find`. */
   readonly readers: StreamHub;
   /** The output's RTP clock (90 kHz) starts here, ms on the node's monotonic clock: one clock for every reader. */
@@ -503,7 +506,30 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     }
     const pts = this.#encoder.push(frame, ptsMs);
     this.readers.frame(frame, ptsMs);
+    this.#syncRenditions();
+    for (const r of this.#renditions) r.frame(frame, ptsMs);
     return pts;
+  }
+
+  /** Renditions run while a reader wants them (LL-HLS does from its start: its variants align from the first key frame). */
+  #syncRenditions(): void {
+    const want = this.readers.wantsRenditions && this.#state !== 'closed';
+    if (want && this.#renditions.length === 0 && this.#settings.renditions.length > 0) {
+      this.#renditions = this.#settings.renditions.map(
+        (spec) =>
+          new Rendition({
+            streamId: this.streamId,
+            spec,
+            settings: this.#settings,
+            logger: this.#logger,
+            onAccessUnit: (au, slate) => this.readers.rendition(spec.name, au, slate),
+            onError: (message) => (this.#lastError = message),
+          }),
+      );
+    } else if (!want && this.#renditions.length > 0) {
+      for (const r of this.#renditions) r.close();
+      this.#renditions = [];
+    }
   }
 
   #onAccessUnit(au: EncodedAccessUnit): void {
@@ -518,6 +544,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     // RTP time from the output timeline (capture time for live frames), 90 kHz: the publisher's frame intervals.
     this.#landings.accessUnit(au.pts, this.#outRate.count, this.#rtpTimestamp(au.ptsMs));
     this.readers.video(au, slate);
+    for (const r of this.#renditions) r.streamAccessUnit(au, slate);
     if (this.#state === 'connecting' && this.#publisher && !slate && this.#livePushed) {
       this.#state = 'live';
       this.#startedAt = Date.now();
@@ -680,6 +707,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       ingest: this.#publisher?.stats() ?? null,
       keyUnitsForced: this.#encoder?.keyUnitsForced ?? 0,
       readers: this.readers.status(),
+      renditions: this.#renditions.map((r) => r.status()),
       soundtrack: this.#soundtrack?.status() ?? null,
       params: this.#params,
       lastError: this.#lastError,
@@ -707,6 +735,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
       () => this.#publisher?.close(reason),
       () => this.#ingest.close(),
       () => this.#encoder?.close(),
+      () => {
+        for (const r of this.#renditions) r.close();
+      },
       () => this.#slot.close(),
       () => this.#audioOut.close(),
       // After the publisher's close flushed its last segment into the recording.

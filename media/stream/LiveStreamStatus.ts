@@ -7,6 +7,7 @@ import type { AudioMappingStatus } from './AudioMappings.ts';
 import type { PixelFormat, LiveParams } from './FrameProcessor.ts';
 import type { ProcessorState } from './FrameSlot.ts';
 import type { ParamsLanding } from './ParamsLandings.ts';
+import type { RenditionStatus } from './Rendition.ts';
 import type { SlateStatus } from './SlateSwitch.ts';
 import type { SoundtrackStatus } from './Soundtrack.ts';
 import type { StageStats } from '../StageTimer.ts';
@@ -87,6 +88,8 @@ export interface LiveStreamStatus {
   keyUnitsForced: number;
   /** Each reader of the output by name (whep, hls, rtmp, …), in the order they were added. */
   readers: Record<string, ReaderStatus>;
+  /** The smaller encodes running now (settings `renditions`; empty while no reader wants them). */
+  renditions: RenditionStatus[];
   /** The soundtrack set on the stream (null: none), where it is on the node's clock. */
   soundtrack: SoundtrackStatus | null;
   params: LiveParams;

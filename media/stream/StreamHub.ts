@@ -114,8 +114,17 @@ export class StreamHub extends TypedEmitter<StreamHubEvents> {
     return false;
   }
 
+  get wantsRenditions(): boolean {
+    for (const r of this.#readers.values()) if (r.wantsRenditions === true) return true;
+    return false;
+  }
+
   video(au: EncodedAccessUnit, slate: boolean): void {
     for (const r of this.#readers.values()) if (r.video) this.#guard(r, 'video', () => r.video?.(au, slate));
+  }
+
+  rendition(name: string, au: EncodedAccessUnit, slate: boolean): void {
+    for (const r of this.#readers.values()) if (r.rendition) this.#guard(r, 'rendition', () => r.rendition?.(name, au, slate));
   }
 
   frame(frame: Frame, ptsMs: number): void {

@@ -153,6 +153,8 @@ t.test("doctor checks the live path's network settings: interfaces, port range, 
   const set = await doctor({ ...goodEnv, WHEP_VIEWERS_PER_NODE: '2400', WHEP_VIEWERS_PER_STREAM: '1200', WHEP_PER_ADDRESS_PER_MINUTE: '300' });
   t.match(get(set, 'capacity'), { detail: /2400 connected viewers \(WHEP_VIEWERS_PER_NODE\), 1200 of one stream .*300 WHEP a minute/ }, 'as the operator set it');
   t.notMatch(get(set, 'capacity')?.detail, /CASCADE_ORIGIN_VIEWERS/, 'one process: no cascade to show');
+  t.match(get(set, 'capacity')?.detail, /renditions beside the full encode: half \(0\.5 of the size, 300 kb\/s\) \(RENDITIONS\)/, 'the default rendition is shown');
+  t.match(get(await doctor({ ...goodEnv, RENDITIONS: 'none' }), 'capacity')?.detail, /renditions beside the full encode: none/, 'and none when turned off');
   const cascade = await doctor({ ...goodEnv, REDIS_URL: 'redis://127.0.0.1:1', CASCADE_ORIGIN_VIEWERS: '40', EDGE_LINGER_MS: '2000' });
   t.match(get(cascade, 'capacity'), { detail: /viewers past 40 on its own node go to other media nodes .*\(CASCADE_ORIGIN_VIEWERS\), which stop 2000 ms after their last viewer/ }, 'scale-out: the cascade as set');
   // Each viewer holds a port too: 100 ports carry 8 streams and 92 viewers, not 2400.

@@ -108,6 +108,22 @@ t.test('LL-HLS PART-HOLD-BACK: 3 parts by default, set for a cache, fewer than 2
   }
 });
 
+t.test('RENDITIONS: a half rendition by default, a list, none; nonsense refused naming the variable', async (t) => {
+  t.same(loadConfig({}).media.renditions, [{ name: 'half', scale: 0.5, bitrateKbps: 300 }], 'half size at 300 kb/s by default');
+  t.same(
+    loadConfig({ RENDITIONS: 'sd=0.5@600, low=.25@150' }).media.renditions,
+    [
+      { name: 'sd', scale: 0.5, bitrateKbps: 600 },
+      { name: 'low', scale: 0.25, bitrateKbps: 150 },
+    ],
+    'a list, in order',
+  );
+  t.same(loadConfig({ RENDITIONS: 'none' }).media.renditions, [], 'none: the full encode only');
+  for (const bad of ['half', 'half=1@300', 'half=0.05@300', 'half=0.5@20', 'a=0.5@300,a=0.4@200', 'master=0.5@300', 'Half=0.5@300', '']) {
+    t.throws(() => loadConfig({ RENDITIONS: bad }), { name: 'ConfigError', variable: 'RENDITIONS' }, `RENDITIONS=${JSON.stringify(bad)} is refused`);
+  }
+});
+
 t.test('publisher NACK settings: defaults, overrides, nonsense named', async (t) => {
   t.match(loadConfig({}).media, { jitterMaxLatencyMs: 500, nackMaxRetries: 5, nackMaxBitrateShare: 0.25 });
   const c = loadConfig({ WHIP_REORDER_WAIT_MAX_MS: '800', WHIP_NACK_MAX_RETRIES: '0', WHIP_NACK_MAX_BITRATE_PCT: '10' });

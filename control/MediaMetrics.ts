@@ -79,6 +79,20 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
       for (const [codec, n] of Object.entries(w.viewersByCodec)) set({ stream_id: s.streamId, codec }, n);
     }),
   );
+  // Renditions (decision 0031): where each viewer's link put it, and what its link is estimated to carry.
+  gauge('reverie_media_viewers_by_rendition', 'H.264 WHEP viewers of the stream by the rendition they are sent (full = the full encode).', ['stream_id', 'rendition'], (set) =>
+    whep((s, w) => {
+      for (const [rendition, n] of Object.entries(w.viewersByRendition)) set({ stream_id: s.streamId, rendition }, n);
+    }),
+  );
+  gauge('reverie_media_viewer_estimate_bits_per_second', "Each adaptive WHEP viewer's receive-side bandwidth estimate (REMB), bit/s (the first 50 viewers of a stream).", ['stream_id', 'session_id', 'rendition'], (set) =>
+    whep((s, w) => {
+      for (const b of w.bandwidth) if (b.estimateBps !== null) set({ stream_id: s.streamId, session_id: b.sessionId, rendition: b.rendition || 'full' }, b.estimateBps);
+    }),
+  );
+  gauge('reverie_media_renditions_running', 'Rendition encoders running for the stream (RENDITIONS).', ['stream_id'], (set) => {
+    for (const stream of node.streams()) set({ stream_id: stream.streamId }, stream.status().renditions.filter((r) => r.running).length);
+  });
   gauge('reverie_media_viewer_audio_hold_seconds', "How long WHEP viewers' sound waits at the node for the picture of its moment (the picture's delay from capture), seconds.", ['stream_id'], (set) =>
     whep((s, w) => set({ stream_id: s.streamId }, w.viewerAudioHoldMs / 1000)),
   );

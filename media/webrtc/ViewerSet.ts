@@ -1,6 +1,7 @@
 /**
  * A stream's WHEP viewers and what they share: one SSRC per output (viewers differ only in payload
- * types), the 90 kHz output clock, and one packetization per codec. A frame's packets are made
+ * types, and in the rendition their link carries), the 90 kHz output clock, and one packetization
+ * per codec and rendition. A frame's packets are made
  * once and rewritten once per payload type in use (viewers negotiate their own numbers; most
  * browsers share one), so N viewers cost N sends, not N packetizations.
  *
@@ -17,7 +18,11 @@ import type { SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from '../settings.ts';
 import { RtpSequence } from './RtpSequence.ts';
 import { ViewerAudio } from './ViewerAudio.ts';
+import type { Rung, ViewerBandwidthStatus } from './ViewerBandwidth.ts';
 import { randomSsrc, WhepSession } from './WhepSession.ts';
+
+/** What a viewer's Opus needs on the wire, bit/s (Opus at its usual 32–64 kb/s with RTP framing): part of each rendition's need. */
+const VIEWER_AUDIO_BPS = 40_000;
 
 /** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
 export const OUTPUT_PT = 96;
@@ -45,7 +50,12 @@ export class ViewerSet {
   readonly #viewers = new Map<string, WhepSession>();
   /** What every viewer is sent under: one SSRC per output. */
   readonly ssrcs = { h264: randomSsrc(), vp8: randomSsrc(), audio: randomSsrc() };
-  readonly #packetizer: H264Packetizer;
+  /** One H.264 packetization per encode ('' = the full one, else a rendition's): one SSRC, a sequence each (sessions join them up). */
+  readonly #packetizers = new Map<string, H264Packetizer>();
+  /** When each encode's last access unit came (performance.now()): a viewer moves only to one that flows. */
+  readonly #lastUnitAt = new Map<string, number>();
+  /** The renditions a viewer may move between, best first (one rung: no adaptation). */
+  readonly #ladder: Rung[];
   /** The viewers' sound: placed on the capture clock, held until the picture of its moment goes out. */
   readonly #audio = new ViewerAudio({ send: (rtp) => this.#sendAudioNow(rtp) });
   readonly #audioSeq = new RtpSequence();
@@ -58,7 +68,18 @@ export class ViewerSet {
 
   constructor(opts: ViewerSetOptions) {
     this.#opts = opts;
-    this.#packetizer = new H264Packetizer({ ssrc: this.ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: opts.settings.rtpMaxPayload });
+    const s = opts.settings;
+    for (const name of ['', ...s.renditions.map((r) => r.name)]) {
+      this.#packetizers.set(name, new H264Packetizer({ ssrc: this.ssrcs.h264, payloadType: OUTPUT_PT, maxPayload: s.rtpMaxPayload }));
+    }
+    // What each needs on the wire: video at its target + RTP framing (≈ 10 %) + the viewer's Opus.
+    const need = (kbps: number) => Math.round(kbps * 1000 * 1.1 + VIEWER_AUDIO_BPS);
+    this.#ladder = [{ name: '', bps: need(s.videoBitrateKbps) }, ...s.renditions.map((r) => ({ name: r.name, bps: need(r.bitrateKbps) }))].sort((a, b) => b.bps - a.bps);
+  }
+
+  /** Whether `rendition`'s access units flow now (one came in the last second). */
+  #flowing(rendition: string): boolean {
+    return performance.now() - (this.#lastUnitAt.get(rendition) ?? -Infinity) < 1000;
   }
 
   /** Viewers, all codecs, connected or not. */
@@ -96,7 +117,7 @@ export class ViewerSet {
    * A new viewer, held until it closes. 503-class MediaError when the stream has
    * maxViewersPerStream connected viewers, or maxPendingViewersPerStream still connecting.
    */
-  create(offer: PreparedOffer, sessionId: string): WhepSession {
+  create(offer: PreparedOffer, sessionId: string, opts: { adaptive?: boolean } = {}): WhepSession {
     const s = this.#opts.settings;
     const connected = this.connected();
     if (connected >= s.maxViewersPerStream) {
@@ -115,6 +136,7 @@ export class ViewerSet {
       settings: s,
       ssrcs: { video: codec === 'VP8' ? this.ssrcs.vp8 : this.ssrcs.h264, audio: this.ssrcs.audio },
       clock: this.#clock,
+      ...(opts.adaptive !== false && codec === 'H264' ? { ladder: this.#ladder, flowing: (r: string) => this.#flowing(r) } : {}),
       logger: this.#opts.logger,
     });
     this.#viewers.set(sessionId, session);
@@ -123,15 +145,35 @@ export class ViewerSet {
     return session;
   }
 
-  /** One H.264 access unit (RTP time `ts`), packetized once, to every H.264 viewer. */
-  sendH264(nals: readonly Uint8Array[], ts: number, keyframe: boolean): void {
-    this.fanOut('H264', this.#packetizer.packetize(nals, ts), keyframe);
+  /** One H.264 access unit (RTP time `ts`) of `rendition` ('' = the full encode), packetized once, to every H.264 viewer. */
+  sendH264(nals: readonly Uint8Array[], ts: number, keyframe: boolean, rendition = ''): void {
+    const packetizer = this.#packetizers.get(rendition);
+    if (!packetizer) return;
+    this.#lastUnitAt.set(rendition, performance.now());
+    this.fanOut('H264', packetizer.packetize(nals, ts), keyframe, rendition);
   }
 
-  /** One frame's packets (written with OUTPUT_PT) to every viewer of `codec`. */
-  fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean): void {
+  /** Viewers by the rendition they are sent now ('' = the full encode; H.264 viewers only). */
+  byRendition(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const v of this.#viewers.values()) if (v.codec === 'H264') out[v.rendition || 'full'] = (out[v.rendition || 'full'] ?? 0) + 1;
+    return out;
+  }
+
+  /** Each adaptive viewer's link and rendition (at most `limit`). */
+  bandwidths(limit: number): (ViewerBandwidthStatus & { sessionId: string })[] {
+    const out: (ViewerBandwidthStatus & { sessionId: string })[] = [];
+    for (const v of this.#viewers.values()) {
+      const b = v.bandwidth();
+      if (b && out.length < limit) out.push({ sessionId: v.id, ...b });
+    }
+    return out;
+  }
+
+  /** One frame's packets (written with OUTPUT_PT) of `rendition` to every viewer of `codec`, each taking the rendition it is sent. */
+  fanOut(codec: VideoCodec, packets: Buffer[], keyframe: boolean, rendition = ''): void {
     const first = packets[0];
-    if (first && first.length >= 12) {
+    if (first && first.length >= 12 && rendition === '') {
       // Its output time, back from its RTP time (signed distance from now's, 90 kHz): how late the picture goes.
       const now = performance.now();
       const ticks = rtpDelta(first.readUInt32BE(4), this.rtpTimestamp(now));
@@ -142,13 +184,13 @@ export class ViewerSet {
       if (v.codec !== codec) continue;
       const pt = v.videoPayloadType;
       if (pt === OUTPUT_PT) {
-        v.sendAccessUnit(packets, keyframe);
+        v.sendAccessUnit(packets, keyframe, rendition);
         continue;
       }
       byPt ??= new Map();
       let copy = byPt.get(pt);
       if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, pt))));
-      v.sendAccessUnit(copy, keyframe);
+      v.sendAccessUnit(copy, keyframe, rendition);
     }
   }
 

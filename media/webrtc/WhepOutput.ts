@@ -41,6 +41,10 @@ export interface WhepOutputStats {
   /** How long viewers' sound waits for the picture of its moment now, ms (ViewerAudio; 0 without a picture). */
   viewerAudioHoldMs: number;
   vp8: Vp8BranchStatus;
+  /** H.264 viewers by the rendition they are sent now (`full` = the full encode). */
+  viewersByRendition: Record<string, number>;
+  /** The first 50 adaptive viewers' links: rendition, estimate, loss, probe, moves. */
+  bandwidth: ReturnType<ViewerSet['bandwidths']>;
 }
 
 export class WhepOutput implements StreamReader {
@@ -84,6 +88,11 @@ export class WhepOutput implements StreamReader {
     return this.#viewers.size > 0;
   }
 
+  /** Viewers move between the renditions as their links allow (ViewerBandwidth). */
+  get wantsRenditions(): boolean {
+    return this.#settings.renditions.length > 0;
+  }
+
   /** With a soundtrack, the mix is encoded to Opus only while some viewer takes audio. */
   get wantsOpus(): boolean {
     return this.#viewers.audioViewers() > 0;
@@ -116,6 +125,11 @@ export class WhepOutput implements StreamReader {
     this.#viewers.sendH264(nals, this.#ctx.rtpTimestamp(au.ptsMs), au.keyframe);
   }
 
+  rendition(name: string, au: EncodedAccessUnit): void {
+    const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD);
+    this.#viewers.sendH264(nals, this.#ctx.rtpTimestamp(au.ptsMs), au.keyframe, name);
+  }
+
   frame(frame: Frame, ptsMs: number): void {
     this.#vp8.push(frame, ptsMs);
   }
@@ -143,7 +157,8 @@ export class WhepOutput implements StreamReader {
    */
   async addViewer(offer: PreparedOffer, sessionId: string, opts: { edge?: string | undefined } = {}): Promise<{ session: WhepSession; answer: string }> {
     if (this.#closed) throw new InvalidStateError(`stream closed [streamId:${this.#ctx.streamId}]`);
-    const session = this.#viewers.create(offer, sessionId);
+    // An edge's pull carries that node's viewers: always the full encode.
+    const session = this.#viewers.create(offer, sessionId, { adaptive: opts.edge === undefined });
     if (opts.edge !== undefined) {
       // An edge node's pull: one session that carries that node's viewers of this stream.
       this.#edges.add(session);
@@ -159,6 +174,8 @@ export class WhepOutput implements StreamReader {
       this.#ctx.requestSourceKeyframe();
     });
     session.on('keyframeRequest', () => this.#requestKeyUnit(session.codec));
+    // Renditions share the stream encoder's key frames: one request brings the move.
+    session.on('renditionWanted', () => this.#ctx.requestKeyUnit());
     session.once('close', () => {
       if (session.codec === 'VP8' && this.#viewers.count('VP8') === 0) this.#vp8.viewersGone();
       this.#ctx.changed();
@@ -181,6 +198,8 @@ export class WhepOutput implements StreamReader {
       viewersByCodec: { H264: this.#viewers.count('H264'), VP8: this.#viewers.count('VP8') },
       viewerAudioHoldMs: this.#viewers.audioHoldMs,
       vp8: this.#vp8.status(),
+      viewersByRendition: this.#viewers.byRendition(),
+      bandwidth: this.#viewers.bandwidths(50),
     };
   }
 

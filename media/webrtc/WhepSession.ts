@@ -3,7 +3,9 @@
  * the viewer's recvonly offer with a sendonly video track of one codec (H.264, or VP8 for viewers
  * without H.264) and Opus when the viewer offered audio. It never encodes: the stream packetizes
  * each encoded frame once and hands the same RTP bytes to every viewer of that codec (the
- * stream's SSRC and sequence numbers; only the payload type is the viewer's own). SRTP, UDP and
+ * stream's SSRC and sequence numbers; only the payload type is the viewer's own). An H.264 viewer
+ * moves between the stream's renditions as its RTCP says its link allows (ViewerBandwidth), its
+ * sequence continued across the move (decision 0031). SRTP, UDP and
  * retransmissions for NACKs happen in libdatachannel's C++, about 6× cheaper per viewer than in
  * JavaScript (decision 0007); ICE is libjuice, host candidates on the configured addresses and
  * ports, plus the announced addresses.
@@ -16,6 +18,8 @@ import nodeDataChannel, { type PeerConnection, type Track } from 'node-datachann
 import type { Logger } from 'pino';
 import { InvalidStateError } from '../errors.ts';
 import { offerRefused, type TransportOptions } from './PeerTransport.ts';
+import { readRtcpFeedback, type RtcpFeedback } from './RtcpFeedback.ts';
+import { ViewerBandwidth, type Rung, type ViewerBandwidthStatus } from './ViewerBandwidth.ts';
 import { rewriteAnswerCandidates, type PreparedOffer, type VideoCodec } from './Sdp.ts';
 import { SENDER_REPORT_INTERVAL_MS, senderReport, type ReportedTime, type SenderClock } from './SenderReport.ts';
 import type { MediaSettings } from '../settings.ts';
@@ -29,6 +33,8 @@ export type WhepSessionEvents = {
   connected: [];
   /** The viewer sent PLI or FIR. */
   keyframeRequest: [];
+  /** Its link calls for another rendition: it moves at that rendition's next key frame (ask for one). */
+  renditionWanted: [string];
   close: [SessionCloseReason];
 };
 
@@ -47,6 +53,13 @@ export interface WhepSessionOptions {
   ssrcs: OutputSsrcs;
   /** Where each output's RTP time stands against capture time (the stream's; for sender reports). */
   clock: SenderClock;
+  /**
+   * The renditions this viewer may move between, best first (ViewerBandwidth); absent: the full
+   * encode only (VP8 viewers, edges' pulls, nodes without renditions).
+   */
+  ladder?: readonly Rung[];
+  /** Whether a rendition's access units flow now ('' = the full encode): a viewer leaves its rendition only for one that does. */
+  flowing?: (rendition: string) => boolean;
   logger: Logger;
 }
 
@@ -58,6 +71,11 @@ const RTP_HEADER = 12;
 
 /** Packets of sent video the NACK responder keeps for retransmission (≈ 2 s at 1.5 Mb/s). */
 const NACK_BUFFER_PACKETS = 512;
+
+/** Padding of one probe packet, bytes: RTP's padding count is one octet (RFC 3550 §5.1). */
+const PADDING_BYTES = 255;
+/** Probe padding goes out in bursts this far apart, ms. */
+const PADDING_TICK_MS = 20;
 
 /** True if a compound RTCP packet holds a PLI (PSFB FMT 1) or FIR (PSFB FMT 4). */
 export function asksForKeyframe(rtcp: Buffer): boolean {
@@ -99,6 +117,22 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   readonly lastReports: { video: ReportedTime | null; audio: ReportedTime | null } = { video: null, audio: null };
   #videoReportAt = -Infinity;
   #audioReportAt = -Infinity;
+  /** Which rendition its link carries (null: the full encode only). */
+  readonly #bw: ViewerBandwidth | null;
+  /** The rendition it is sent now ('' = the full encode). */
+  #rendition = '';
+  /** Added to the sequence numbers of what it is sent (16 bits): its sequence runs on across renditions and padding. */
+  #seqOffset = 0;
+  /** The last video sequence number and RTP time it was sent (null before any). */
+  #lastSeq: number | null = null;
+  #lastTs = 0;
+  /** Its rendition's key frame was skipped for the one it moves to: nothing of the old goes out until then. */
+  #leaving = false;
+  #padTimer: NodeJS.Timeout | undefined;
+  paddingPacketsSent = 0;
+  /** Video octets sent (media, padding) at the start of the current rate window, and when it started. */
+  #rateMark = { at: performance.now(), octets: 0 };
+  #sentBps = 0;
 
   constructor(opts: WhepSessionOptions) {
     super(opts.logger);
@@ -111,6 +145,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     this.audioPayloadType = opts.offer.audio?.payloadType;
     this.#opts = opts;
     this.#logger = opts.logger;
+    this.#bw = opts.ladder && opts.ladder.length > 1 && this.codec === 'H264' ? new ViewerBandwidth(opts.ladder) : null;
     const t = opts.transport;
     const bindAddress = t.iceAddresses?.find((a) => !a.includes(':'));
     this.#pc = new NdcPeerConnection(`whep-${opts.id.slice(0, 8)}`, {
@@ -154,6 +189,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     track.setMediaHandler(new RtcpNackResponder(NACK_BUFFER_PACKETS));
     track.onMessage((rtcp) => {
       if (asksForKeyframe(rtcp)) this.#onKeyframeRequest();
+      if (this.#bw) this.#onFeedback(readRtcpFeedback(rtcp, ssrc));
     });
     return releasable(track);
   }
@@ -212,20 +248,48 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     return this.#waitingKeyframe;
   }
 
+  /** The rendition it is sent now ('' = the full encode). */
+  get rendition(): string {
+    return this.#rendition;
+  }
+
+  /** Its link as its RTCP tells it, and the rendition that follows (null: not adaptive). */
+  bandwidth(): ViewerBandwidthStatus | null {
+    return this.#bw?.status() ?? null;
+  }
+
   /**
    * Sends one encoded frame's packets (of this.codec, already carrying this viewer's payload
-   * type); skipped until connected and until a keyframe starts the feed.
+   * type) of `rendition` ('' = the full encode); skipped until connected and until a keyframe
+   * starts the feed. Of the renditions it is handed, it sends the one its link calls for, and
+   * moves to another at that rendition's key frame: the one it leaves has a key frame of the same
+   * picture just before (renditions share key frames), which is skipped so the viewer gets one
+   * picture per timestamp; its sequence numbers run on across the move.
    */
-  sendAccessUnit(packets: readonly Buffer[], keyframe: boolean): void {
+  sendAccessUnit(packets: readonly Buffer[], keyframe: boolean, rendition = ''): void {
     if (this.#closed || !this.#connected || !this.#video) return;
+    const wanted = this.#bw?.rendition ?? '';
     if (this.#waitingKeyframe) {
-      if (!keyframe) return;
+      if (!keyframe || rendition !== wanted) return;
       this.#waitingKeyframe = false;
+      this.#rendition = rendition;
+    } else if (rendition !== this.#rendition) {
+      if (rendition !== wanted || !keyframe) return;
+      this.#moveTo(rendition, packets[0]);
+    } else if (rendition !== wanted && keyframe && (this.#opts.flowing?.(wanted) ?? false)) {
+      // The wanted rendition's key frame of this very picture comes next: the move happens on it.
+      this.#leaving = true;
+      return;
+    } else if (this.#leaving) {
+      return;
     }
     for (const p of packets) {
+      const out = this.#seqOffset === 0 ? p : withSeq(p, (p.readUInt16BE(2) + this.#seqOffset) & 0xffff);
       this.videoPacketsSent++;
-      this.videoOctetsSent += p.length - RTP_HEADER;
-      if (!sendOn(this.#video, p)) return;
+      this.videoOctetsSent += out.length - RTP_HEADER;
+      if (!sendOn(this.#video, out)) return;
+      this.#lastSeq = out.readUInt16BE(2);
+      this.#lastTs = out.readUInt32BE(4);
     }
     const now = performance.now();
     if (now - this.#videoReportAt >= SENDER_REPORT_INTERVAL_MS) {
@@ -233,6 +297,64 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
       const time = { rtp: this.#opts.clock.video(now), ntpMs: performance.timeOrigin + now };
       this.lastReports.video = time;
       sendOn(this.#video, senderReport(this.#opts.ssrcs.video, time, this.videoPacketsSent, this.videoOctetsSent, CNAME));
+    }
+  }
+
+  /** Moves to `rendition` at its key frame whose first packet is `first`: the sequence runs on from the last one sent. */
+  #moveTo(rendition: string, first: Buffer | undefined): void {
+    const from = this.#rendition;
+    this.#rendition = rendition;
+    this.#leaving = false;
+    if (first && this.#lastSeq !== null) this.#seqOffset = (this.#lastSeq + 1 - first.readUInt16BE(2)) & 0xffff;
+    this.#logger.info(`moveTo() | viewer moved [sessionId:${this.id}] [from:${from || 'full'}] [to:${rendition || 'full'}] [estimateBps:${this.#bw?.status().estimateBps ?? 'none'}]`);
+  }
+
+  #onFeedback(fb: RtcpFeedback): void {
+    const bw = this.#bw;
+    if (!bw || this.#closed) return;
+    const now = performance.now();
+    if (now - this.#rateMark.at >= 1000) {
+      this.#sentBps = ((this.videoOctetsSent - this.#rateMark.octets) * 8 * 1000) / (now - this.#rateMark.at);
+      this.#rateMark = { at: now, octets: this.videoOctetsSent };
+    }
+    const before = bw.rendition;
+    if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) {
+      this.#leaving = false;
+      this.safeEmit('renditionWanted', bw.rendition);
+    }
+    if (bw.probeBps > 0 && !this.#padTimer) {
+      this.#padTimer = setInterval(() => this.#pad(), PADDING_TICK_MS);
+      this.#logger.debug(`probe() | probing for the next rendition up [sessionId:${this.id}] [estimateBps:${bw.status().estimateBps}] [probeBps:${Math.round(bw.probeBps)}]`);
+    } else if (bw.probeBps === 0 && this.#padTimer) {
+      clearInterval(this.#padTimer);
+      this.#padTimer = undefined;
+      this.#logger.debug(`probe() | probe ended [sessionId:${this.id}] [rendition:${bw.rendition || 'full'}] [estimateBps:${bw.status().estimateBps}] [fractionLost:${bw.status().fractionLost}]`);
+    }
+  }
+
+  /**
+   * Probe padding (ViewerBandwidth): padding-only RTP packets in its video sequence, at the RTP
+   * time of the last frame sent. The receiver discards them after its bandwidth estimator counted them.
+   */
+  #pad(): void {
+    const rate = this.#bw?.probeBps ?? 0;
+    if (this.#closed || !this.#video || rate <= 0 || this.#lastSeq === null) return;
+    const packets = Math.ceil((rate * PADDING_TICK_MS) / 1000 / 8 / (RTP_HEADER + PADDING_BYTES));
+    let last: number = this.#lastSeq;
+    for (let i = 0; i < packets; i++) {
+      const seq = (last + 1) & 0xffff;
+      const p = Buffer.alloc(RTP_HEADER + PADDING_BYTES);
+      p[0] = 0xa0; // V=2, P=1
+      p[1] = this.videoPayloadType & 0x7f;
+      p.writeUInt16BE(seq, 2);
+      p.writeUInt32BE(this.#lastTs >>> 0, 4);
+      p.writeUInt32BE(this.#opts.ssrcs.video >>> 0, 8);
+      p[p.length - 1] = PADDING_BYTES;
+      if (!sendOn(this.#video, p)) return;
+      this.#lastSeq = last = seq;
+      this.#seqOffset = (this.#seqOffset + 1) & 0xffff;
+      this.paddingPacketsSent++;
+      this.videoOctetsSent += PADDING_BYTES;
     }
   }
 
@@ -260,6 +382,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
+    clearInterval(this.#padTimer);
     try {
       // Closing a track drops its callbacks (onMessage holds this session); pc.close() does not.
       this.#video?.close();
@@ -295,6 +418,13 @@ function sendOn(track: Track, packet: Buffer): boolean {
   } catch {
     return false;
   }
+}
+
+/** A copy of an RTP packet with another sequence number. */
+function withSeq(rtp: Buffer, seq: number): Buffer {
+  const out = Buffer.from(rtp);
+  out.writeUInt16BE(seq, 2);
+  return out;
 }
 
 function releasable(track: Track): Track {

@@ -85,7 +85,7 @@ const GATHERED = `async function gathered(pc) {
   });
 }`;
 
-const RECEIVER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><script>
+export const RECEIVER_PAGE = `<!doctype html><html><body><video id="v" autoplay muted playsinline></video><script>
 ${GATHERED}
 function show(pc) {
   const v = document.getElementById('v');
@@ -147,7 +147,7 @@ async function asY4m(h264: string): Promise<string> {
   return y4m;
 }
 
-async function openPage(ctx: BrowserContext, url: string, html: string): Promise<Page> {
+export async function openPage(ctx: BrowserContext, url: string, html: string): Promise<Page> {
   const page = await ctx.newPage();
   await page.route(url, (route) => route.fulfill({ contentType: 'text/html', body: html }));
   await page.goto(url);

@@ -1,0 +1,128 @@
+/**
+ * Which rendition one WHEP viewer's link carries (docs/decisions/0031-renditions.md), from what its
+ * RTCP says: Chromium's receive-side estimate (REMB) and the fraction of our packets it lost
+ * (receiver reports).
+ *
+ * - Down, at once: the estimate falls below 80 % of what we send it (the receiver saw its queue
+ *   grow: libwebrtc then reports ≈ 85 % of what arrives), or a report says ≥ 10 % lost. It goes to
+ *   the best rendition the estimate carries (the lowest when none does).
+ * - Up: only on evidence. The receiver's estimate grows with what arrives (≤ 1.5× of it), so a
+ *   viewer on a small rendition is never estimated able to take the full one from its own media.
+ *   After `probeAfterMs` without loss it is sent padding on top of its media, ramping with the
+ *   estimate (never above 1.25× of it, never past the next rendition up × 1.1): a link with room
+ *   lets the estimate follow it until it reaches the next rendition's rate, and the viewer moves
+ *   up; a link without room shows queueing (the estimate falls) or loss, and the probe stops, to
+ *   start again after twice the wait (up to 32 s).
+ */
+
+export interface Rung {
+  /** '' for the full encode; else a rendition's name. */
+  name: string;
+  /** What it needs on the wire, bit/s (video at its target, audio and RTP framing). */
+  bps: number;
+}
+
+export interface ViewerBandwidthStatus {
+  rendition: string;
+  /** The viewer's latest estimate (REMB), bit/s; null before one came. */
+  estimateBps: number | null;
+  /** Fraction lost in its latest receiver report (0–1); null before one came. */
+  fractionLost: number | null;
+  /** Padding sent on top of the media now, bit/s (0: not probing). */
+  probeBps: number;
+  /** Moves between renditions since the viewer joined. */
+  switches: number;
+}
+
+/** An estimate older than this is not acted on, ms (Chromium sends REMB every ≈ 200 ms–1 s). */
+const ESTIMATE_FRESH_MS = 3000;
+const LOSS_DOWN = 0.1;
+/** Loss while probing, over the link's usual loss, that ends the probe (the link has no room). */
+const LOSS_PROBE_STOP = 0.03;
+const FIRST_PROBE_AFTER_MS = 4000;
+const MAX_PROBE_AFTER_MS = 32_000;
+
+export class ViewerBandwidth {
+  readonly #ladder: readonly Rung[];
+  #rung = 0;
+  #estimate: number | null = null;
+  #estimateAt = -Infinity;
+  #fractionLost: number | null = null;
+  #probeAfterMs = FIRST_PROBE_AFTER_MS;
+  /** When the viewer last moved down or a probe failed: probes wait `probeAfterMs` from here. */
+  #quietSince: number;
+  #probeBps = 0;
+  #switches = 0;
+  /** The loss the link shows without a probe (moving average of reports): a lossy radio link is not a full one. */
+  #usualLoss = 0;
+
+  /** `ladder`: best first (the full encode), at least one rung. */
+  constructor(ladder: readonly Rung[], now = performance.now()) {
+    this.#ladder = ladder;
+    this.#quietSince = now;
+  }
+
+  /** The rendition the viewer should get ('' = the full encode). */
+  get rendition(): string {
+    return this.#ladder[this.#rung]?.name ?? '';
+  }
+
+  /** Padding to send on top of the media now, bit/s. */
+  get probeBps(): number {
+    return this.#probeBps;
+  }
+
+  /**
+   * One RTCP packet's news. `sentBps`: what the viewer was sent over the last second (media,
+   * retransmissions and padding). Returns whether the rendition changed.
+   */
+  update(fb: { fractionLost?: number; rembBps?: number }, sentBps: number, now = performance.now()): boolean {
+    const before = this.#rung;
+    if (fb.rembBps !== undefined) {
+      this.#estimate = fb.rembBps;
+      this.#estimateAt = now;
+    }
+    if (fb.fractionLost !== undefined) {
+      this.#fractionLost = fb.fractionLost;
+      if (this.#probeBps === 0) this.#usualLoss += (fb.fractionLost - this.#usualLoss) / 4;
+    }
+    const fresh = now - this.#estimateAt <= ESTIMATE_FRESH_MS ? this.#estimate : null;
+    const lossy = fb.fractionLost !== undefined && fb.fractionLost >= LOSS_DOWN;
+    const squeezed = fresh !== null && fb.rembBps !== undefined && sentBps > 0 && fresh < 0.8 * sentBps;
+    if (this.#probeBps > 0 && (lossy || squeezed || (fb.fractionLost ?? 0) >= this.#usualLoss + LOSS_PROBE_STOP)) {
+      // The link had no room for the probe: it stops, and the next waits twice as long.
+      this.#probeBps = 0;
+      this.#probeAfterMs = Math.min(MAX_PROBE_AFTER_MS, this.#probeAfterMs * 2);
+      this.#quietSince = now;
+      return false;
+    }
+    if (lossy || (squeezed && fresh < (this.#ladder[this.#rung]?.bps ?? 0))) {
+      // Down to the best rung the estimate carries (with loss and no estimate: one rung).
+      let to = Math.min(this.#ladder.length - 1, this.#rung + 1);
+      if (fresh !== null) while (to < this.#ladder.length - 1 && (this.#ladder[to]?.bps ?? 0) > fresh) to++;
+      if (to > this.#rung) {
+        this.#rung = to;
+        this.#quietSince = now;
+        this.#probeBps = 0;
+      }
+    } else if (this.#rung > 0 && fresh !== null) {
+      const up = this.#ladder[this.#rung - 1] as Rung;
+      const here = this.#ladder[this.#rung] as Rung;
+      if (fresh >= up.bps) {
+        this.#rung--;
+        this.#probeBps = 0;
+        this.#probeAfterMs = FIRST_PROBE_AFTER_MS;
+        this.#quietSince = now;
+      } else if (now - this.#quietSince >= this.#probeAfterMs) {
+        // Padding up to 1.25× the estimate (what the receiver's estimator may grow to), never past the next rung.
+        this.#probeBps = Math.max(0, Math.min(up.bps * 1.1, fresh * 1.25) - here.bps);
+      }
+    }
+    if (this.#rung !== before) this.#switches++;
+    return this.#rung !== before;
+  }
+
+  status(): ViewerBandwidthStatus {
+    return { rendition: this.rendition, estimateBps: this.#estimate, fractionLost: this.#fractionLost, probeBps: Math.round(this.#probeBps), switches: this.#switches };
+  }
+}

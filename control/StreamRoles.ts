@@ -200,7 +200,16 @@ export async function startStreamRoles(config: Readonly<Config>, deps: RoleDeps 
 
   // The resolvers above need the service even when this process does not serve the REST API.
   if (has('api') || has('media')) {
-    service = new StreamService({ store: deps.store, media, publicUrl: config.publicUrl, logger: deps.logger, outboundPolicy, deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000, ...(deps.now ? { now: deps.now } : {}) });
+    service = new StreamService({
+      store: deps.store,
+      media,
+      publicUrl: config.publicUrl,
+      logger: deps.logger,
+      outboundPolicy,
+      deletedStatusTtlMs: config.deletedStreamStatusTtlS * 1000,
+      renditions: config.media.renditions.map((r) => r.name),
+      ...(deps.now ? { now: deps.now } : {}),
+    });
     const gate = new AdmissionGate({ client: overrides.admissionClient ?? null, settings: config.admission, logger: deps.logger, ...(deps.now ? { now: deps.now } : {}) });
     // Requests a rule decided (served from the decision cache or not), and the hook calls made: their ratio is the cache's worth.
     const checks = deps.metrics.counter('reverie_admission_checks_total', 'Publish and play requests an admission rule decided.', ['action', 'protocol', 'rule', 'result']);

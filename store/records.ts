@@ -151,6 +151,8 @@ export interface RtmpOutputRecord {
   name: string;
   url: string;
   enabled: boolean;
+  /** A rendition of the stream's output to push (the node's RENDITIONS); absent: the full encode. */
+  rendition?: string;
 }
 export type StreamEndReason = 'timeout' | 'deleted' | 'credits_exhausted';
 

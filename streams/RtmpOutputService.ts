@@ -10,7 +10,7 @@ import { PRIMARY_RTMP, redactRtmpUrl, type RtmpDestinationStatus } from '../medi
 import type { Account, RtmpOutputRecord, Store, StreamRecord } from '../store/index.ts';
 import { streamError } from '../errors/index.ts';
 import type { MediaNodeClient } from './MediaNodeClient.ts';
-import type { StreamService } from './StreamService.ts';
+import { rtmpOutputRecord, type StreamService } from './StreamService.ts';
 
 /** A destination as the API shows it. */
 export interface RtmpOutputView {
@@ -18,6 +18,8 @@ export interface RtmpOutputView {
   /** The stream key (last path segment) is shown as `…`. */
   url: string;
   enabled: boolean;
+  /** The rendition pushed (null: the full encode). */
+  rendition: string | null;
   /** `disabled`, `idle` (no publisher), or the push's `connecting` / `live` / `reconnecting`. */
   state: 'disabled' | 'idle' | 'connecting' | 'live' | 'reconnecting' | 'closed';
   reconnects: number;
@@ -49,8 +51,8 @@ export class RtmpOutputService {
 
   async set(account: Account, id: string, outputs: RtmpOutputRecord[]): Promise<RtmpOutputView[]> {
     const stream = await this.#own(account, id);
-    for (const [i, o] of outputs.entries()) await this.#o.streams.checkRtmpTarget(o.url, `outputs[${i}].url`);
-    const list = outputs.map((o) => ({ name: o.name, url: o.url, enabled: o.enabled }));
+    for (const [i, o] of outputs.entries()) await this.#o.streams.checkRtmpOutput(o, i);
+    const list = outputs.map(rtmpOutputRecord);
     const updated = await this.#o.store.streams.update(stream.id, { rtmpOutputs: list, updatedAt: new Date().toISOString() });
     if (!updated) throw streamError('STREAMS/NOT_FOUND', `No stream ${id} on this account.`, { details: { id } });
     if (stream.nodeId) {
@@ -79,6 +81,7 @@ export class RtmpOutputService {
         name: o.name,
         url: redactRtmpUrl(o.url),
         enabled: o.enabled,
+        rendition: ('rendition' in o ? o.rendition : undefined) ?? null,
         state: !o.enabled ? 'disabled' : (push?.state ?? 'idle'),
         reconnects: push?.reconnects ?? 0,
         live_since: push?.liveSince ?? null,

@@ -13,6 +13,7 @@ import { newId, StoreError } from '../store/index.ts';
 import { AddressPolicy, BlockedAddressError, normalizeHost } from '../outbound/index.ts';
 import { streamError, withoutPaths } from '../errors/index.ts';
 import type { LandedInfo, MediaNodeClient, MediaNodeInfo, ParamsUpdate } from './MediaNodeClient.ts';
+import { DEFAULT_MEDIA_SETTINGS } from '../media/index.ts';
 import { PromptFilter } from './PromptFilter.ts';
 import { statusView, type StatusData } from './StreamStatusView.ts';
 import { endSession, LIVE_STREAMS_PER_PLAN, STREAMING_ALLOWANCE_SECONDS, streamingUsed } from './StreamLifecycle.ts';
@@ -128,6 +129,13 @@ export interface StreamServiceOptions {
    * Checked here when the stream is created, and again by the media node at every connection.
    */
   outboundPolicy?: AddressPolicy;
+  /** Names of the renditions the media nodes encode (RENDITIONS): what an RTMP output may push. Default the media defaults. */
+  renditions?: readonly string[];
+}
+
+/** An RTMP output as stored (and sent to the node): the rendition only when one is chosen. */
+export function rtmpOutputRecord(o: RtmpOutputRecord): RtmpOutputRecord {
+  return { name: o.name, url: o.url, enabled: o.enabled, ...(o.rendition !== undefined ? { rendition: o.rendition } : {}) };
 }
 
 const issuesError = (issues: ParamIssue[]) =>
@@ -147,8 +155,11 @@ export class StreamService {
   readonly #outbound: AddressPolicy;
   readonly #rate: { max: number; windowMs: number };
   readonly #deletedStatusTtlMs: number;
+  /** Names of the renditions the media nodes encode: what an RTMP output may push. */
+  readonly #renditions: readonly string[];
 
   constructor(opts: StreamServiceOptions) {
+    this.#renditions = opts.renditions ?? DEFAULT_MEDIA_SETTINGS.renditions.map((r) => r.name);
     this.#store = opts.store;
     this.#media = opts.media;
     this.#publicUrl = opts.publicUrl.replace(/\/+$/, '');
@@ -160,6 +171,17 @@ export class StreamService {
     this.#rate = opts.updateRate ?? UPDATE_RATE;
     this.#deletedStatusTtlMs = opts.deletedStatusTtlMs ?? DELETED_STATUS_TTL_MS;
     this.#outbound = opts.outboundPolicy ?? new AddressPolicy();
+  }
+
+  /** Checks one of a stream's extra RTMP outputs (`outputs[i]`): its target, and its rendition among those the nodes encode. */
+  async checkRtmpOutput(o: RtmpOutputRecord, i: number): Promise<void> {
+    await this.checkRtmpTarget(o.url, `outputs[${i}].url`);
+    const known = this.#renditions;
+    if (o.rendition !== undefined && !known.includes(o.rendition)) {
+      const field = `outputs[${i}].rendition`;
+      const message = known.length ? `no rendition ${JSON.stringify(o.rendition)}; this server encodes ${known.map((n) => JSON.stringify(n)).join(', ')}` : 'this server encodes no renditions (RENDITIONS=none)';
+      throw streamError('REQUEST/INVALID', `${field}: ${message}`, { details: { where: 'body', issues: [{ field, message }] } });
+    }
   }
 
   /** Refuses an RTMP target whose host is, or resolves to, an address we must not dial; `field` names it in the error. */
@@ -227,7 +249,7 @@ export class StreamService {
     if (issues.length) throw issuesError(issues);
 
     if (body.output_rtmp_url) await this.checkRtmpTarget(body.output_rtmp_url);
-    for (const [i, o] of (body.outputs ?? []).entries()) await this.checkRtmpTarget(o.url, `outputs[${i}].url`);
+    for (const [i, o] of (body.outputs ?? []).entries()) await this.checkRtmpOutput(o, i);
     const node = await this.#place(params.model_id);
     const now = new Date(this.#now()).toISOString();
     const record: StreamRecord = {
@@ -239,7 +261,7 @@ export class StreamService {
       streamKey: `sk_${randomBytes(24).toString('base64url')}`,
       playbackId: randomBytes(12).toString('hex'),
       outputRtmpUrl: body.output_rtmp_url ?? null,
-      ...(body.outputs?.length ? { rtmpOutputs: body.outputs.map((o) => ({ name: o.name, url: o.url, enabled: o.enabled })) } : {}),
+      ...(body.outputs?.length ? { rtmpOutputs: body.outputs.map(rtmpOutputRecord) } : {}),
       ...(body.record ? { record: true } : {}),
       fromPlayground: false,
       isSmokeTest: false,

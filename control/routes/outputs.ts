@@ -16,6 +16,7 @@ const OutputSchema = z
     name: z.string(),
     url: z.string().describe('The stream key is shown as …'),
     enabled: z.boolean(),
+    rendition: z.string().nullable().describe('The rendition pushed; null: the full encode'),
     state: z.enum(['disabled', 'idle', 'connecting', 'live', 'reconnecting', 'closed']).describe('idle: no publisher right now'),
     reconnects: z.number().int(),
     live_since: z.number().nullable().describe('ms since the epoch'),

@@ -158,6 +158,11 @@ export const RtmpOutputsSchema = z
           .refine((n) => n !== PRIMARY_RTMP, `${PRIMARY_RTMP} names the stream's own output_rtmp_url`),
         url: RtmpUrlSchema.describe('Must be publicly routable, checked when set and at every connection'),
         enabled: z.boolean().default(true),
+        rendition: z
+          .string()
+          .regex(/^[a-z0-9-]{1,16}$/, 'a rendition name: lowercase letters, digits and -, 1–16 characters')
+          .optional()
+          .describe("Push one of the stream's smaller renditions (the server's RENDITIONS, e.g. `half`) instead of the full encode"),
       })
       .strict(),
   )

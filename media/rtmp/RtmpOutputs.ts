@@ -6,7 +6,7 @@
  * Changing the list reconciles: an unchanged destination keeps its connection.
  *
  * A reader of the stream's hub (media/StreamReader.ts): it takes the stream's H.264 access units
- * and AAC; pushes start with the first publisher and keep their connections across publishers
+ * (or a rendition's, for a destination that names one: a thinner uplink to a platform) and AAC; pushes start with the first publisher and keep their connections across publishers
  * (they carry the slate between them, decision 0011) until the stream closes.
  */
 import type { Logger } from 'pino';
@@ -26,6 +26,8 @@ export interface RtmpDestination {
   name: string;
   url: string;
   enabled: boolean;
+  /** A rendition of the output to push (settings `renditions`); absent: the full encode. */
+  rendition?: string | undefined;
 }
 
 export interface RtmpDestinationStatus {
@@ -33,6 +35,8 @@ export interface RtmpDestinationStatus {
   /** The target with its stream key replaced by `…`. */
   url: string;
   enabled: boolean;
+  /** The rendition it pushes; absent: the full encode. */
+  rendition?: string;
   /** Null while disabled or without a publisher. */
   push: RtmpPushStatus | null;
 }
@@ -85,7 +89,7 @@ export class RtmpOutputs implements StreamReader {
     const next = new Map<string, Slot>();
     for (const dest of dests) {
       const old = this.#slots.get(dest.name);
-      if (old && old.dest.url === dest.url && old.dest.enabled === dest.enabled) {
+      if (old && old.dest.url === dest.url && old.dest.enabled === dest.enabled && old.dest.rendition === dest.rendition) {
         next.set(dest.name, old);
         continue;
       }
@@ -149,8 +153,18 @@ export class RtmpOutputs implements StreamReader {
     return this.#pushing > 0;
   }
 
+  /** Some destination pushes a rendition: the stream encodes its renditions. */
+  get wantsRenditions(): boolean {
+    for (const slot of this.#slots.values()) if (slot.push && slot.dest.rendition !== undefined) return true;
+    return false;
+  }
+
   video(au: EncodedAccessUnit): void {
-    for (const slot of this.#slots.values()) slot.push?.pushVideo(au);
+    for (const slot of this.#slots.values()) if (slot.dest.rendition === undefined) slot.push?.pushVideo(au);
+  }
+
+  rendition(name: string, au: EncodedAccessUnit): void {
+    for (const slot of this.#slots.values()) if (slot.dest.rendition === name) slot.push?.pushVideo(au);
   }
 
   aac(frame: Uint8Array, atMs: number): void {
@@ -164,7 +178,13 @@ export class RtmpOutputs implements StreamReader {
 
   /** Every destination (output_rtmp_url first, named so) with its push state. */
   outputs(): RtmpDestinationStatus[] {
-    return [...this.#slots.values()].map((s) => ({ name: s.dest.name, url: redactRtmpUrl(s.dest.url), enabled: s.dest.enabled, push: s.push?.status() ?? null }));
+    return [...this.#slots.values()].map((s) => ({
+      name: s.dest.name,
+      url: redactRtmpUrl(s.dest.url),
+      enabled: s.dest.enabled,
+      ...(s.dest.rendition !== undefined ? { rendition: s.dest.rendition } : {}),
+      push: s.push?.status() ?? null,
+    }));
   }
 
   /** The push of one destination (status of the spec's own one). */

@@ -31,6 +31,8 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
     [[{ name: 'Bad Name', url: urlA }], 'outputs[0].name'],
     [[{ name: 'a', url: 'http://127.0.0.1/x' }], 'outputs[0].url'],
     [[{ name: 'a', url: 'rtmp://10.1.2.3/live/x' }], 'outputs[0].url'],
+    [[{ name: 'a', url: urlA, rendition: 'quarter' }], 'outputs[0].rendition'],
+    [[{ name: 'a', url: urlA, rendition: 'Half!' }], 'outputs[0].rendition'],
     [Array.from({ length: 5 }, (_, i) => ({ name: `o${i}`, url: urlA })), 'outputs'],
   ] as const) {
     const r = await api('POST', '/v1/streams', { params: { prompt: 'x', width: 384, height: 384, skip_diffusion: true }, outputs });
@@ -40,7 +42,8 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
 
   const created = await api('POST', '/v1/streams', {
     params: { prompt: 'two destinations', width: 384, height: 384, skip_diffusion: true },
-    outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB }],
+    // b pushes the half rendition (a platform behind a thinner uplink), a the full encode.
+    outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, rendition: 'half' }],
   });
   t.equal(created.status, 201, JSON.stringify(created.body).slice(0, 300));
   const id = created.body['id'] as string;
@@ -50,6 +53,7 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
     [['a', 'idle', `rtmp://127.0.0.1:${a.port}/live/…`], ['b', 'idle', `rtmp://127.0.0.1:${b.port}/live/…`]],
     'idle before a publisher; stream keys hidden',
   );
+  t.same(before.body['data'].map((o: Json) => o['rendition']), [null, 'half'], 'the rendition each pushes');
 
   const pubs = startObsPublishers(t);
   const pub = await pubs.publish({ url: `${server.url}/live/${id}/whip`, token: created.body['stream_key'] as string, source: await stampedH264({ size: 384, frames: 300 }) });
@@ -68,7 +72,7 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
   await until('both live', (s) => s['a']?.['state'] === 'live' && s['b']?.['state'] === 'live');
 
   // Off: b's connection closes (nginx finishes its recording); a keeps its one connection.
-  const off = await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: false }] });
+  const off = await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: false, rendition: 'half' }] });
   t.equal(off.status, 200);
   await b.notes.waitFor('record_done', 1, 20_000);
   t.pass('b was disconnected');
@@ -78,19 +82,24 @@ t.test('two RTMP destinations from one encode; one toggled off and on live, the 
   t.equal(s['a']?.['reconnects'], 0, 'a was not reconnected');
 
   // On again.
-  t.equal((await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: true }] })).status, 200);
+  t.equal((await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }, { name: 'b', url: urlB, enabled: true, rendition: 'half' }] })).status, 200);
   await b.notes.waitFor('publish', 2, 30_000);
   s = await until('b live again', (x) => x['b']?.['state'] === 'live');
   t.equal(a.notes.events.filter((e) => e.kind === 'publish').length, 1, 'a saw one publisher throughout');
   t.equal(a.notes.events.filter((e) => e.kind === 'record_done').length, 0, 'and no disconnect');
 
-  // What b received while it was on is real H.264 at the stream's size.
+  // What b received while it was on is real H.264 at the half rendition's size.
   const rec = readdirSync(join(b.dir, 'rec')).filter((f) => f.endsWith('.flv'));
   t.ok(rec.length >= 1, `b recorded ${rec.length} file(s)`);
   const probe = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_streams', '-of', 'json', join(b.dir, 'rec', rec[0] as string)], { encoding: 'utf8' })) as Json;
   const video = (probe['streams'] as Json[]).find((x) => x['codec_type'] === 'video');
   t.equal(video?.['codec_name'], 'h264');
-  t.equal(video?.['width'], 384);
+  t.equal(video?.['width'], 192, 'b got the half rendition (384 → 192)');
+  const probeA = () => {
+    const f = readdirSync(join(a.dir, 'rec')).filter((x) => x.endsWith('.flv'))[0] as string;
+    return (JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-show_streams', '-of', 'json', join(a.dir, 'rec', f)], { encoding: 'utf8' })) as Json)['streams'] as Json[];
+  };
+  t.equal(probeA().find((x) => x['codec_type'] === 'video')?.['width'], 384, 'a gets the full encode');
 
   // Removing b stops it; an unknown stream is 404.
   t.equal((await api('PUT', `/v1/streams/${id}/outputs`, { outputs: [{ name: 'a', url: urlA }] })).status, 200);

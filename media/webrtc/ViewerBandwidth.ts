@@ -3,12 +3,15 @@
  * RTCP says: Chromium's receive-side estimate (REMB) and the fraction of our packets it lost
  * (receiver reports).
  *
- * - Down, at once: the estimate falls below 80 % of what we send it (the receiver saw its queue
- *   grow: libwebrtc then reports ≈ 85 % of what arrives), or a report says ≥ 10 % lost. It goes to
- *   the best rendition the estimate carries (the lowest when none does).
+ * - Down, at once: a report says ≥ 10 % lost, or the estimate falls below 80 % of what we send
+ *   it (the receiver saw its queue grow: libwebrtc then reports ≈ 85 % of what arrives). At once,
+ *   because a link overrun for a second more fills its queue, and the losses and retransmissions
+ *   that follow froze the viewer for most of 20 s in the lab. The price: on a jittery link whose
+ *   estimate dips to ≈ 75 % and comes back, a viewer the link could carry moves down too. It goes
+ *   to the best rendition the estimate carries (the lowest when none does).
  * - Up: only on evidence. The receiver's estimate grows with what arrives (≤ 1.5× of it), so a
  *   viewer on a small rendition is never estimated able to take the full one from its own media.
- *   After `probeAfterMs` without loss it is sent padding on top of its media, ramping with the
+ *   After `probeAfterMs` without loss it is sent probes on top of its media, ramping with the
  *   estimate (never above 1.25× of it, never past the next rendition up × 1.1): a link with room
  *   lets the estimate follow it until it reaches the next rendition's rate, and the viewer moves
  *   up; a link without room shows queueing (the estimate falls) or loss, and the probe stops, to
@@ -28,7 +31,7 @@ export interface ViewerBandwidthStatus {
   estimateBps: number | null;
   /** Fraction lost in its latest receiver report (0–1); null before one came. */
   fractionLost: number | null;
-  /** Padding sent on top of the media now, bit/s (0: not probing). */
+  /** Probe packets sent on top of the media now, bit/s (0: not probing). */
   probeBps: number;
   /** Moves between renditions since the viewer joined. */
   switches: number;
@@ -67,14 +70,14 @@ export class ViewerBandwidth {
     return this.#ladder[this.#rung]?.name ?? '';
   }
 
-  /** Padding to send on top of the media now, bit/s. */
+  /** Probe bytes to send on top of the media now, bit/s. */
   get probeBps(): number {
     return this.#probeBps;
   }
 
   /**
    * One RTCP packet's news. `sentBps`: what the viewer was sent over the last second (media,
-   * retransmissions and padding). Returns whether the rendition changed.
+   * retransmissions and probes). Returns whether the rendition changed.
    */
   update(fb: { fractionLost?: number; rembBps?: number }, sentBps: number, now = performance.now()): boolean {
     const before = this.#rung;
@@ -96,7 +99,7 @@ export class ViewerBandwidth {
       this.#quietSince = now;
       return false;
     }
-    if (lossy || (squeezed && fresh < (this.#ladder[this.#rung]?.bps ?? 0))) {
+    if (lossy || (squeezed && fresh !== null && fresh < (this.#ladder[this.#rung]?.bps ?? 0))) {
       // Down to the best rung the estimate carries (with loss and no estimate: one rung).
       let to = Math.min(this.#ladder.length - 1, this.#rung + 1);
       if (fresh !== null) while (to < this.#ladder.length - 1 && (this.#ladder[to]?.bps ?? 0) > fresh) to++;
@@ -104,6 +107,8 @@ export class ViewerBandwidth {
         this.#rung = to;
         this.#quietSince = now;
         this.#probeBps = 0;
+        // The loss that moved it was the link overrun, not its usual loss.
+        this.#usualLoss = 0;
       }
     } else if (this.#rung > 0 && fresh !== null) {
       const up = this.#ladder[this.#rung - 1] as Rung;
@@ -114,7 +119,7 @@ export class ViewerBandwidth {
         this.#probeAfterMs = FIRST_PROBE_AFTER_MS;
         this.#quietSince = now;
       } else if (now - this.#quietSince >= this.#probeAfterMs) {
-        // Padding up to 1.25× the estimate (what the receiver's estimator may grow to), never past the next rung.
+        // Probes up to 1.25× the estimate (what the receiver's estimator may grow to), never past the next rung.
         this.#probeBps = Math.max(0, Math.min(up.bps * 1.1, fresh * 1.25) - here.bps);
       }
     }

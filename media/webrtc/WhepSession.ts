@@ -74,8 +74,8 @@ const NACK_BUFFER_PACKETS = 512;
 
 /** Padding of one probe packet, bytes: RTP's padding count is one octet (RFC 3550 §5.1). */
 const PADDING_BYTES = 255;
-/** Probe padding goes out in bursts this far apart, ms. */
-const PADDING_TICK_MS = 20;
+/** Probe packets go out in bursts this far apart, ms. */
+const PROBE_TICK_MS = 20;
 
 /** True if a compound RTCP packet holds a PLI (PSFB FMT 1) or FIR (PSFB FMT 4). */
 export function asksForKeyframe(rtcp: Buffer): boolean {
@@ -121,16 +121,18 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   readonly #bw: ViewerBandwidth | null;
   /** The rendition it is sent now ('' = the full encode). */
   #rendition = '';
-  /** Added to the sequence numbers of what it is sent (16 bits): its sequence runs on across renditions and padding. */
+  /** Added to the sequence numbers of what it is sent (16 bits): its sequence runs on across renditions. */
   #seqOffset = 0;
   /** The last video sequence number and RTP time it was sent (null before any). */
   #lastSeq: number | null = null;
   #lastTs = 0;
-  /** Its rendition's key frame was skipped for the one it moves to: nothing of the old goes out until then. */
-  #leaving = false;
-  #padTimer: NodeJS.Timeout | undefined;
-  paddingPacketsSent = 0;
-  /** Video octets sent (media, padding) at the start of the current rate window, and when it started. */
+  #probeTimer: NodeJS.Timeout | undefined;
+  /** Probe bytes owed (a probe slower than a packet per tick sends one every few ticks). */
+  #probeCredit = 0;
+  probePacketsSent = 0;
+  /** Bytes of probe packets sent (not in the sender reports' counts: they carry no media). */
+  #probeOctets = 0;
+  /** Video octets sent (media and probes) at the start of the current rate window, and when it started. */
   #rateMark = { at: performance.now(), octets: 0 };
   #sentBps = 0;
 
@@ -272,15 +274,14 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (this.#waitingKeyframe) {
       if (!keyframe || rendition !== wanted) return;
       this.#waitingKeyframe = false;
-      this.#rendition = rendition;
+      this.#startOn(rendition, packets[0]);
     } else if (rendition !== this.#rendition) {
-      if (rendition !== wanted || !keyframe) return;
-      this.#moveTo(rendition, packets[0]);
-    } else if (rendition !== wanted && keyframe && (this.#opts.flowing?.(wanted) ?? false)) {
-      // The wanted rendition's key frame of this very picture comes next: the move happens on it.
-      this.#leaving = true;
       return;
-    } else if (this.#leaving) {
+    } else if (rendition !== wanted && keyframe && (this.#opts.flowing?.(wanted) ?? false)) {
+      // The wanted rendition's key frame of this very picture comes next: the viewer starts on it
+      // (or on the next key frame of whichever it wants by then). Nothing of this one was sent, so
+      // its sequence runs on without a gap.
+      this.#waitingKeyframe = true;
       return;
     }
     for (const p of packets) {
@@ -300,13 +301,12 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     }
   }
 
-  /** Moves to `rendition` at its key frame whose first packet is `first`: the sequence runs on from the last one sent. */
-  #moveTo(rendition: string, first: Buffer | undefined): void {
+  /** Starts (again) on `rendition` at its key frame whose first packet is `first`: the sequence runs on from the last one sent. */
+  #startOn(rendition: string, first: Buffer | undefined): void {
     const from = this.#rendition;
     this.#rendition = rendition;
-    this.#leaving = false;
     if (first && this.#lastSeq !== null) this.#seqOffset = (this.#lastSeq + 1 - first.readUInt16BE(2)) & 0xffff;
-    this.#logger.info(`moveTo() | viewer moved [sessionId:${this.id}] [from:${from || 'full'}] [to:${rendition || 'full'}] [estimateBps:${this.#bw?.status().estimateBps ?? 'none'}]`);
+    if (from !== rendition) this.#logger.info(`startOn() | viewer moved [sessionId:${this.id}] [from:${from || 'full'}] [to:${rendition || 'full'}] [estimateBps:${this.#bw?.status().estimateBps ?? 'none'}]`);
   }
 
   #onFeedback(fb: RtcpFeedback): void {
@@ -314,34 +314,35 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (!bw || this.#closed) return;
     const now = performance.now();
     if (now - this.#rateMark.at >= 1000) {
-      this.#sentBps = ((this.videoOctetsSent - this.#rateMark.octets) * 8 * 1000) / (now - this.#rateMark.at);
-      this.#rateMark = { at: now, octets: this.videoOctetsSent };
+      const octets = this.videoOctetsSent + this.#probeOctets;
+      this.#sentBps = ((octets - this.#rateMark.octets) * 8 * 1000) / (now - this.#rateMark.at);
+      this.#rateMark = { at: now, octets };
     }
     const before = bw.rendition;
-    if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) {
-      this.#leaving = false;
-      this.safeEmit('renditionWanted', bw.rendition);
-    }
-    if (bw.probeBps > 0 && !this.#padTimer) {
-      this.#padTimer = setInterval(() => this.#pad(), PADDING_TICK_MS);
+    if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) this.safeEmit('renditionWanted', bw.rendition);
+    if (bw.probeBps > 0 && !this.#probeTimer) {
+      this.#probeCredit = 0;
+      this.#probeTimer = setInterval(() => this.#probe(), PROBE_TICK_MS);
       this.#logger.debug(`probe() | probing for the next rendition up [sessionId:${this.id}] [estimateBps:${bw.status().estimateBps}] [probeBps:${Math.round(bw.probeBps)}]`);
-    } else if (bw.probeBps === 0 && this.#padTimer) {
-      clearInterval(this.#padTimer);
-      this.#padTimer = undefined;
+    } else if (bw.probeBps === 0 && this.#probeTimer) {
+      clearInterval(this.#probeTimer);
+      this.#probeTimer = undefined;
       this.#logger.debug(`probe() | probe ended [sessionId:${this.id}] [rendition:${bw.rendition || 'full'}] [estimateBps:${bw.status().estimateBps}] [fractionLost:${bw.status().fractionLost}]`);
     }
   }
 
   /**
-   * Probe padding (ViewerBandwidth): padding-only RTP packets in its video sequence, at the RTP
-   * time of the last frame sent. The receiver discards them after its bandwidth estimator counted them.
+   * A probe (ViewerBandwidth): padding-only RTP packets in its video sequence, at the RTP time of
+   * the last frame sent; the receiver's bandwidth estimator counts them, its jitter buffer drops
+   * them. (Copies of sent packets were tried instead: Chromium's estimate did not grow with them,
+   * and the viewer froze while they were sent.)
    */
-  #pad(): void {
+  #probe(): void {
     const rate = this.#bw?.probeBps ?? 0;
     if (this.#closed || !this.#video || rate <= 0 || this.#lastSeq === null) return;
-    const packets = Math.ceil((rate * PADDING_TICK_MS) / 1000 / 8 / (RTP_HEADER + PADDING_BYTES));
+    this.#probeCredit = Math.min(this.#probeCredit + (rate * PROBE_TICK_MS) / 1000 / 8, 64 * 1024);
     let last: number = this.#lastSeq;
-    for (let i = 0; i < packets; i++) {
+    while (this.#probeCredit >= RTP_HEADER + PADDING_BYTES) {
       const seq = (last + 1) & 0xffff;
       const p = Buffer.alloc(RTP_HEADER + PADDING_BYTES);
       p[0] = 0xa0; // V=2, P=1
@@ -352,9 +353,11 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
       p[p.length - 1] = PADDING_BYTES;
       if (!sendOn(this.#video, p)) return;
       this.#lastSeq = last = seq;
+      // The media after it follows it in the sequence.
       this.#seqOffset = (this.#seqOffset + 1) & 0xffff;
-      this.paddingPacketsSent++;
-      this.videoOctetsSent += PADDING_BYTES;
+      this.#probeCredit -= p.length;
+      this.probePacketsSent++;
+      this.#probeOctets += p.length;
     }
   }
 
@@ -382,7 +385,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
-    clearInterval(this.#padTimer);
+    clearInterval(this.#probeTimer);
     try {
       // Closing a track drops its callbacks (onMessage holds this session); pc.close() does not.
       this.#video?.close();

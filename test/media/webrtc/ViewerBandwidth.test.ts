@@ -1,6 +1,6 @@
 /**
  * The WHEP viewer's rendition choice from its RTCP: receiver reports and REMB read from real
- * packet layouts, and the controller's moves down (loss, a squeezed estimate), its probing, the
+ * packet layouts, and the controller's moves down (loss at once, an estimate squeezed for 1.5 s), its probing, the
  * probe's end with a doubled wait, and the move up on an estimate that reaches the next rung.
  */
 import t from 'tap';
@@ -56,7 +56,7 @@ t.test('a viewer moves down on loss or a squeezed estimate, at once, to the rung
   const bw = new ViewerBandwidth(LADDER, 0);
   t.equal(bw.rendition, '', 'starts on the full encode');
   t.notOk(bw.update({ rembBps: 1_500_000 }, 1_600_000, 1000), 'an estimate just under what it is sent (a clean link, libwebrtc grows it slowly): stays');
-  t.ok(bw.update({ rembBps: 500_000 }, 1_600_000, 1200), 'the estimate falls under 80 % of what it is sent: down');
+  t.ok(bw.update({ rembBps: 1_200_000 }, 1_600_000, 1200), 'the estimate falls under 80 % of what it is sent (a link overrun): down at once');
   t.equal(bw.rendition, 'half');
   const lossy = new ViewerBandwidth(LADDER, 0);
   t.ok(lossy.update({ fractionLost: 0.2 }, 1_600_000, 1000), '20 % lost with no estimate: one rung down');
@@ -65,8 +65,9 @@ t.test('a viewer moves down on loss or a squeezed estimate, at once, to the rung
 
 t.test('on the lower rung it probes after a quiet spell, stops with a doubled wait when the link has no room, and moves up when the estimate reaches the next rung', async (t) => {
   const bw = new ViewerBandwidth(LADDER, 0);
-  bw.update({ rembBps: 400_000 }, 1_600_000, 0);
-  t.equal(bw.rendition, 'half');
+  bw.update({ fractionLost: 0.3, rembBps: 400_000 }, 1_600_000, 0);
+  t.equal(bw.rendition, 'half', '30 % lost: down at once, to the rung the estimate carries');
+  bw.update({ fractionLost: 0 }, 400_000, 1000);
   bw.update({ rembBps: 420_000, fractionLost: 0 }, 400_000, 3000);
   t.equal(bw.probeBps, 0, 'no probe before 4 s without trouble');
   bw.update({ rembBps: 420_000, fractionLost: 0 }, 400_000, 4100);

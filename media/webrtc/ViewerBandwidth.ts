@@ -3,18 +3,19 @@
  * RTCP says: Chromium's receive-side estimate (REMB) and the fraction of our packets it lost
  * (receiver reports).
  *
- * - Down, at once: a report says ≥ 10 % lost, or the estimate falls below 80 % of what we send
- *   it (the receiver saw its queue grow: libwebrtc then reports ≈ 85 % of what arrives). At once,
- *   because a link overrun for a second more fills its queue, and the losses and retransmissions
- *   that follow froze the viewer for most of 20 s in the lab. The price: on a jittery link whose
- *   estimate dips to ≈ 75 % and comes back, a viewer the link could carry moves down too. It goes
- *   to the best rendition the estimate carries (the lowest when none does).
+ * - Down: at once when a report says ≥ 10 % lost or the estimate falls below 65 % of what we send
+ *   it (a link overrun: libwebrtc reports ≈ 85 % of what arrives, and what arrives is capped by the
+ *   link; waiting a second more fills the link's queue, and the losses and retransmissions that
+ *   follow froze a viewer for most of 20 s in the lab); after 2 s when it stays below 80 % (a link
+ *   a little short). On a link that jitters, the estimate dips to ≈ 75 % and comes back within a
+ *   second: no reason to move (moving at 80 % at once put viewers of a 1 %-loss, ± 10 ms link on the
+ *   half rendition). It goes to the best rendition the estimate carries (the lowest when none does).
  * - Up: only on evidence. The receiver's estimate grows with what arrives (≤ 1.5× of it), so a
  *   viewer on a small rendition is never estimated able to take the full one from its own media.
  *   After `probeAfterMs` without loss it is sent probes on top of its media, ramping with the
  *   estimate (never above 1.25× of it, never past the next rendition up × 1.1): a link with room
  *   lets the estimate follow it until it reaches the next rendition's rate, and the viewer moves
- *   up; a link without room shows queueing (the estimate falls) or loss, and the probe stops, to
+ *   up; a link without room shows queueing (the estimate falls), and the probe stops, to
  *   start again after twice the wait (up to 32 s).
  */
 
@@ -40,8 +41,11 @@ export interface ViewerBandwidthStatus {
 /** An estimate older than this is not acted on, ms (Chromium sends REMB every ≈ 200 ms–1 s). */
 const ESTIMATE_FRESH_MS = 3000;
 const LOSS_DOWN = 0.1;
-/** Loss while probing, over the link's usual loss, that ends the probe (the link has no room). */
-const LOSS_PROBE_STOP = 0.03;
+/** Under this share of what it is sent, the estimate moves the viewer down at once. */
+const OVERRUN = 0.65;
+/** Under this share for SQUEEZE_MS, it moves the viewer down. */
+const SQUEEZE = 0.8;
+const SQUEEZE_MS = 2000;
 const FIRST_PROBE_AFTER_MS = 4000;
 const MAX_PROBE_AFTER_MS = 32_000;
 
@@ -56,8 +60,8 @@ export class ViewerBandwidth {
   #quietSince: number;
   #probeBps = 0;
   #switches = 0;
-  /** The loss the link shows without a probe (moving average of reports): a lossy radio link is not a full one. */
-  #usualLoss = 0;
+  /** Since when every estimate was under SQUEEZE of what was sent (null: the last was not). */
+  #squeezedSince: number | null = null;
 
   /** `ladder`: best first (the full encode), at least one rung. */
   constructor(ladder: readonly Rung[], now = performance.now()) {
@@ -85,21 +89,27 @@ export class ViewerBandwidth {
       this.#estimate = fb.rembBps;
       this.#estimateAt = now;
     }
-    if (fb.fractionLost !== undefined) {
-      this.#fractionLost = fb.fractionLost;
-      if (this.#probeBps === 0) this.#usualLoss += (fb.fractionLost - this.#usualLoss) / 4;
-    }
+    // While probing, receiver reports are not read for loss: on a link that reorders, Chromium's
+    // reports count our padding as lost (66 % "loss" during a 100 kb/s probe). The estimate shows
+    // whether the probe overran the link.
+    const lost = this.#probeBps > 0 ? undefined : fb.fractionLost;
+    if (fb.fractionLost !== undefined) this.#fractionLost = fb.fractionLost;
     const fresh = now - this.#estimateAt <= ESTIMATE_FRESH_MS ? this.#estimate : null;
-    const lossy = fb.fractionLost !== undefined && fb.fractionLost >= LOSS_DOWN;
-    const squeezed = fresh !== null && fb.rembBps !== undefined && sentBps > 0 && fresh < 0.8 * sentBps;
-    if (this.#probeBps > 0 && (lossy || squeezed || (fb.fractionLost ?? 0) >= this.#usualLoss + LOSS_PROBE_STOP)) {
+    const lossy = lost !== undefined && lost >= LOSS_DOWN;
+    const squeezed = fresh !== null && fb.rembBps !== undefined && sentBps > 0 && fresh < SQUEEZE * sentBps;
+    if (fb.rembBps !== undefined) this.#squeezedSince = squeezed ? (this.#squeezedSince ?? now) : null;
+    const overrun = squeezed && fresh !== null && fresh < OVERRUN * sentBps;
+    const short = this.#squeezedSince !== null && now - this.#squeezedSince >= SQUEEZE_MS;
+    // A probe stops as a move down starts: an overrun at once, a squeeze that lasts 2 s (a jittery
+    // link's dips, which come back within a second, would end every probe on it).
+    if (this.#probeBps > 0 && (overrun || short)) {
       // The link had no room for the probe: it stops, and the next waits twice as long.
       this.#probeBps = 0;
       this.#probeAfterMs = Math.min(MAX_PROBE_AFTER_MS, this.#probeAfterMs * 2);
       this.#quietSince = now;
       return false;
     }
-    if (lossy || (squeezed && fresh !== null && fresh < (this.#ladder[this.#rung]?.bps ?? 0))) {
+    if (lossy || ((overrun || short) && fresh !== null && fresh < (this.#ladder[this.#rung]?.bps ?? 0))) {
       // Down to the best rung the estimate carries (with loss and no estimate: one rung).
       let to = Math.min(this.#ladder.length - 1, this.#rung + 1);
       if (fresh !== null) while (to < this.#ladder.length - 1 && (this.#ladder[to]?.bps ?? 0) > fresh) to++;
@@ -107,8 +117,7 @@ export class ViewerBandwidth {
         this.#rung = to;
         this.#quietSince = now;
         this.#probeBps = 0;
-        // The loss that moved it was the link overrun, not its usual loss.
-        this.#usualLoss = 0;
+        this.#squeezedSince = null;
       }
     } else if (this.#rung > 0 && fresh !== null) {
       const up = this.#ladder[this.#rung - 1] as Rung;

@@ -301,6 +301,11 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     }
   }
 
+  /** A rendition's place on its ladder (0 = the best). */
+  #ladderIndex(rendition: string): number {
+    return this.#opts.ladder?.findIndex((r) => r.name === rendition) ?? 0;
+  }
+
   /** Starts (again) on `rendition` at its key frame whose first packet is `first`: the sequence runs on from the last one sent. */
   #startOn(rendition: string, first: Buffer | undefined): void {
     const from = this.#rendition;
@@ -319,7 +324,12 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
       this.#rateMark = { at: now, octets };
     }
     const before = bw.rendition;
-    if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) this.safeEmit('renditionWanted', bw.rendition);
+    if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) {
+      // Moving down, the link is overrun now: the bigger encode stops at once (its queue drains
+      // while the smaller one's key frame is on its way) rather than at its next key frame.
+      if (this.#ladderIndex(bw.rendition) > this.#ladderIndex(this.#rendition) && (this.#opts.flowing?.(bw.rendition) ?? false)) this.#waitingKeyframe = true;
+      this.safeEmit('renditionWanted', bw.rendition);
+    }
     if (bw.probeBps > 0 && !this.#probeTimer) {
       this.#probeCredit = 0;
       this.#probeTimer = setInterval(() => this.#probe(), PROBE_TICK_MS);

@@ -9,10 +9,8 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import t from 'tap';
 import { launchChromium } from '../helpers/chromium.ts';
-import { stampedH264 } from '../helpers/h264Source.ts';
-import { canUseNetns, createLab } from '../helpers/netns.ts';
-import { startObsPublishers } from '../helpers/obsPublisher.ts';
-import { startServerProcess } from '../helpers/serverProcess.ts';
+import { canUseNetns } from '../helpers/netns.ts';
+import { startThinLinkLab } from '../helpers/thinLinkLab.ts';
 import { until } from '../helpers/until.ts';
 
 if (!(await canUseNetns())) {
@@ -46,29 +44,13 @@ window.state = () => {
 type State = { stalls: number; waiting: number; levels: number[]; errors: string[]; height: number; time: number; frames: number; levelsOffered: number[] };
 
 t.test('hls.js on a 600 kb/s link picks the half rendition and plays without stalls', { timeout: 180_000 }, async (t) => {
-  const lab = await createLab(t, 36, ['srv', 'pub', 'view']);
-  await lab.link({ ns: null, addr: lab.ip(0, 1) }, { ns: 'srv', addr: lab.ip(0, 2) });
-  await lab.link({ ns: 'srv', addr: lab.ip(1, 1) }, { ns: 'pub', addr: lab.ip(1, 2) });
-  const link = await lab.impairedLink({ ns: 'srv', addr: lab.ip(2, 1) }, { ns: 'view', addr: lab.ip(2, 2) }, { delayMs: 20 });
+  const { lab, link, origin, stream } = await startThinLinkLab(t, 36);
   // Toward the viewer: 600 kb/s behind a 64 KiB queue; requests back: the delay alone.
   await link.set('ab', { rateKbps: 600, queueBytes: 64 * 1024 });
-  await lab.run('pub', ['ip', 'route', 'add', 'default', 'via', lab.ip(1, 1, false)]);
-  await lab.run('view', ['ip', 'route', 'add', 'default', 'via', lab.ip(2, 1, false)]);
-  await lab.routeFromHere(lab.ip(0, 2, false));
-  const node = lab.ip(2, 1, false);
-  const server = await startServerProcess(t, { lab, ns: 'srv', env: { HOST: '0.0.0.0', PORT: '8080', PUBLIC_URL: `http://${node}:8080`, WEBRTC_INTERFACES: node } });
-  const created = await server.api('POST', '/v1/streams', { pipeline: 'streamdiffusion', params: { model_id: 'stabilityai/sd-turbo', prompt: 'thin link', skip_diffusion: true } });
-  t.equal(created.status, 201);
-  const stream = created.body as { id: string; whip_url: string; stream_key: string; output_playback_id: string };
-  const pubs = startObsPublishers(t, { netns: lab.ns('pub') });
-  const p = await pubs.publish({ url: stream.whip_url, token: stream.stream_key, source: await stampedH264({ size: 512, frames: 150 }) });
-  t.equal(p.status, 201, `publisher: WHIP ${p.status}`);
-  await pubs.waitState(p.id, 'connected', 20_000);
   const playbackId = stream.output_playback_id;
 
   const ctx = await launchChromium(t, { fakeMedia: false, netns: lab.ns('view') });
   const page = await ctx.newPage();
-  const origin = `http://${node}:8080`;
   await page.route(`${origin}/hls-page.html`, (r) => r.fulfill({ body: PAGE, contentType: 'text/html' }));
   await page.route(`${origin}/hls.min.js`, (r) => r.fulfill({ body: HLS_JS, contentType: 'text/javascript' }));
   await page.goto(`${origin}/hls-page.html`);

@@ -8,10 +8,8 @@
 import t from 'tap';
 import type { Page } from 'playwright-core';
 import { launchChromium } from '../helpers/chromium.ts';
-import { stampedH264 } from '../helpers/h264Source.ts';
-import { canUseNetns, createLab } from '../helpers/netns.ts';
-import { startObsPublishers } from '../helpers/obsPublisher.ts';
-import { startServerProcess } from '../helpers/serverProcess.ts';
+import { canUseNetns } from '../helpers/netns.ts';
+import { startThinLinkLab } from '../helpers/thinLinkLab.ts';
 import { until } from '../helpers/until.ts';
 import { openPage, RECEIVER_PAGE, type ReceiverStats } from '../helpers/viewerLab.ts';
 
@@ -27,22 +25,7 @@ const inbound = async (page: Page): Promise<ReceiverStats> => {
 };
 
 t.test('a WHEP viewer whose link narrows to 600 kb/s moves to the half rendition and plays; a clean viewer keeps the full one; the link opens, it moves up', { timeout: 240_000 }, async (t) => {
-  const lab = await createLab(t, 37, ['srv', 'pub', 'view']);
-  await lab.link({ ns: null, addr: lab.ip(0, 1) }, { ns: 'srv', addr: lab.ip(0, 2) });
-  await lab.link({ ns: 'srv', addr: lab.ip(1, 1) }, { ns: 'pub', addr: lab.ip(1, 2) });
-  const link = await lab.impairedLink({ ns: 'srv', addr: lab.ip(2, 1) }, { ns: 'view', addr: lab.ip(2, 2) }, { delayMs: 20 });
-  await lab.run('pub', ['ip', 'route', 'add', 'default', 'via', lab.ip(1, 1, false)]);
-  await lab.run('view', ['ip', 'route', 'add', 'default', 'via', lab.ip(2, 1, false)]);
-  await lab.routeFromHere(lab.ip(0, 2, false));
-  const node = lab.ip(2, 1, false);
-  const server = await startServerProcess(t, { lab, ns: 'srv', env: { HOST: '0.0.0.0', PORT: '8080', PUBLIC_URL: `http://${node}:8080`, WEBRTC_INTERFACES: node } });
-  const created = await server.api('POST', '/v1/streams', { pipeline: 'streamdiffusion', params: { model_id: 'stabilityai/sd-turbo', prompt: 'renditions', skip_diffusion: true } });
-  t.equal(created.status, 201);
-  const stream = created.body as { id: string; whip_url: string; stream_key: string; output_stream_url: string };
-  const pubs = startObsPublishers(t, { netns: lab.ns('pub') });
-  const p = await pubs.publish({ url: stream.whip_url, token: stream.stream_key, source: await stampedH264({ size: 512, frames: 150 }) });
-  t.equal(p.status, 201, `publisher: WHIP ${p.status}`);
-  await pubs.waitState(p.id, 'connected', 20_000);
+  const { lab, link, server, stream } = await startThinLinkLab(t, 37);
 
   // The thin-link viewer in its namespace; the clean one here (its packets reach the node over the clean veth).
   const [thinCtx, cleanCtx] = await Promise.all([launchChromium(t, { fakeMedia: false, netns: lab.ns('view') }), launchChromium(t, { fakeMedia: false })]);

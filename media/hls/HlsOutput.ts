@@ -57,8 +57,10 @@ export class HlsOutput implements StreamReader {
         partSegments: 3,
         nominalFrameMs: 1000 / s.outputFps,
         logger: opts.logger,
-        // Renditions take the stream encoder's key frames: one request serves every variant.
-        requestKeyUnit: () => ctx.requestKeyUnit(),
+        // Renditions take the stream encoder's key frames, so the full packager's requests serve
+        // every variant; a variant asking too, a few ms after it, was deferred by the encoder's
+        // rate limit into a second key frame half a segment later (segments of 0.5 s).
+        requestKeyUnit: leader ? () => undefined : () => ctx.requestKeyUnit(),
         // The first request after an idle spell: the AAC encoder starts for it.
         onDemand: () => ctx.changed(),
         ...(onSegment ? { onSegment } : {}),

@@ -53,6 +53,9 @@ t.test('the multivariant playlist offers the full encode and the half rendition;
   const common = fs.filter((s) => hs.some((h) => h.uri === s.uri));
   t.ok(common.length >= 3, `the variants list the same segments (${fs.map((s) => s.uri).join(' ')} | ${hs.map((s) => s.uri).join(' ')})`);
   t.ok(Math.abs(Number(seq(full)) - Number(seq(half))) <= 1, 'media sequence numbers agree');
+  // One key frame per segment target: a rendition's packager asking for its own, a few ms after
+  // the full one's, once made the encoder add a second half a segment later.
+  t.ok(fs.slice(1).every((x) => x.dur >= 0.8), `segments of ≈ 1 s, no extra key frames (${fs.map((x) => x.dur).join(' ')})`);
 
   const dir = mkdtempSync(join(tmpdir(), 'rv-rend-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -19,7 +19,7 @@ import type { MediaSettings } from '../settings.ts';
 import { RtpSequence } from './RtpSequence.ts';
 import { ViewerAudio } from './ViewerAudio.ts';
 import type { Rung, ViewerBandwidthStatus } from './ViewerBandwidth.ts';
-import { randomSsrc, WhepSession } from './WhepSession.ts';
+import { randomSsrc, rewriteRtp, WhepSession } from './WhepSession.ts';
 
 /** What a viewer's Opus needs on the wire, bit/s (Opus at its usual 32–64 kb/s with RTP framing): part of each rendition's need. */
 const VIEWER_AUDIO_BPS = 40_000;
@@ -27,14 +27,6 @@ const VIEWER_AUDIO_BPS = 40_000;
 /** Payload type our packetizers write; viewers that negotiated another get a rewritten copy. */
 export const OUTPUT_PT = 96;
 
-/** A copy of an RTP packet with another payload type (marker bit kept) and optionally sequence number and SSRC. */
-function rewriteRtp(rtp: Buffer, payloadType: number, ssrc?: number, seq?: number): Buffer {
-  const out = Buffer.from(rtp);
-  out[1] = ((out[1] as number) & 0x80) | (payloadType & 0x7f);
-  if (seq !== undefined) out.writeUInt16BE(seq, 2);
-  if (ssrc !== undefined) out.writeUInt32BE(ssrc >>> 0, 8);
-  return out;
-}
 
 export interface ViewerSetOptions {
   streamId: string;
@@ -189,7 +181,7 @@ export class ViewerSet {
       }
       byPt ??= new Map();
       let copy = byPt.get(pt);
-      if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, pt))));
+      if (!copy) byPt.set(pt, (copy = packets.map((p) => rewriteRtp(p, { payloadType: pt }))));
       v.sendAccessUnit(copy, keyframe, rendition);
     }
   }
@@ -212,7 +204,7 @@ export class ViewerSet {
       const pt = v.audioPayloadType;
       if (pt === undefined) continue;
       let out = byPt.get(pt);
-      if (!out) byPt.set(pt, (out = rewriteRtp(rtp, pt, this.ssrcs.audio, seq)));
+      if (!out) byPt.set(pt, (out = rewriteRtp(rtp, { payloadType: pt, ssrc: this.ssrcs.audio, seq })));
       v.sendAudio(out);
     }
   }

@@ -120,12 +120,12 @@ export class WhepOutput implements StreamReader {
   }
 
   video(au: EncodedAccessUnit): void {
-    // Access unit delimiters are not needed over RTP.
-    const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD);
-    this.#viewers.sendH264(nals, this.#ctx.rtpTimestamp(au.ptsMs), au.keyframe);
+    this.rendition('', au);
   }
 
+  /** One access unit of rendition `name` ('' = the full encode) to the H.264 viewers. */
   rendition(name: string, au: EncodedAccessUnit): void {
+    // Access unit delimiters are not needed over RTP.
     const nals = au.nals.filter((n) => nalType(n) !== NAL_AUD);
     this.#viewers.sendH264(nals, this.#ctx.rtpTimestamp(au.ptsMs), au.keyframe, name);
   }

@@ -285,7 +285,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
       return;
     }
     for (const p of packets) {
-      const out = this.#seqOffset === 0 ? p : withSeq(p, (p.readUInt16BE(2) + this.#seqOffset) & 0xffff);
+      const out = this.#seqOffset === 0 ? p : rewriteRtp(p, { seq: (p.readUInt16BE(2) + this.#seqOffset) & 0xffff });
       this.videoPacketsSent++;
       this.videoOctetsSent += out.length - RTP_HEADER;
       if (!sendOn(this.#video, out)) return;
@@ -433,10 +433,12 @@ function sendOn(track: Track, packet: Buffer): boolean {
   }
 }
 
-/** A copy of an RTP packet with another sequence number. */
-function withSeq(rtp: Buffer, seq: number): Buffer {
+/** A copy of an RTP packet with another payload type (marker bit kept), sequence number or SSRC. */
+export function rewriteRtp(rtp: Buffer, to: { payloadType?: number; seq?: number; ssrc?: number }): Buffer {
   const out = Buffer.from(rtp);
-  out.writeUInt16BE(seq, 2);
+  if (to.payloadType !== undefined) out[1] = ((out[1] as number) & 0x80) | (to.payloadType & 0x7f);
+  if (to.seq !== undefined) out.writeUInt16BE(to.seq, 2);
+  if (to.ssrc !== undefined) out.writeUInt32BE(to.ssrc >>> 0, 8);
   return out;
 }
 

@@ -42,32 +42,47 @@ export class HlsOutput implements StreamReader {
   #recorder: RecordingWriter | null = null;
   /** The last recording's end (its queued segments written, its meta marked complete). */
   #recordingEnded: Promise<void> = Promise.resolve();
+  /** Whether AAC frames come now (new packagers start with it). */
+  #aacRunning = false;
+  /** The variants take rendition access units (players were here in the last 30 s). */
+  #variantsOn = false;
 
   constructor(ctx: ReaderContext, opts: HlsOutputOptions) {
     this.#ctx = ctx;
     this.#opts = opts;
     this.#logger = opts.logger;
-    const s = opts.settings;
-    const packager = (onSegment?: (segment: CompletedSegment) => void, leader?: HlsPackager) =>
-      new HlsPackager({
-        partTargetMs: s.hlsPartTargetMs,
-        ...(s.hlsPartHoldBackMs !== null ? { partHoldBackMs: s.hlsPartHoldBackMs } : {}),
-        segmentTargetMs: s.hlsSegmentTargetMs,
-        windowSegments: s.hlsWindowSegments,
-        partSegments: 3,
-        nominalFrameMs: 1000 / s.outputFps,
-        logger: opts.logger,
-        // Renditions take the stream encoder's key frames, so the full packager's requests serve
-        // every variant; a variant asking too, a few ms after it, was deferred by the encoder's
-        // rate limit into a second key frame half a segment later (segments of 0.5 s).
-        requestKeyUnit: leader ? () => undefined : () => ctx.requestKeyUnit(),
-        // The first request after an idle spell: the AAC encoder starts for it.
-        onDemand: () => ctx.changed(),
-        ...(onSegment ? { onSegment } : {}),
-        ...(leader ? { leader } : {}),
-      });
-    this.packager = packager((segment) => this.#onSegment(segment));
-    for (const spec of s.renditions) this.variants.set(spec.name, packager(undefined, this.packager));
+    this.packager = this.#packager((segment) => this.#onSegment(segment));
+    this.#freshVariants();
+  }
+
+  #packager(onSegment?: (segment: CompletedSegment) => void, leader?: HlsPackager): HlsPackager {
+    const s = this.#opts.settings;
+    const p = new HlsPackager({
+      partTargetMs: s.hlsPartTargetMs,
+      ...(s.hlsPartHoldBackMs !== null ? { partHoldBackMs: s.hlsPartHoldBackMs } : {}),
+      segmentTargetMs: s.hlsSegmentTargetMs,
+      windowSegments: s.hlsWindowSegments,
+      partSegments: 3,
+      nominalFrameMs: 1000 / s.outputFps,
+      logger: this.#logger,
+      // Renditions take the stream encoder's key frames, so the full packager's requests serve
+      // every variant; a variant asking too, a few ms after it, was deferred by the encoder's
+      // rate limit into a second key frame half a segment later (segments of 0.5 s).
+      requestKeyUnit: leader ? () => undefined : () => this.#ctx.requestKeyUnit(),
+      // The first request after an idle spell: the AAC encoder (and the renditions) start for it.
+      onDemand: () => this.#ctx.changed(),
+      ...(onSegment ? { onSegment } : {}),
+      ...(leader ? { leader } : {}),
+    });
+    p.audioExpected = this.#aacRunning;
+    return p;
+  }
+
+  /** New, empty packagers for the renditions: they join the full one's timeline at its next segment. */
+  #freshVariants(): void {
+    for (const p of this.variants.values()) p.close();
+    this.variants.clear();
+    for (const spec of this.#opts.settings.renditions) this.variants.set(spec.name, this.#packager(undefined, this.packager));
   }
 
   #all(): HlsPackager[] {
@@ -84,20 +99,28 @@ export class HlsOutput implements StreamReader {
   }
 
   /**
-   * The renditions run for as long as the output does, watched or not: a variant's segments line
-   * up with the others' only if it packaged from the same first key frame (its media sequence and
-   * timeline are theirs).
+   * The renditions run while an LL-HLS player was here in the last 30 s (the multivariant playlist
+   * counts): an unwatched stream spends nothing on them. Their packagers join the full one's
+   * timeline at its next segment start, so a player's first multivariant playlist waits one to two
+   * segments for them (the route waits for a whole segment of each).
    */
   get wantsRenditions(): boolean {
-    return this.variants.size > 0;
+    return this.variants.size > 0 && this.watched;
   }
 
   video(au: EncodedAccessUnit, slate: boolean): void {
     this.packager.pushVideo(au, slate);
+    const on = this.wantsRenditions;
+    // Players gone: the renditions stop, and what the variants held goes with them; the next
+    // player gets new ones that join again (a variant fed again after a pause would run on its own
+    // sequence numbers, not the full one's).
+    if (this.#variantsOn && !on) this.#freshVariants();
+    this.#variantsOn = on;
   }
 
   rendition(name: string, au: EncodedAccessUnit, slate: boolean): void {
-    this.variants.get(name)?.pushVideo(au, slate);
+    // Renditions may run for another reader (a WHEP viewer on one) while no player is here.
+    if (this.#variantsOn) this.variants.get(name)?.pushVideo(au, slate);
   }
 
   aac(frame: Uint8Array, atMs: number): void {
@@ -105,6 +128,7 @@ export class HlsOutput implements StreamReader {
   }
 
   aacRunning(running: boolean): void {
+    this.#aacRunning = running;
     for (const p of this.#all()) p.audioExpected = running;
   }
 

@@ -60,9 +60,10 @@ export interface HlsPackagerOptions {
   /** Called when a player starts requesting after `demandIdleMs` without requests (starts the AAC encoder). */
   onDemand?: () => void;
   /**
-   * Another rendition's packager whose media timeline this one shares: its time 0 is the leader's
-   * first key frame, not its own (a rendition whose first frame came a frame late stays on the
-   * same timeline, so players switch between them at any segment).
+   * Another rendition's packager whose segments this one repeats: it starts on one of the leader's
+   * segment starts, whenever it started (renditions run on demand), with the leader's media
+   * sequence number, media time and discontinuity count there; from then on the same frames and
+   * key flags make the same decisions, so players switch between them at any segment.
    */
   leader?: HlsPackager;
   /** Called with each complete segment (the clip buffer and recordings keep them past the window). */
@@ -108,6 +109,8 @@ interface Segment {
   msn: number;
   /** Media time of the first sample, 90 kHz ticks. */
   startTicks: number;
+  /** Output time of the first sample (ms, the access unit's ptsMs): where a rendition's packager joins it. */
+  startPtsMs: number;
   initId: number;
   discontinuity: boolean;
   /** Parts before its first slate frame (each holds live frames only); null while it has none. */
@@ -127,6 +130,8 @@ interface Held {
   slate: boolean;
   t: number;
   wallMs: number;
+  /** The access unit's output time, ms. */
+  ptsMs: number;
 }
 
 interface Waiter {
@@ -196,6 +201,10 @@ export class HlsPackager {
   #keyUnitAsked = false;
   /** 90 kHz ticks of gaps cut out of the media timeline (see pushVideo). */
   #offsetTicks = 0;
+  /** With a leader: on its timeline yet (#join). */
+  #joined = false;
+  /** With a leader, before joining: the last key frame, which may start one of the leader's segments. */
+  #candidate: Held | null = null;
   /** Gaps cut out of the media timeline (see pushVideo), and their total length in 90 kHz ticks. */
   #cuts = 0;
   #cutTicks = 0;
@@ -283,6 +292,8 @@ export class HlsPackager {
       });
       this.#logger.debug(`pushVideo() | new init segment [initId:${this.#initId}] [size:${width}x${height}]`);
     }
+    const wallMs = Date.now() - (performance.now() - au.ptsMs);
+    if (this.#opts.leader && !this.#joined && !this.#join({ nals, keyframe: au.keyframe, slate, t: 0, wallMs, ptsMs: au.ptsMs })) return;
     // Output times, not arrival: AUs reach Node late or in bursts when the node is busy, and the
     // samples keep their frames' intervals all the same. The output clock never goes backwards;
     // a tick more keeps decode times strictly increasing whatever a caller gives.
@@ -312,10 +323,47 @@ export class HlsPackager {
       t = from;
     }
     this.#resumeTicks = undefined;
-    const wallMs = Date.now() - (performance.now() - au.ptsMs);
     const held = this.#held;
-    this.#held = { nals, keyframe: au.keyframe, slate, t, wallMs };
+    this.#held = { nals, keyframe: au.keyframe, slate, t, wallMs, ptsMs: au.ptsMs };
     if (held) this.#place(held, Math.max(1, t - held.t));
+  }
+
+  /**
+   * A rendition's packager joins its leader's timeline at one of the leader's segment starts.
+   * The leader decides that a frame starts a segment when it places the frame, on the frame after
+   * it; this packager gets each frame after the leader got the next one (a rendition encodes a
+   * frame once the stream's encoder gave it out), so a key frame waits here as the candidate until
+   * this packager's next frame, when the leader has decided. Joined, the candidate is held with
+   * the leader's media time and the leader's offset, msn and discontinuity count are this one's.
+   * False: the frame is dropped (not on the leader's timeline yet).
+   */
+  #join(frame: Held): boolean {
+    const leader = this.#opts.leader;
+    const c = this.#candidate;
+    this.#candidate = frame.keyframe ? frame : null;
+    const seg = c && leader ? [...leader.#segments, ...(leader.#current ? [leader.#current] : [])].find((x) => x.startPtsMs === c.ptsMs) : undefined;
+    if (!c || !leader || !seg) return false;
+    this.#joined = true;
+    this.#candidate = null;
+    this.#nextMsn = seg.msn;
+    this.#offsetTicks = this.#ticks(c.ptsMs) - seg.startTicks;
+    this.#discontinuitySeq = leader.#discontinuityOf(seg.msn);
+    this.#pendingDiscontinuity = false;
+    this.#resumeTicks = undefined;
+    this.#audioShift = leader.#audioShift;
+    this.#held = { ...c, t: seg.startTicks };
+    this.#logger.debug(`join() | on the leader's timeline [msn:${seg.msn}]`);
+    return true;
+  }
+
+  /** The discontinuity sequence number of segment `msn` as the playlist gives it (for a rendition joining there). */
+  #discontinuityOf(msn: number): number {
+    let n = this.#discontinuitySeq;
+    const listed = [...this.#segments, ...(this.#current ? [this.#current] : [])];
+    listed.forEach((s, i) => {
+      if (i > 0 && s.discontinuity && s.msn <= msn) n++;
+    });
+    return n;
   }
 
   /** Ends the open segment with the held frame at its nominal length; the next frame continues the timeline right after it. */
@@ -409,9 +457,17 @@ export class HlsPackager {
   }
 
   #startSegment(s: Held): void {
+    const leader = this.#opts.leader;
+    if (leader && this.#joined) {
+      // Joined, the leader decided this segment first: a different start means a frame went
+      // missing on one side (a rendition that could not keep up), and players switching there glitch.
+      const theirs = [...leader.#segments, ...(leader.#current ? [leader.#current] : [])].find((x) => x.msn === this.#nextMsn);
+      if (theirs && theirs.startPtsMs !== s.ptsMs) this.#logger.warn(`startSegment() | segment start differs from the leader's [msn:${this.#nextMsn}] [ptsMs:${s.ptsMs.toFixed(1)}] [leaderPtsMs:${theirs.startPtsMs.toFixed(1)}]`);
+    }
     this.#current = {
       msn: this.#nextMsn++,
       startTicks: s.t,
+      startPtsMs: s.ptsMs,
       initId: this.#initId,
       discontinuity: this.#pendingDiscontinuity,
       liveParts: null,

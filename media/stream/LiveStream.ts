@@ -511,7 +511,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return pts;
   }
 
-  /** Renditions run while a reader wants them (LL-HLS does from its start: its variants align from the first key frame). */
+  /** Renditions run while a reader wants them (an LL-HLS player, a WHEP viewer whose link calls for one, an RTMP push of one); unwatched, a stream encodes once. */
   #syncRenditions(): void {
     const want = this.readers.wantsRenditions && this.#state !== 'closed';
     if (want && this.#renditions.length === 0 && this.#settings.renditions.length > 0) {
@@ -526,6 +526,9 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
             onError: (message) => (this.#lastError = message),
           }),
       );
+      // A rendition's encoder starts on one of the stream encoder's key frames: ask for one now
+      // rather than wait up to a key interval.
+      this.#encoder?.requestKeyUnit();
     } else if (!want && this.#renditions.length > 0) {
       for (const r of this.#renditions) r.close();
       this.#renditions = [];

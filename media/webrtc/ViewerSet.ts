@@ -145,6 +145,12 @@ export class ViewerSet {
     this.fanOut('H264', packetizer.packetize(nals, ts), keyframe, rendition);
   }
 
+  /** Some viewer is sent a rendition, or its link calls for one. */
+  renditionsInUse(): boolean {
+    for (const v of this.#viewers.values()) if (v.rendition !== '' || v.wantedRendition !== '') return true;
+    return false;
+  }
+
   /** Viewers by the rendition they are sent now ('' = the full encode; H.264 viewers only). */
   byRendition(): Record<string, number> {
     const out: Record<string, number> = {};

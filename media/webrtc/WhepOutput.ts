@@ -23,6 +23,9 @@ import { OUTPUT_PT, ViewerSet } from './ViewerSet.ts';
 import { Vp8Branch, type Vp8BranchStatus } from './Vp8Branch.ts';
 import type { WhepSession } from './WhepSession.ts';
 
+/** How long the renditions keep running after the last viewer on one (or calling for one) left it, ms. */
+const RENDITION_LINGER_MS = 30_000;
+
 export interface WhepOutputOptions {
   settings: MediaSettings;
   transport: TransportOptions;
@@ -57,6 +60,8 @@ export class WhepOutput implements StreamReader {
   readonly #vp8: Vp8Branch;
   /** Sessions that are edge nodes' pulls (decision 0030), connected or not. */
   readonly #edges = new Set<WhepSession>();
+  /** When a viewer was last on a rendition or called for one (performance.now ms). */
+  #renditionsUsedAt = -Infinity;
   #closed = false;
 
   constructor(ctx: ReaderContext, opts: WhepOutputOptions) {
@@ -88,9 +93,16 @@ export class WhepOutput implements StreamReader {
     return this.#viewers.size > 0;
   }
 
-  /** Viewers move between the renditions as their links allow (ViewerBandwidth). */
+  /**
+   * Viewers move between the renditions as their links allow (ViewerBandwidth): the renditions run
+   * while some viewer is on one or its link calls for one, and RENDITION_LINGER_MS after (a viewer
+   * that probes back up and falls again finds them running).
+   */
   get wantsRenditions(): boolean {
-    return this.#settings.renditions.length > 0;
+    if (this.#settings.renditions.length === 0) return false;
+    const now = performance.now();
+    if (this.#viewers.renditionsInUse()) this.#renditionsUsedAt = now;
+    return now - this.#renditionsUsedAt <= RENDITION_LINGER_MS;
   }
 
   /** With a soundtrack, the mix is encoded to Opus only while some viewer takes audio. */

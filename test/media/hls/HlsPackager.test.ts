@@ -191,6 +191,57 @@ t.test('the media timeline has no hole across a stall, a publisher gap and a res
   t.ok(Math.abs(cutSeconds - (arrivalS - mediaS)) < 0.05, `${cutSeconds.toFixed(3)} s cut out of ${arrivalS.toFixed(3)} s of arrival time (${mediaS.toFixed(3)} s of media)`);
 });
 
+t.test('a rendition\'s packager started late joins its leader at a segment start: the same msn, media time and discontinuity number from there on', { timeout: 60_000 }, async (t) => {
+  const aus = await encode(300, 30);
+  const { hls: leader } = packager({ windowSegments: 12 });
+  const { hls: variant } = packager({ windowSegments: 12, leader });
+  t.teardown(() => {
+    leader.close();
+    variant.close();
+  });
+  // The leader's timeline: a 3 s stall (cut out) and a publisher gap (a discontinuity) before the
+  // rendition starts; a second publisher gap after it.
+  const pts = (i: number) => (i < 60 ? 10_000 + i * frameMs : i < 120 ? 13_000 + i * frameMs : i < 220 ? 30_000 + i * frameMs : 45_000 + i * frameMs);
+  for (let i = 0; i < 300; i++) {
+    if (i === 120 || i === 220) leader.flush();
+    if (i === 220) variant.flush();
+    leader.pushVideo({ ...(aus[i] as EncodedAccessUnit), ptsMs: pts(i) });
+    // The rendition starts at frame 140 (mid-segment) with a key frame of its own encoder's (the
+    // first frame of an x264 is one), which starts none of the leader's segments; the leader gets
+    // each frame before the rendition does, as from the stream's encoder.
+    if (i === 140) variant.pushVideo({ ...(aus[0] as EncodedAccessUnit), ptsMs: pts(i) });
+    else if (i > 140) variant.pushVideo({ ...(aus[i] as EncodedAccessUnit), ptsMs: pts(i) });
+  }
+  leader.flush();
+  variant.flush();
+  const segs = (pl: string) => {
+    // Each segment's discontinuity number (§6.2.1): the sequence plus the tags before it.
+    let disc = Number(/#EXT-X-DISCONTINUITY-SEQUENCE:(\d+)/.exec(pl)?.[1]);
+    const out = new Map<number, { dur: string; disc: number }>();
+    for (const line of pl.split('\n')) {
+      if (line === '#EXT-X-DISCONTINUITY') disc++;
+      const m = /^#EXTINF:([\d.]+),$/.exec(line);
+      if (m) out.set(-1, { dur: m[1] ?? '', disc });
+      const u = /^seg(\d+)\.m4s$/.exec(line);
+      if (u) out.set(Number(u[1]), out.get(-1) as { dur: string; disc: number });
+    }
+    out.delete(-1);
+    return out;
+  };
+  const [ls, vs] = [segs(leader.playlist('ll')), segs(variant.playlist('ll'))];
+  const first = Math.min(...vs.keys());
+  t.equal(first, 5, `the rendition starts with the leader's segment at its first shared key frame (frame 150: msn 5 after the 3 + 2 before; leader ${[...ls.keys()].join(',')})`);
+  t.ok(vs.size >= 4, `${vs.size} segments of the rendition`);
+  for (const [msn, v] of vs) {
+    const l = ls.get(msn);
+    t.same(v, l, `seg${msn}: duration ${v.dur} s and discontinuity number ${v.disc} as the leader's`);
+    const [a, b] = [trackSpans(leader.segment(msn) ?? Buffer.alloc(0), 1), trackSpans(variant.segment(msn) ?? Buffer.alloc(0), 1)];
+    t.same(b.map((x) => [x.start, x.end]), a.map((x) => [x.start, x.end]), `seg${msn}: the same media times (${a[0]?.start}…${a.at(-1)?.end})`);
+  }
+  // The stall and the publisher gap before the join: 2; the gap after it: 3.
+  t.same([...new Set([...vs.values()].map((v) => v.disc))], [2, 3], 'the discontinuities before the join count, the one after it is followed');
+});
+
 t.test('a segment and its parts stay served one segment after they leave the playlist (a player reading a second-old playlist finds them)', { timeout: 60_000 }, async (t) => {
   const aus = await encode(300, 30);
   const { hls } = packager();

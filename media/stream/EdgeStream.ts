@@ -26,6 +26,7 @@ import type { IngestStats, SessionCloseReason } from '../webrtc/WhipSession.ts';
 import { WhepOutput } from '../webrtc/WhepOutput.ts';
 import { WhepPull } from '../webrtc/WhepPull.ts';
 import type { ReaderStatus } from '../StreamReader.ts';
+import { rtpTime90k } from './OutputClock.ts';
 import { StreamHub } from './StreamHub.ts';
 
 export interface EdgeStreamOptions {
@@ -84,7 +85,7 @@ export class EdgeStream extends TypedEmitter<EdgeStreamEvents> {
       streamId: opts.streamId,
       requestKeyUnit: () => this.#pull?.requestKeyframe(),
       requestSourceKeyframe: () => this.#pull?.requestKeyframe(),
-      rtpTimestamp: (ptsMs) => Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0,
+      rtpTimestamp: (ptsMs) => rtpTime90k(ptsMs, this.#rtpClockStart),
       changed: () => this.#readersChanged(),
       logger: opts.logger,
     });

@@ -32,7 +32,7 @@ import { InvalidStateError } from '../errors.ts';
 import { DEFAULT_PARAMS, HOT_KEYS, planUpdate, type ParamsChange, type StreamParams, type UpdatePlan } from '../../native/params/index.ts';
 import { type Frame, type FrameProcessorFactory, type PixelFormat, type LiveParams } from './FrameProcessor.ts';
 import { FrameSlot } from './FrameSlot.ts';
-import { OutputClock } from './OutputClock.ts';
+import { OutputClock, rtpTime90k } from './OutputClock.ts';
 import { Rendition } from './Rendition.ts';
 import { ParamsLandings } from './ParamsLandings.ts';
 import type { LiveStreamEvents, LiveStreamState, LiveStreamStatus } from './LiveStreamStatus.ts';
@@ -251,7 +251,7 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
 
   /** The output's RTP time (90 kHz) of an output time (ms, node's monotonic clock): what every reader and every landing reports. */
   #rtpTimestamp(ptsMs: number): number {
-    return Math.round((ptsMs - this.#rtpClockStart) * 90) >>> 0;
+    return rtpTime90k(ptsMs, this.#rtpClockStart);
   }
 
   /** A reader's demand changed: the audio encoders follow it, and a reader that holds the stream stops its idle timer. */

@@ -43,6 +43,11 @@ const LATE_SLEW_MS = 0.9;
 /** A run later than capture time by more than this leaves frames out to catch up, ms (above a slow pipeline's start behind the slate; under the LL-HLS packager's 200 ms audio tolerance). */
 const CATCHUP_MS = 150;
 
+/** The 90 kHz RTP time (32 bits, wrapping) of output time `ptsMs`, counted from `originMs` (both ms on the node's monotonic clock). */
+export function rtpTime90k(ptsMs: number, originMs: number): number {
+  return Math.round((ptsMs - originMs) * 90) >>> 0;
+}
+
 export class OutputClock {
   readonly #frameMs: number;
   /** The last output time given, ms. */

@@ -511,7 +511,13 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
     return pts;
   }
 
-  /** Renditions run while a reader wants them (an LL-HLS player, a WHEP viewer whose link calls for one, an RTMP push of one); unwatched, a stream encodes once. */
+  /**
+   * Renditions run while a reader wants them (an LL-HLS player, a WHEP viewer whose link calls for
+   * one, an RTMP push of one); unwatched, a stream encodes once. Their encoders start on the stream
+   * encoder's next key frame, which the reader asks for if it cannot wait (a WHEP viewer's move
+   * does; LL-HLS joins at the next segment, whose key frame its packager asks for anyway: asking
+   * here too cut a segment in half).
+   */
   #syncRenditions(): void {
     const want = this.readers.wantsRenditions && this.#state !== 'closed';
     if (want && this.#renditions.length === 0 && this.#settings.renditions.length > 0) {
@@ -526,9 +532,6 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
             onError: (message) => (this.#lastError = message),
           }),
       );
-      // A rendition's encoder starts on one of the stream encoder's key frames: ask for one now
-      // rather than wait up to a key interval.
-      this.#encoder?.requestKeyUnit();
     } else if (!want && this.#renditions.length > 0) {
       for (const r of this.#renditions) r.close();
       this.#renditions = [];

@@ -119,7 +119,7 @@ async function networkChecks(cfg: Pick<Config, 'webrtc' | 'mediaCapacity' | 'med
       `per client address ${m.whepPerAddressPerMinute} WHEP a minute and ${m.maxPendingViewersPerAddress} connecting at once; per stream ${m.whepPerPlaybackPerMinute} WHEP a minute and ${m.maxPendingViewersPerStream} connecting at once` +
       // Scale-out only: the cascade needs other media nodes to relay a stream.
       (cfg.redisUrl ? `; a stream's viewers past ${cfg.cascadeOriginViewers} on its own node go to other media nodes that relay it (CASCADE_ORIGIN_VIEWERS), which stop ${m.edgeLingerMs} ms after their last viewer (EDGE_LINGER_MS)` : '') +
-      // Each rendition is one more x264 encode per stream while someone needs it (docs/performance.md, "Renditions").
+      // Each rendition is one more x264 encode per stream while someone may need it (docs/performance.md, "Renditions").
       `; renditions beside the full encode: ${m.renditions.length === 0 ? 'none' : m.renditions.map((r) => `${r.name} (${r.scale} of the size, ${r.bitrateKbps} kb/s)`).join(', ')} (RENDITIONS)`,
     null,
   );

@@ -90,7 +90,7 @@ export function registerMediaMetrics(metrics: Metrics, node: MediaNode): void {
       for (const b of w.bandwidth) if (b.estimateBps !== null) set({ stream_id: s.streamId, session_id: b.sessionId, rendition: b.rendition || 'full' }, b.estimateBps);
     }),
   );
-  gauge('reverie_media_renditions_running', 'Rendition encoders running for the stream (RENDITIONS; they run while a player, viewer or push needs them).', ['stream_id'], (set) => {
+  gauge('reverie_media_renditions_running', 'Rendition encoders running for the stream (RENDITIONS; they run while an LL-HLS player, a WHEP viewer or an RTMP push may need them).', ['stream_id'], (set) => {
     for (const stream of node.streams()) set({ stream_id: stream.streamId }, stream.status().renditions.filter((r) => r.running).length);
   });
   gauge('reverie_media_viewer_audio_hold_seconds', "How long WHEP viewers' sound waits at the node for the picture of its moment (the picture's delay from capture), seconds.", ['stream_id'], (set) =>

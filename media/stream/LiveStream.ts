@@ -512,11 +512,10 @@ export class LiveStream extends TypedEmitter<LiveStreamEvents> {
   }
 
   /**
-   * Renditions run while a reader wants them (an LL-HLS player, a WHEP viewer whose link calls for
-   * one, an RTMP push of one); unwatched, a stream encodes once. Their encoders start on the stream
-   * encoder's next key frame, which the reader asks for if it cannot wait (a WHEP viewer's move
-   * does; LL-HLS joins at the next segment, whose key frame its packager asks for anyway: asking
-   * here too cut a segment in half).
+   * Renditions run while a reader wants them (an LL-HLS player, a WHEP viewer, an RTMP push of
+   * one); unwatched, a stream encodes once. Their encoders start on the stream encoder's next key
+   * frame without asking for one (LL-HLS joins at the next segment, whose key frame its packager
+   * asks for anyway: asking here too cut that segment in half).
    */
   #syncRenditions(): void {
     const want = this.readers.wantsRenditions && this.#state !== 'closed';

@@ -145,9 +145,9 @@ export class ViewerSet {
     this.fanOut('H264', packetizer.packetize(nals, ts), keyframe, rendition);
   }
 
-  /** Some viewer is sent a rendition, or its link calls for one. */
-  renditionsInUse(): boolean {
-    for (const v of this.#viewers.values()) if (v.rendition !== '' || v.wantedRendition !== '') return true;
+  /** Some viewer moves between renditions as its link allows (connected or connecting). */
+  hasAdaptive(): boolean {
+    for (const v of this.#viewers.values()) if (v.adaptive) return true;
     return false;
   }
 

@@ -76,12 +76,6 @@ const NACK_BUFFER_PACKETS = 512;
 const PADDING_BYTES = 255;
 /** Probe packets go out in bursts this far apart, ms. */
 const PROBE_TICK_MS = 20;
-/**
- * How long a viewer moving down waits for a rendition that is not running yet before it takes the
- * one it left again, ms: a rendition starts on the stream encoder's next key frame, asked for with
- * the move (≤ 0.5 s, the encoder's key-unit rate limit, plus an encode).
- */
-const RENDITION_START_MS = 2000;
 
 /** True if a compound RTCP packet holds a PLI (PSFB FMT 1) or FIR (PSFB FMT 4). */
 export function asksForKeyframe(rtcp: Buffer): boolean {
@@ -112,8 +106,6 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
   #closed = false;
   #connected = false;
   #waitingKeyframe = true;
-  /** When it began waiting for a smaller rendition's key frame (performance.now ms). */
-  #waitingSince = 0;
   #timer: NodeJS.Timeout | undefined;
   #answer: Promise<string> | null = null;
   videoPacketsSent = 0;
@@ -263,9 +255,9 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     return this.#rendition;
   }
 
-  /** The rendition its link calls for ('' = the full encode): it moves there at that rendition's next key frame. */
-  get wantedRendition(): string {
-    return this.#bw?.rendition ?? this.#rendition;
+  /** It moves between renditions as its link allows (an H.264 viewer, not an edge's pull, on a node with renditions). */
+  get adaptive(): boolean {
+    return this.#bw !== null;
   }
 
   /** Its link as its RTCP tells it, and the rendition that follows (null: not adaptive). */
@@ -285,10 +277,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (this.#closed || !this.#connected || !this.#video) return;
     const wanted = this.#bw?.rendition ?? '';
     if (this.#waitingKeyframe) {
-      // A rendition that does not come (it could not start) leaves the viewer where it was, at
-      // that one's key frame, rather than frozen.
-      const stay = keyframe && rendition === this.#rendition && rendition !== wanted && performance.now() - this.#waitingSince > RENDITION_START_MS && !(this.#opts.flowing?.(wanted) ?? false);
-      if (!keyframe || (rendition !== wanted && !stay)) return;
+      if (!keyframe || rendition !== wanted) return;
       this.#waitingKeyframe = false;
       this.#startOn(rendition, packets[0]);
     } else if (rendition !== this.#rendition) {
@@ -343,12 +332,7 @@ export class WhepSession extends TypedEmitter<WhepSessionEvents> {
     if (bw.update(fb, this.#sentBps, now) && bw.rendition !== before) {
       // Moving down, the link is overrun now: the bigger encode stops at once (its queue drains
       // while the smaller one's key frame is on its way) rather than at its next key frame.
-      // A rendition not running yet starts now (renditions run on demand) on one of the stream's
-      // key frames, asked for with this move: its first unit is the one the viewer waits for.
-      if (this.#ladderIndex(bw.rendition) > this.#ladderIndex(this.#rendition) && !this.#waitingKeyframe) {
-        this.#waitingKeyframe = true;
-        this.#waitingSince = now;
-      }
+      if (this.#ladderIndex(bw.rendition) > this.#ladderIndex(this.#rendition) && (this.#opts.flowing?.(bw.rendition) ?? false)) this.#waitingKeyframe = true;
       this.safeEmit('renditionWanted', bw.rendition);
     }
     if (bw.probeBps > 0 && !this.#probeTimer) {

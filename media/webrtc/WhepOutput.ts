@@ -92,9 +92,9 @@ export class WhepOutput implements StreamReader {
    * Viewers move between the renditions as their links allow (ViewerBandwidth): the renditions run
    * while the stream has a viewer that may move, so that a link that narrows finds the smaller one
    * running. Started only when a viewer's link called for one, a viewer that joined on a thin link
-   * waited on the full encode for the rendition's first key frame, and in 4 of 8 lab runs at
-   * 600 kb/s the link's queue and the retransmissions behind it never recovered (5–8 fps, 20–50 %
-   * lost, against 30 fps and none with the rendition running).
+   * waited on the full encode for the rendition's first key frame, and in 3 of 5 lab runs at
+   * 600 kb/s the link's queue and the retransmissions behind it never recovered (0–8.5 fps, 7–48 %
+   * lost; docs/performance.md, "Real networks", has the runs with the renditions running).
    */
   get wantsRenditions(): boolean {
     return this.#settings.renditions.length > 0 && this.#viewers.hasAdaptive();

@@ -341,7 +341,7 @@ export class HlsPackager {
     const leader = this.#opts.leader;
     const c = this.#candidate;
     this.#candidate = frame.keyframe ? frame : null;
-    const seg = c && leader ? [...leader.#segments, ...(leader.#current ? [leader.#current] : [])].find((x) => x.startPtsMs === c.ptsMs) : undefined;
+    const seg = c && leader ? leader.#listed().find((x) => x.startPtsMs === c.ptsMs) : undefined;
     if (!c || !leader || !seg) return false;
     this.#joined = true;
     this.#candidate = null;
@@ -356,11 +356,15 @@ export class HlsPackager {
     return true;
   }
 
+  /** The segments an LL-HLS playlist lists: the complete ones in the window, then the open one. */
+  #listed(): Segment[] {
+    return this.#current ? [...this.#segments, this.#current] : this.#segments;
+  }
+
   /** The discontinuity sequence number of segment `msn` as the playlist gives it (for a rendition joining there). */
   #discontinuityOf(msn: number): number {
     let n = this.#discontinuitySeq;
-    const listed = [...this.#segments, ...(this.#current ? [this.#current] : [])];
-    listed.forEach((s, i) => {
+    this.#listed().forEach((s, i) => {
       if (i > 0 && s.discontinuity && s.msn <= msn) n++;
     });
     return n;
@@ -461,7 +465,7 @@ export class HlsPackager {
     if (leader && this.#joined) {
       // Joined, the leader decided this segment first: a different start means a frame went
       // missing on one side (a rendition that could not keep up), and players switching there glitch.
-      const theirs = [...leader.#segments, ...(leader.#current ? [leader.#current] : [])].find((x) => x.msn === this.#nextMsn);
+      const theirs = leader.#listed().find((x) => x.msn === this.#nextMsn);
       if (theirs && theirs.startPtsMs !== s.ptsMs) this.#logger.warn(`startSegment() | segment start differs from the leader's [msn:${this.#nextMsn}] [ptsMs:${s.ptsMs.toFixed(1)}] [leaderPtsMs:${theirs.startPtsMs.toFixed(1)}]`);
     }
     this.#current = {
@@ -665,7 +669,7 @@ export class HlsPackager {
       lines.push(`#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=${holdBack.toFixed(3)}`);
       lines.push(`#EXT-X-PART-INF:PART-TARGET=${partTarget.toFixed(3)}`);
     }
-    const listed = ll ? [...this.#segments, ...(this.#current ? [this.#current] : [])] : this.#segments;
+    const listed = ll ? this.#listed() : this.#segments;
     lines.push(`#EXT-X-MEDIA-SEQUENCE:${listed[0]?.msn ?? this.#nextMsn}`);
     lines.push(`#EXT-X-DISCONTINUITY-SEQUENCE:${this.#discontinuitySeq}`);
     let initId = -1;
@@ -719,7 +723,7 @@ export class HlsPackager {
   }
 
   stats(): HlsPackagerStats {
-    const all = [...this.#retired, ...this.#segments, ...(this.#current ? [this.#current] : [])];
+    const all = [...this.#retired, ...this.#listed()];
     let bytes = 0;
     let parts = 0;
     for (const s of all) {
